@@ -1,0 +1,3 @@
+"""evorl: on-policy reinforcement learning in JAX."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,151 @@
+"""Agents: networks, hyperparameters and a loss, separate from the training loop.
+
+An :class:`Agent` is static Python (network structure, flags); everything numeric lives
+in its :class:`AgentState` pytree: parameters, observation statistics and the loss
+hyperparameters (``hparams``), which are arrays so that they can be vmapped and swept.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from evorl.distributions import make_distribution
+from evorl.envs.spaces import Box, Space
+from evorl.networks import Network
+from evorl.rollout import Trajectory
+from evorl.utils.rl_toolkits import compute_gae
+from evorl.utils.running_statistics import (
+    RunningStatistics,
+    init_running_statistics,
+    normalize,
+    update_running_statistics,
+)
+
+
+@struct.dataclass
+class AgentState:
+    params: dict[str, Any]  # e.g. {"policy": ..., "value": ...}
+    obs_stats: RunningStatistics | None  # running observation statistics, or None
+    hparams: Any  # the loss hyperparameters as float32 arrays
+
+
+def hparams_as_arrays(hparams: Any) -> Any:
+    """Every leaf as a float32 array (None stays None), so jit never specialises on values."""
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), hparams)
+
+
+class Agent(ABC):
+    """What the on-policy workflow needs from an algorithm."""
+
+    #: Minibatches are whole sequences ``[T, b]`` (split along envs) instead of shuffled
+    #: single transitions; needed when the loss recomputes targets along time (V-trace).
+    sequence_minibatches: bool = False
+
+    @abstractmethod
+    def init(self, key: jax.Array) -> AgentState: ...
+
+    @abstractmethod
+    def compute_actions(self, agent_state: AgentState, obs: jax.Array, key: jax.Array):
+        """Samples actions ``[B, ...]``; returns ``(actions, extras)`` kept in the trajectory."""
+
+    @abstractmethod
+    def evaluate_actions(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        """Greedy actions ``[B, ...]`` in the policy's own space."""
+
+    def to_env_action(self, actions: jax.Array) -> jax.Array:
+        return actions
+
+    def update_obs_statistics(self, agent_state, obs, axis_name=None) -> AgentState:
+        return agent_state
+
+    def compute_targets(self, agent_state: AgentState, trajectory: Trajectory) -> Trajectory:
+        """Adds what the loss needs (advantages, value targets) to ``trajectory.extras``."""
+        return trajectory
+
+    @abstractmethod
+    def loss(self, agent_state: AgentState, batch: Trajectory, key: jax.Array):
+        """Returns ``(scalar loss, dict of scalar metrics)``."""
+
+    def stop_updates(self, agent_state: AgentState, metrics: dict) -> jax.Array | None:
+        """A boolean to skip the rest of this iteration's updates, or None to never stop."""
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class ActorCriticAgent(Agent):
+    """A policy network, a state-value network and optional observation normalisation.
+
+    ``compute_targets`` computes GAE (:func:`evorl.utils.rl_toolkits.compute_gae`) with
+    the agent's ``discount`` and ``gae_lambda`` hyperparameters; subclasses add the loss.
+    """
+
+    action_space: Space
+    obs_space: Box
+    policy_network: Network
+    value_network: Network
+    normalize_obs: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "distribution", make_distribution(self.action_space))
+
+    def default_hparams(self) -> Any:
+        raise NotImplementedError
+
+    def init(self, key: jax.Array) -> AgentState:
+        policy_key, value_key = jax.random.split(key)
+        params = {
+            "policy": self.policy_network.init(policy_key),
+            "value": self.value_network.init(value_key),
+        }
+        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
+        return AgentState(params=params, obs_stats=obs_stats, hparams=hparams_as_arrays(self.default_hparams()))
+
+    # --- networks -------------------------------------------------------------------
+    def preprocess(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        if agent_state.obs_stats is None:
+            return obs
+        return normalize(agent_state.obs_stats, obs)
+
+    def policy_output(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        """Distribution parameters ``[..., num_params]`` for raw observations ``obs``."""
+        return self.policy_network.apply(agent_state.params["policy"], self.preprocess(agent_state, obs))
+
+    def values(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        """``V(obs)`` ``[...]`` for raw observations ``obs``."""
+        return self.value_network.apply(agent_state.params["value"], self.preprocess(agent_state, obs))
+
+    # --- acting ---------------------------------------------------------------------
+    def compute_actions(self, agent_state, obs, key):
+        dist_params = self.policy_output(agent_state, obs)  # [B, num_params]
+        actions = self.distribution.sample(dist_params, key)
+        logp = self.distribution.log_prob(dist_params, actions)  # [B]
+        return actions, {"logp": logp}
+
+    def evaluate_actions(self, agent_state, obs):
+        return self.distribution.mode(self.policy_output(agent_state, obs))
+
+    def to_env_action(self, actions):
+        return self.distribution.to_env_action(actions)
+
+    def update_obs_statistics(self, agent_state, obs, axis_name=None):
+        if agent_state.obs_stats is None:
+            return agent_state
+        return agent_state.replace(obs_stats=update_running_statistics(agent_state.obs_stats, obs, axis_name))
+
+    # --- learning -------------------------------------------------------------------
+    def compute_targets(self, agent_state, trajectory):
+        hp = agent_state.hparams
+        values = self.values(agent_state, trajectory.obs)  # [T, B]
+        next_values = self.values(agent_state, trajectory.next_obs)  # [T, B]
+        advantages, returns = compute_gae(
+            trajectory.rewards, values, next_values,
+            trajectory.terminated, trajectory.truncated, hp.discount, hp.gae_lambda,
+        )
+        extras = {**trajectory.extras, "advantages": advantages, "returns": returns, "values": values}
+        return trajectory.replace(extras=extras)

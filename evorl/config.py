@@ -1,0 +1,203 @@
+"""Typed, validated configuration.
+
+Every config section is a frozen dataclass; :func:`parse_section` turns a mapping (a
+plain dict or OmegaConf) into one, and fails before anything is compiled with a message
+that names the bad key or value: an unknown key with the closest valid one, a value of
+the wrong type, or a value out of range (each dataclass's ``validate``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that cannot be used."""
+
+
+def to_plain(cfg: Any) -> Any:
+    """OmegaConf containers to plain dicts / lists; anything else unchanged."""
+    try:
+        from omegaconf import DictConfig, ListConfig, OmegaConf
+    except ImportError:  # pragma: no cover
+        return cfg
+    if isinstance(cfg, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
+def unknown_key_error(key: str, valid: list[str], where: str) -> ConfigError:
+    full = f"{where}.{key}" if where else key
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    hint = f" Did you mean '{(where + '.') if where else ''}{close[0]}'?" if close else ""
+    return ConfigError(f"Unknown config key '{full}'.{hint} Valid keys{' of ' + where if where else ''}: {', '.join(sorted(valid))}.")
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def coerce(value: Any, tp: Any, name: str) -> Any:
+    """Checks ``value`` against the annotation ``tp`` (int, float, bool, str, tuples,
+    ``X | None``) and returns it in canonical form (lists become tuples, ints floats)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return coerce(value, arg, name)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(f"'{name}' = {value!r} is not a valid {_type_name(tp)}.")
+    if tp is Any:
+        return value
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    elif origin is tuple:
+        args = typing.get_args(tp)
+        if isinstance(value, (list, tuple)):
+            if len(args) == 2 and args[1] is Ellipsis:
+                return tuple(coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value))
+            if len(args) == len(value):
+                return tuple(coerce(v, a, f"{name}[{i}]") for i, (v, a) in enumerate(zip(args, value)))
+    elif origin is dict or tp is dict:
+        if isinstance(value, Mapping):
+            return dict(value)
+    else:
+        raise TypeError(f"config annotation {tp!r} of '{name}' is not supported")
+    raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected {_type_name(tp)}.")
+
+
+def parse_section(cls: type, data: Any, where: str) -> Any:
+    """Builds the dataclass ``cls`` from the mapping ``data`` (missing keys take defaults)."""
+    data = to_plain(data)
+    if data is None:
+        data = {}
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config section '{where}' must be a mapping, got {type(data).__name__}.")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    values = {}
+    for key, value in data.items():
+        if key not in fields:
+            raise unknown_key_error(str(key), list(fields), where)
+        values[key] = coerce(value, hints[key], f"{where}.{key}")
+    missing = [
+        name for name, f in fields.items()
+        if name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ConfigError(f"config section '{where}' is missing required key(s): {', '.join(missing)}.")
+    section = cls(**values)
+    if hasattr(section, "validate"):
+        section.validate(where)
+    return section
+
+
+def require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConfigError(message)
+
+
+def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...]) -> type:
+    """A frozen config dataclass whose fields are ``fn``'s keyword parameters with defaults.
+
+    The agent factories are the single source of truth for an algorithm's agent keys; this
+    turns a factory's typed signature into its ``agent:`` config section.
+    """
+    hints = typing.get_type_hints(fn)
+    fields = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name in exclude or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            continue
+        if p.default is inspect.Parameter.empty:
+            raise TypeError(f"{fn.__name__}: config parameter '{p.name}' needs a default")
+        fields.append((p.name, hints[p.name], dataclasses.field(default=p.default)))
+    return dataclasses.make_dataclass(name, fields, frozen=True)
+
+
+# --------------------------------------------------------------------------------------
+# The sections every on-policy experiment shares.
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EnvConfig:
+    env_name: str = "CartPole-v1"
+    env_type: str = "gymnax"
+    #: Time limit in steps (truncation); None keeps the environment's own.
+    episode_length: int | None = None
+
+    def validate(self, where: str) -> None:
+        from evorl.envs import ENV_TYPES
+
+        require(self.env_type in ENV_TYPES, f"Unknown {where}.env_type {self.env_type!r}; valid: {', '.join(ENV_TYPES)}.")
+        require(self.episode_length is None or self.episode_length >= 1,
+                f"{where}.episode_length must be >= 1, got {self.episode_length}.")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    num_iterations: int = 100
+    rollout_length: int = 128
+    num_envs: int = 4
+    learning_rate: float = 2.5e-4
+    #: Decay the learning rate linearly to 0 over ``num_iterations``.
+    anneal_lr: bool = True
+    adam_eps: float = 1e-5
+    max_grad_norm: float | None = 0.5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    num_epochs: int = 4
+    num_minibatches: int = 4
+    #: Iterations between evaluations and log lines; each interval is one compiled call.
+    eval_interval: int = 10
+    eval_episodes: int = 16
+
+    def validate(self, where: str) -> None:
+        for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
+                    "eval_interval", "eval_episodes"):
+            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
+        require(self.max_grad_norm is None or self.max_grad_norm > 0,
+                f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
+        require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
+        require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.rollout_length
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_length

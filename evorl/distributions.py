@@ -1,0 +1,113 @@
+"""Action distributions: a categorical for ``Discrete`` and a diagonal Gaussian for ``Box``.
+
+The Gaussian policy acts in the normalised cube ``[-1, 1]^d``: a sample ``u`` is the
+policy's action (log-probabilities and the loss use ``u``), and the environment receives
+``low + (clip(u, -1, 1) + 1) / 2 * (high - low)``, i.e. actions are mapped into the bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from evorl.envs.spaces import Box, Discrete, Space
+
+
+@dataclass(frozen=True)
+class Categorical:
+    """Softmax distribution over ``n`` actions; parameters are logits ``[..., n]``."""
+
+    n: int
+
+    @property
+    def num_params(self) -> int:
+        return self.n
+
+    def sample(self, logits, key):
+        return jax.random.categorical(key, logits, axis=-1)
+
+    def mode(self, logits):
+        return jnp.argmax(logits, axis=-1)
+
+    def log_prob(self, logits, action):
+        logp = jax.nn.log_softmax(logits, axis=-1)
+        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+    def entropy(self, logits):
+        logp = jax.nn.log_softmax(logits, axis=-1)
+        return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
+
+    def kl(self, logits_p, logits_q):
+        """``KL(p || q)``."""
+        logp = jax.nn.log_softmax(logits_p, axis=-1)
+        logq = jax.nn.log_softmax(logits_q, axis=-1)
+        return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)
+
+    def to_env_action(self, action):
+        return action
+
+
+@dataclass(frozen=True, eq=False)
+class DiagGaussian:
+    """Gaussian with diagonal covariance; parameters ``[..., 2d]`` = ``(mean, log_std)``."""
+
+    low: np.ndarray  # [d] flattened bounds of the Box
+    high: np.ndarray  # [d]
+    shape: tuple[int, ...]  # the Box's own action shape
+
+    @property
+    def dim(self) -> int:
+        return int(self.low.shape[0])
+
+    @property
+    def num_params(self) -> int:
+        return 2 * self.dim
+
+    def _split(self, params):
+        mean, log_std = jnp.split(params, 2, axis=-1)
+        return mean, log_std
+
+    def sample(self, params, key):
+        mean, log_std = self._split(params)
+        return mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+
+    def mode(self, params):
+        return self._split(params)[0]
+
+    def log_prob(self, params, action):
+        mean, log_std = self._split(params)
+        z = (action - mean) * jnp.exp(-log_std)
+        return jnp.sum(-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
+
+    def entropy(self, params):
+        _, log_std = self._split(params)
+        return jnp.sum(log_std + 0.5 * (1.0 + math.log(2 * math.pi)), axis=-1)
+
+    def kl(self, params_p, params_q):
+        """``KL(p || q)``."""
+        mp, lsp = self._split(params_p)
+        mq, lsq = self._split(params_q)
+        return jnp.sum(
+            lsq - lsp + (jnp.exp(2 * lsp) + (mp - mq) ** 2) / (2 * jnp.exp(2 * lsq)) - 0.5, axis=-1
+        )
+
+    def to_env_action(self, action):
+        unit = (jnp.clip(action, -1.0, 1.0) + 1.0) / 2.0
+        action = self.low + unit * (self.high - self.low)
+        return action.reshape(action.shape[:-1] + self.shape)
+
+
+def make_distribution(action_space: Space) -> Categorical | DiagGaussian:
+    if isinstance(action_space, Discrete):
+        return Categorical(action_space.n)
+    if isinstance(action_space, Box):
+        if not action_space.is_bounded:
+            raise ValueError(f"Gaussian policies need a bounded Box action space, got {action_space}")
+        return DiagGaussian(
+            action_space.low.reshape(-1), action_space.high.reshape(-1), action_space.shape
+        )
+    raise TypeError(f"Unsupported action space {action_space!r}; expected Box or Discrete.")

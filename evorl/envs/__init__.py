@@ -1,0 +1,56 @@
+"""Environments: ``create_env`` builds a vectorised, auto-resetting env from a config."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evorl.envs.env import Env, EnvState
+from evorl.envs.spaces import Box, Discrete, Space
+from evorl.envs.vec_env import VectorEnv
+
+ENV_TYPES = ("gymnax",)
+
+__all__ = ["Box", "Discrete", "Env", "EnvState", "Space", "VectorEnv", "create_env", "ENV_TYPES"]
+
+
+def _as_dict(env_cfg: Any) -> dict:
+    if isinstance(env_cfg, Mapping):
+        return dict(env_cfg)
+    try:  # OmegaConf DictConfig or a config dataclass
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(env_cfg, DictConfig):
+            return OmegaConf.to_container(env_cfg, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    if hasattr(env_cfg, "__dataclass_fields__"):
+        import dataclasses
+
+        return dataclasses.asdict(env_cfg)
+    raise TypeError(f"env config must be a mapping with env_name and env_type, got {type(env_cfg).__name__}")
+
+
+def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 1, **env_kwargs) -> VectorEnv:
+    """Builds ``parallel`` copies of the environment ``env_cfg`` describes.
+
+    Args:
+        env_cfg: a dict / OmegaConf / EnvConfig with ``env_name`` and ``env_type``
+            (one of ``ENV_TYPES``); other keys are passed to the backend.
+        episode_length: time limit in steps (episodes end ``truncated`` there); ``None``
+            keeps the environment's own limit.
+        parallel: number of environments stepped in lock step.
+    """
+    cfg = _as_dict(env_cfg)
+    missing = [k for k in ("env_name", "env_type") if k not in cfg]
+    if missing:
+        raise ValueError(f"env config needs {' and '.join(missing)}; got keys {sorted(cfg)}")
+    env_name, env_type = cfg.pop("env_name"), cfg.pop("env_type")
+    cfg_length = cfg.pop("episode_length", None)
+    episode_length = cfg_length if episode_length is None else episode_length
+    kwargs = {**cfg, **env_kwargs}
+    if env_type == "gymnax":
+        from evorl.envs.gymnax_env import GymnaxEnv
+
+        return GymnaxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
+    raise ValueError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")

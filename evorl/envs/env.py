@@ -1,0 +1,54 @@
+"""The vectorised environment interface every backend adapts to.
+
+An :class:`Env` steps ``num_envs`` copies of one environment in lock step. Each copy
+resets itself when its episode ends; the step that ended it reports
+
+* ``terminated``: the MDP reached a terminal state (bootstrap from nothing), or
+* ``truncated``: the episode hit its time limit (bootstrap from ``V(final_obs)``),
+
+and ``final_obs`` holds the true next observation of that step (before the reset), so
+return estimators can bootstrap correctly. ``episode_return`` and ``episode_length`` are
+the running totals of the current episode including this step; on a step with
+``terminated | truncated`` they are those of the episode that just ended.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import jax
+from flax import struct
+
+from evorl.envs.spaces import Space
+
+
+@struct.dataclass
+class EnvState:
+    """State of ``num_envs`` environments after a step; every array leads with ``[B]``."""
+
+    backend_state: Any
+    key: jax.Array  # [B, key]
+    obs: jax.Array  # [B, *obs_shape]: observation to act on (after auto-reset)
+    final_obs: jax.Array  # [B, *obs_shape]: true next observation of the last step
+    reward: jax.Array  # [B]
+    terminated: jax.Array  # [B] bool
+    truncated: jax.Array  # [B] bool
+    episode_return: jax.Array  # [B]
+    episode_length: jax.Array  # [B] int32
+
+    @property
+    def done(self) -> jax.Array:
+        return self.terminated | self.truncated
+
+
+class Env(Protocol):
+    """What the rollout and the workflow need from an environment."""
+
+    num_envs: int
+    episode_length: int
+    obs_space: Space
+    action_space: Space
+
+    def reset(self, key: jax.Array) -> EnvState: ...
+
+    def step(self, state: EnvState, action: jax.Array) -> EnvState: ...

@@ -1,0 +1,92 @@
+"""gymnax environments behind the :class:`~evorl.envs.vec_env.VectorEnv` interface."""
+
+from __future__ import annotations
+
+import difflib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from evorl.envs.spaces import Box, Discrete
+from evorl.envs.vec_env import VectorEnv
+
+# Names the seed and other libraries use for gymnax environments.
+GYMNAX_ALIASES = {
+    "Breakout": "Breakout-MinAtar",
+    "Asterix": "Asterix-MinAtar",
+    "Freeway": "Freeway-MinAtar",
+    "Seaquest": "Seaquest-MinAtar",
+    "SpaceInvaders": "SpaceInvaders-MinAtar",
+}
+
+
+def gymnax_env_names() -> list[str]:
+    import gymnax
+
+    return list(gymnax.registered_envs)
+
+
+def resolve_gymnax_name(env_name: str) -> str:
+    valid = gymnax_env_names()
+    name = GYMNAX_ALIASES.get(env_name, env_name)
+    if name not in valid:
+        close = difflib.get_close_matches(env_name, valid + list(GYMNAX_ALIASES), n=3)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ValueError(
+            f"Unknown gymnax env_name {env_name!r}.{hint} Valid names: {', '.join(valid)}"
+            f" (aliases: {', '.join(GYMNAX_ALIASES)})."
+        )
+    return name
+
+
+def _convert_space(space, what: str):
+    from gymnax.environments import spaces as gspaces
+
+    if isinstance(space, gspaces.Discrete):
+        return Discrete(int(space.n))
+    if isinstance(space, gspaces.Box):
+        shape = tuple(space.shape)
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
+        return Box(low, high)
+    raise ValueError(f"gymnax {what} space {space!r} is not supported (Box and Discrete are).")
+
+
+class GymnaxEnv(VectorEnv):
+    """A gymnax environment; observations are float32, a ``Discrete`` observation one-hot."""
+
+    def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None, **env_kwargs):
+        import gymnax
+
+        name = resolve_gymnax_name(env_name)
+        self.env_name = name
+        self._env, params = gymnax.make(name, **env_kwargs)
+        default_length = int(params.max_steps_in_episode)
+        episode_length = default_length if episode_length is None else int(episode_length)
+        super().__init__(num_envs, episode_length)
+        self._params = params.replace(max_steps_in_episode=self.episode_length)
+
+        raw_obs_space = _convert_space(self._env.observation_space(self._params), "observation")
+        self._one_hot_obs = isinstance(raw_obs_space, Discrete)
+        if self._one_hot_obs:
+            n = raw_obs_space.n
+            self.obs_space = Box(np.zeros(n, np.float32), np.ones(n, np.float32))
+        else:
+            self.obs_space = raw_obs_space
+        self.action_space = _convert_space(self._env.action_space(self._params), "action")
+
+    def _observe(self, obs):
+        if self._one_hot_obs:
+            return jax.nn.one_hot(obs, self.obs_space.shape[0], dtype=jnp.float32)
+        return jnp.asarray(obs, jnp.float32).reshape(self.obs_space.shape)
+
+    def _reset_one(self, key):
+        obs, state = self._env.reset_env(key, self._params)
+        return self._observe(obs), state
+
+    def _step_one(self, key, backend_state, action):
+        obs, state, reward, terminated, _ = self._env.step_env(
+            key, backend_state, action, self._params
+        )
+        return self._observe(obs), state, reward, terminated

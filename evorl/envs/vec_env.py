@@ -1,0 +1,102 @@
+"""Auto-resetting, time-limited, vectorised environment built from single-env functions.
+
+Backends (gymnax, brax) implement two pure single-environment functions, ``_reset_one``
+and ``_step_one``; :class:`VectorEnv` vmaps them over ``num_envs`` copies and adds what
+every backend needs the same way: per-env PRNG keys, the time limit ``episode_length``
+(reported as ``truncated``, never as ``terminated``), automatic resets, the true final
+observation of every step and running episode statistics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from evorl.envs.env import EnvState
+from evorl.envs.spaces import Space
+
+
+class VectorEnv:
+    """``num_envs`` copies of one environment stepped in lock step (see :mod:`evorl.envs.env`)."""
+
+    obs_space: Space
+    action_space: Space
+
+    def __init__(self, num_envs: int, episode_length: int):
+        if int(num_envs) < 1:
+            raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
+        if int(episode_length) < 1:
+            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+        self.num_envs = int(num_envs)
+        self.episode_length = int(episode_length)
+
+    # --- backend hooks: one environment, no batch axis ------------------------------
+    def _reset_one(self, key: jax.Array) -> tuple[jax.Array, Any]:
+        """Returns ``(obs, backend_state)`` of a fresh episode."""
+        raise NotImplementedError
+
+    def _step_one(
+        self, key: jax.Array, backend_state: Any, action: jax.Array
+    ) -> tuple[jax.Array, Any, jax.Array, jax.Array]:
+        """Returns ``(next_obs, backend_state, reward, terminated)``, without resetting."""
+        raise NotImplementedError
+
+    # --- batched API ----------------------------------------------------------------
+    def reset(self, key: jax.Array) -> EnvState:
+        """Starts ``num_envs`` fresh episodes."""
+        return jax.vmap(self._reset_with_stats)(jax.random.split(key, self.num_envs))
+
+    def step(self, state: EnvState, action: jax.Array) -> EnvState:
+        """Steps every copy once with ``action`` ``[B, *action_shape]``; done copies reset."""
+        return jax.vmap(self._step_with_reset)(state, action)
+
+    def with_num_envs(self, num_envs: int) -> "VectorEnv":
+        """The same environment with another number of parallel copies (e.g. for evaluation)."""
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.num_envs = int(num_envs)
+        return clone
+
+    def _reset_with_stats(self, key: jax.Array) -> EnvState:
+        key, reset_key = jax.random.split(key)
+        obs, backend_state = self._reset_one(reset_key)
+        return EnvState(
+            backend_state=backend_state,
+            key=key,
+            obs=obs,
+            final_obs=obs,
+            reward=jnp.zeros((), jnp.float32),
+            terminated=jnp.zeros((), bool),
+            truncated=jnp.zeros((), bool),
+            episode_return=jnp.zeros((), jnp.float32),
+            episode_length=jnp.zeros((), jnp.int32),
+        )
+
+    def _step_with_reset(self, state: EnvState, action: jax.Array) -> EnvState:
+        key, step_key, reset_key = jax.random.split(state.key, 3)
+        next_obs, backend_state, reward, terminated = self._step_one(
+            step_key, state.backend_state, action
+        )
+        reward = jnp.asarray(reward, jnp.float32).reshape(())
+        terminated = jnp.asarray(terminated, bool).reshape(())
+        # Running totals restart after the step that ended the previous episode.
+        episode_return = jnp.where(state.done, 0.0, state.episode_return) + reward
+        episode_length = jnp.where(state.done, 0, state.episode_length) + 1
+        truncated = (episode_length >= self.episode_length) & ~terminated
+        done = terminated | truncated
+
+        reset_obs, reset_state = self._reset_one(reset_key)
+        pick = lambda fresh, old: jnp.where(done, fresh, old)  # noqa: E731
+        return EnvState(
+            backend_state=jax.tree.map(pick, reset_state, backend_state),
+            key=key,
+            obs=pick(reset_obs, next_obs),
+            final_obs=next_obs,
+            reward=reward,
+            terminated=terminated,
+            truncated=truncated,
+            episode_return=episode_return,
+            episode_length=episode_length,
+        )

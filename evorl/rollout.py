@@ -1,0 +1,77 @@
+"""Collecting time-major trajectories ``[T, B, ...]`` with ``lax.scan``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from jax import lax
+
+from evorl.envs.env import EnvState
+
+
+@struct.dataclass
+class Trajectory:
+    """``T`` steps of ``B`` environments. ``next_obs[t]`` is the true next observation of
+    step ``t`` (the final observation when the episode ended there, not the reset one)."""
+
+    obs: jax.Array  # [T, B, *obs_shape]
+    actions: jax.Array  # [T, B, *action_shape] in the policy's own space
+    rewards: jax.Array  # [T, B]
+    terminated: jax.Array  # [T, B] bool
+    truncated: jax.Array  # [T, B] bool
+    next_obs: jax.Array  # [T, B, *obs_shape]
+    extras: dict[str, Any]  # policy extras from acting (log-probs, ...) and later targets
+
+
+@struct.dataclass
+class EpisodeStats:
+    """Sums over the episodes that ended during a rollout (summed, so they merge exactly)."""
+
+    return_sum: jax.Array  # []
+    length_sum: jax.Array  # []
+    count: jax.Array  # []
+
+    @classmethod
+    def zeros(cls) -> "EpisodeStats":
+        z = jnp.zeros((), jnp.float32)
+        return cls(z, z, z)
+
+    def add(self, env_state: EnvState) -> "EpisodeStats":
+        done = env_state.done.astype(jnp.float32)  # [B]
+        return EpisodeStats(
+            return_sum=self.return_sum + jnp.sum(done * env_state.episode_return),
+            length_sum=self.length_sum + jnp.sum(done * env_state.episode_length),
+            count=self.count + jnp.sum(done),
+        )
+
+    def __add__(self, other: "EpisodeStats") -> "EpisodeStats":
+        return jax.tree.map(jnp.add, self, other)
+
+
+def rollout(env, agent, agent_state, env_state: EnvState, key: jax.Array, rollout_length: int):
+    """Acts ``rollout_length`` steps with ``agent.compute_actions`` (sampled actions).
+
+    Returns ``(env_state, trajectory [T, B, ...], episode_stats)``.
+    """
+
+    def step(carry, step_key):
+        env_state, stats = carry
+        actions, extras = agent.compute_actions(agent_state, env_state.obs, step_key)
+        next_state = env.step(env_state, agent.to_env_action(actions))
+        transition = Trajectory(
+            obs=env_state.obs,
+            actions=actions,
+            rewards=next_state.reward,
+            terminated=next_state.terminated,
+            truncated=next_state.truncated,
+            next_obs=next_state.final_obs,
+            extras=extras,
+        )
+        return (next_state, stats.add(next_state)), transition
+
+    keys = jax.random.split(key, rollout_length)
+    (env_state, stats), trajectory = lax.scan(step, (env_state, EpisodeStats.zeros()), keys)
+    return env_state, trajectory, stats

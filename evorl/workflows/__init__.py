@@ -1,0 +1,21 @@
+"""Workflows. Algorithm workflows are imported lazily (``evorl.workflows.PPOWorkflow``)."""
+
+from __future__ import annotations
+
+import importlib
+
+from evorl.workflows.rl_workflow import OnPolicyWorkflow, RLWorkflow, resolve_workflow_cls
+from evorl.workflows.workflow import Workflow
+
+#: Public name -> module defining it.
+WORKFLOWS = {
+    "PPOWorkflow": "evorl.algorithms.ppo",
+}
+
+__all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]
+
+
+def __getattr__(name: str):
+    if name in WORKFLOWS:
+        return getattr(importlib.import_module(WORKFLOWS[name]), name)
+    raise AttributeError(f"module 'evorl.workflows' has no attribute {name!r}")

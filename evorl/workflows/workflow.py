@@ -1,0 +1,36 @@
+"""The workflow interface: build from a config, ``init``, ``step``, ``evaluate``, ``learn``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import jax
+
+
+class Workflow(ABC):
+    """A training procedure: static configuration in ``self``, all numbers in a state pytree."""
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.__name__
+
+    @classmethod
+    @abstractmethod
+    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False) -> "Workflow": ...
+
+    @abstractmethod
+    def init(self, key: jax.Array) -> Any:
+        """The initial state for PRNG key ``key``."""
+
+    @abstractmethod
+    def step(self, state: Any) -> tuple[Any, dict]:
+        """One training iteration: ``(state, metrics)``."""
+
+    @abstractmethod
+    def evaluate(self, state: Any) -> dict:
+        """Evaluation metrics of the current policy."""
+
+    @abstractmethod
+    def learn(self, state: Any) -> Any:
+        """Trains from ``state`` to the configured end and returns the final state."""
