@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import re
+import sys
 import time
 from typing import Any
 
@@ -10,6 +14,8 @@ from evorl.config import ConfigError, to_plain
 
 def train(cfg: Any) -> dict[str, float]:
     """Builds the workflow ``cfg.workflow_cls`` names, trains it, prints the final evaluation."""
+    # Hydra logs at INFO; jax's backend probing ("Unable to initialize backend 'tpu'") is noise.
+    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     import jax
 
     from evorl.workflows import resolve_workflow_cls
@@ -31,3 +37,29 @@ def train(cfg: Any) -> dict[str, float]:
         flush=True,
     )
     return final
+
+
+_PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
+
+
+def allow_new_keys(argv: list[str]) -> list[str]:
+    """Turns plain ``key=value`` overrides into Hydra's ``++key=value`` (add or override).
+
+    A config file lists only the keys it changes, so Hydra alone would reject overriding
+    any other valid key (``training.eval_interval=5``). Unknown keys are not lost: evorl's
+    own validation rejects them with the closest valid key. ``hydra.*`` keys are left alone.
+    """
+    return [
+        f"++{arg}" if _PLAIN_OVERRIDE.match(arg) and not arg.startswith("hydra.") else arg
+        for arg in argv
+    ]
+
+
+@contextlib.contextmanager
+def exit_on_config_error():
+    """A bad config is the user's input, not a crash: one line on stderr and exit status 2."""
+    try:
+        yield
+    except ConfigError as e:
+        print(f"evorl: config error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -8,6 +8,7 @@ from typing import Any
 from evorl.envs.env import Env, EnvState
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.envs.vec_env import VectorEnv
+from evorl.config import ConfigError
 
 ENV_TYPES = ("gymnax",)
 
@@ -44,7 +45,7 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     cfg = _as_dict(env_cfg)
     missing = [k for k in ("env_name", "env_type") if k not in cfg]
     if missing:
-        raise ValueError(f"env config needs {' and '.join(missing)}; got keys {sorted(cfg)}")
+        raise ConfigError(f"env config needs {' and '.join(missing)}; got keys {sorted(cfg)}")
     env_name, env_type = cfg.pop("env_name"), cfg.pop("env_type")
     cfg_length = cfg.pop("episode_length", None)
     episode_length = cfg_length if episode_length is None else episode_length
@@ -53,4 +54,4 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
         from evorl.envs.gymnax_env import GymnaxEnv
 
         return GymnaxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
-    raise ValueError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
+    raise ConfigError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")

@@ -10,6 +10,7 @@ import numpy as np
 
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
+from evorl.config import ConfigError
 
 # Names the seed and other libraries use for gymnax environments.
 GYMNAX_ALIASES = {
@@ -33,7 +34,7 @@ def resolve_gymnax_name(env_name: str) -> str:
     if name not in valid:
         close = difflib.get_close_matches(env_name, valid + list(GYMNAX_ALIASES), n=3)
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise ValueError(
+        raise ConfigError(
             f"Unknown gymnax env_name {env_name!r}.{hint} Valid names: {', '.join(valid)}"
             f" (aliases: {', '.join(GYMNAX_ALIASES)})."
         )
@@ -65,7 +66,9 @@ class GymnaxEnv(VectorEnv):
         default_length = int(params.max_steps_in_episode)
         episode_length = default_length if episode_length is None else int(episode_length)
         super().__init__(num_envs, episode_length)
-        self._params = params.replace(max_steps_in_episode=self.episode_length)
+        # keep the params' own type (some envs declare a float limit and compare it with floats)
+        limit_type = float if isinstance(params.max_steps_in_episode, float) else int
+        self._params = params.replace(max_steps_in_episode=limit_type(self.episode_length))
 
         raw_obs_space = _convert_space(self._env.observation_space(self._params), "observation")
         self._one_hot_obs = isinstance(raw_obs_space, Discrete)

@@ -19,6 +19,7 @@ import numpy as np
 
 from evorl.distributions import make_distribution
 from evorl.envs.spaces import Box, Discrete, Space
+from evorl.config import ConfigError
 
 ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh,
@@ -32,7 +33,7 @@ ACTIVATIONS: dict[str, Callable] = {
 
 def get_activation(name: str) -> Callable:
     if name not in ACTIVATIONS:
-        raise ValueError(f"Unknown activation {name!r}; valid: {', '.join(ACTIVATIONS)}")
+        raise ConfigError(f"Unknown activation {name!r}; valid: {', '.join(ACTIVATIONS)}")
     return ACTIVATIONS[name]
 
 
@@ -82,7 +83,7 @@ class GaussianPolicyMLP(nn.Module):
 def _check_sizes(hidden_layer_sizes) -> tuple[int, ...]:
     sizes = tuple(int(s) for s in hidden_layer_sizes)
     if any(s < 1 for s in sizes):
-        raise ValueError(f"hidden_layer_sizes must be positive, got {list(hidden_layer_sizes)}")
+        raise ConfigError(f"hidden_layer_sizes must be positive, got {list(hidden_layer_sizes)}")
     return sizes
 
 
