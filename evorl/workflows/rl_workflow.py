@@ -170,8 +170,7 @@ class OnPolicyWorkflow(RLWorkflow):
         )
         self.eval_env = env.with_num_envs(tc.eval_episodes)
         self._run_chunk = self._compile_chunk()
-        self._evaluate = jax.jit(self._evaluate_episodes)
-        self._init = jax.jit(self._init_state)
+        self._evaluate = None  # compiled on first use (see compile_rarely_run)
         self.compile_seconds: float | None = None
 
     @classmethod
@@ -210,7 +209,7 @@ class OnPolicyWorkflow(RLWorkflow):
                              learning_rate=P(), iteration=P())
 
     def init(self, key: jax.Array) -> OnPolicyState:
-        state = self._init(key)
+        state = compile_rarely_run(self._init_state, key)(key)
         if self.mesh is not None:
             shardings = jax.tree.map(
                 lambda spec: NamedSharding(self.mesh, spec), self._state_specs(),
@@ -386,6 +385,8 @@ class OnPolicyWorkflow(RLWorkflow):
 
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
         key = jax.random.fold_in(state.key, 0x5EED)
+        if self._evaluate is None:
+            self._evaluate = compile_rarely_run(self._evaluate_episodes, state.agent_state, key)
         returns, lengths = jax.device_get(self._evaluate(state.agent_state, key))
         return {
             "eval/episode_return": float(np.mean(returns)),
@@ -415,6 +416,16 @@ class OnPolicyWorkflow(RLWorkflow):
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
         return state
+
+
+def compile_rarely_run(fn, *example_args):
+    """Compiles ``fn`` for ``example_args``' shapes with XLA's backend optimisations off.
+
+    For programs that run once or rarely (state initialisation, evaluation), where compile
+    time dominates: this roughly halves their compile time on the CPU.
+    """
+    lowered = jax.jit(fn).lower(*example_args)
+    return lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
 
 
 def summarize(totals: dict, num_iterations: int) -> dict[str, float]:
