@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import sys
 import time
@@ -17,6 +18,8 @@ def train(cfg: Any) -> dict[str, float]:
     # Hydra logs at INFO; jax's backend probing ("Unable to initialize backend 'tpu'") is noise.
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
     import jax
+
+    enable_compilation_cache()
 
     from evorl.workflows import resolve_workflow_cls
 
@@ -37,6 +40,24 @@ def train(cfg: Any) -> dict[str, float]:
         flush=True,
     )
     return final
+
+
+def enable_compilation_cache() -> str | None:
+    """Turns on JAX's persistent compilation cache, so a repeated run skips XLA compilation.
+
+    Directory: ``$EVORL_COMPILATION_CACHE`` (``0`` or ``off`` disables it), else
+    ``$XDG_CACHE_HOME/evorl/xla`` (``~/.cache/evorl/xla``). Returns the directory used.
+    """
+    import jax
+
+    setting = os.environ.get("EVORL_COMPILATION_CACHE", "")
+    if setting.lower() in ("0", "off", "false", "no"):
+        return None
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = setting or os.path.join(cache_home, "evorl", "xla")
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.2)
+    return path
 
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")

@@ -229,7 +229,10 @@ class OnPolicyWorkflow(RLWorkflow):
         agent_state = self.agent.update_obs_statistics(state.agent_state, trajectory.obs, self.axis_name)
         trajectory = self.agent.compute_targets(agent_state, trajectory)
 
-        frac = 1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations if tc.anneal_lr else 1.0
+        if tc.anneal_lr:  # linear decay to 0 at num_iterations (and 0 beyond, never negative)
+            frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
+        else:
+            frac = 1.0
         opt_state = set_learning_rate(state.opt_state, state.learning_rate * frac)
         agent_state, opt_state, loss_metrics = self._update_epochs(agent_state, opt_state, trajectory, update_key)
 
@@ -346,7 +349,11 @@ class OnPolicyWorkflow(RLWorkflow):
         return jax.jit(sharded, donate_argnums=0)
 
     def run_iterations(self, state: OnPolicyState, num_iterations: int) -> tuple[OnPolicyState, dict]:
-        """Runs ``num_iterations`` iterations in one compiled call; returns host metrics."""
+        """Runs ``num_iterations`` iterations in one compiled call; returns host metrics.
+
+        The input state's buffers are donated to the call (no copy of the env states and
+        parameters): keep using the returned state, not the one passed in.
+        """
         state, totals = self._run_chunk(state, np.int32(num_iterations))
         return state, summarize(jax.device_get(totals), num_iterations)
 

@@ -1,0 +1,71 @@
+"""The workflow API: init / step / evaluate / learn, one compile for every chunk length."""
+
+import jax
+import numpy as np
+import pytest
+
+from evorl.workflows import PPOWorkflow
+
+CFG = {
+    "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+    "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16], "normalize_obs": True},
+    "training": {"num_iterations": 6, "num_envs": 4, "rollout_length": 16, "num_minibatches": 2, "eval_interval": 4,
+                 "eval_episodes": 3},
+}
+
+
+def avals(tree):
+    return jax.tree.map(lambda x: (x.shape, x.dtype, getattr(x, "weak_type", False)), tree)
+
+
+@pytest.fixture(scope="module")
+def workflow():
+    return PPOWorkflow.build_from_config(CFG, recorders=[])
+
+
+def test_step_returns_metrics_and_keeps_state_types(workflow):
+    state = workflow.init(jax.random.PRNGKey(0))
+    before = avals(state)
+    state, metrics = workflow.step(state)
+    # the state's structure, shapes, dtypes and weak types never change: no recompilation
+    assert avals(state) == before
+    assert int(state.iteration) == 1
+    for key in ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
+                "explained_variance", "episode_return", "gradient_steps"):
+        assert f"train/{key}" in metrics, key
+    assert metrics["train/gradient_steps"] == 4 * 2
+    assert float(state.agent_state.obs_stats.count) == 4 * 16
+
+
+def test_one_compiled_program_serves_every_chunk_length(workflow):
+    state = workflow.init(jax.random.PRNGKey(1))
+    workflow.compile(state)
+    compiled = workflow._run_chunk
+    state, _ = workflow.run_iterations(state, 3)
+    state, _ = workflow.run_iterations(state, 1)
+    assert workflow._run_chunk is compiled and int(state.iteration) == 4
+
+
+def test_chunking_does_not_change_the_result(workflow):
+    a, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(2)), 4)
+    b = workflow.init(jax.random.PRNGKey(2))
+    for _ in range(4):
+        b, _ = workflow.step(b)
+    jax.tree.map(np.testing.assert_array_equal, a.agent_state.params, b.agent_state.params)
+
+
+def test_learn_runs_to_num_iterations_and_logs(workflow):
+    lines = []
+
+    class ListRecorder:
+        def write(self, metrics, step):
+            lines.append((step, metrics))
+
+    workflow.recorders = [ListRecorder()]
+    state = workflow.learn(workflow.init(jax.random.PRNGKey(3)))
+    workflow.recorders = []
+    assert int(state.iteration) == 6
+    assert [step for step, _ in lines] == [4 * 64, 6 * 64]
+    assert {"eval/episode_return", "train/episode_return", "steps_per_s"} <= set(lines[-1][1])
+    evaluation = workflow.evaluate(state)
+    assert 1 <= evaluation["eval/episode_length"] <= 500
