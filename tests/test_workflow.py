@@ -69,3 +69,12 @@ def test_learn_runs_to_num_iterations_and_logs(workflow):
     assert {"eval/episode_return", "train/episode_return", "steps_per_s"} <= set(lines[-1][1])
     evaluation = workflow.evaluate(state)
     assert 1 <= evaluation["eval/episode_length"] <= 500
+
+
+def test_target_kl_stops_the_remaining_updates():
+    cfg = {**CFG, "agent": {**CFG["agent"], "normalize_obs": False, "target_kl": 1e-7}}
+    workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
+    state, metrics = workflow.step(workflow.init(jax.random.PRNGKey(0)))
+    # The first update sees ratio 1 (approx_kl = 0) and is applied; the second one's
+    # approx_kl exceeds 1.5 x 1e-7, so it is not applied and the rest are skipped.
+    assert metrics["train/gradient_steps"] == 1

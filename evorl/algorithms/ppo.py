@@ -41,8 +41,8 @@ class PPOAgent(ActorCriticAgent):
     The value loss optionally uses PPO2's clipped form
     :math:`\max((V - \hat R)^2, (V_{old} + \mathrm{clip}(V - V_{old}, \pm\epsilon_v) - \hat R)^2)`.
     The last term is the low-variance estimator of :math:`KL(\mu \| \pi)` (also reported as
-    ``approx_kl``); with ``target_kl`` the remaining updates of an iteration are skipped once
-    ``approx_kl > 1.5 target_kl``.
+    ``approx_kl``); with ``target_kl``, the first minibatch step whose ``approx_kl`` (measured
+    before the step) exceeds ``1.5 target_kl`` is not applied, nor any later one of that iteration.
     """
 
     normalize_gae: bool = True

@@ -40,6 +40,7 @@ from evorl.config import (
 )
 from evorl.distributed import agent_gradient_update, axis_index, pmax, pmean, psum
 from evorl.envs import EnvState, VectorEnv, create_env
+from evorl.evaluator import Evaluator
 from evorl.recorders import ConsoleRecorder, Recorder
 from evorl.rollout import EpisodeStats, Trajectory, rollout
 from evorl.workflows.workflow import Workflow
@@ -168,7 +169,7 @@ class OnPolicyWorkflow(RLWorkflow):
         self._gradient_update = agent_gradient_update(
             agent.loss, self.optimizer, axis_name=self.axis_name, has_aux=True
         )
-        self.eval_env = env.with_num_envs(tc.eval_episodes)
+        self.evaluator = Evaluator(env, agent, tc.eval_episodes)
         self._run_chunk = self._compile_chunk()
         self._evaluate = None  # compiled on first use (see compile_rarely_run)
         self.compile_seconds: float | None = None
@@ -291,15 +292,19 @@ class OnPolicyWorkflow(RLWorkflow):
             if stopped is None:
                 agent_state, opt_state, metrics = do_update(None)
                 return (agent_state, opt_state, None), (metrics, jnp.ones((), jnp.float32))
+            # Once stopped, skip the work; a step whose KL check fails is computed, not applied.
             shapes = jax.eval_shape(do_update, None)[2]
-            agent_state, opt_state, metrics = lax.cond(
+            new_agent_state, new_opt_state, metrics = lax.cond(
                 stopped,
                 lambda _: (agent_state, opt_state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)),
                 do_update,
                 None,
             )
-            taken = 1.0 - stopped.astype(jnp.float32)
             stopped = stopped | self.agent.stop_updates(agent_state, metrics)
+            keep = lambda new, old: jnp.where(stopped, old, new)  # noqa: E731
+            agent_state = jax.tree.map(keep, new_agent_state, agent_state)
+            opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+            taken = 1.0 - stopped.astype(jnp.float32)
             return (agent_state, opt_state, stopped), (metrics, taken)
 
         def epoch(carry, epoch_key):
@@ -368,32 +373,10 @@ class OnPolicyWorkflow(RLWorkflow):
         return self.run_iterations(state, 1)
 
     # --- evaluation ---------------------------------------------------------------------
-    def _evaluate_episodes(self, agent_state: AgentState, key: jax.Array):
-        """One greedy episode in each of ``eval_episodes`` envs: returns, lengths ``[E]``."""
-        env = self.eval_env
-        env_state = env.reset(key)
-        zeros = jnp.zeros((env.num_envs,), jnp.float32)
-
-        def cond(carry):
-            _, _, _, active, t = carry
-            return jnp.any(active) & (t < env.episode_length)
-
-        def body(carry):
-            env_state, returns, lengths, active, t = carry
-            actions = self.agent.evaluate_actions(agent_state, env_state.obs)
-            env_state = env.step(env_state, self.agent.to_env_action(actions))
-            returns = returns + jnp.where(active, env_state.reward, 0.0)
-            lengths = lengths + active
-            return env_state, returns, lengths, active & ~env_state.done, t + 1
-
-        init = (env_state, zeros, zeros, jnp.ones((env.num_envs,), bool), jnp.zeros((), jnp.int32))
-        _, returns, lengths, _, _ = lax.while_loop(cond, body, init)
-        return returns, lengths
-
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
         key = jax.random.fold_in(state.key, 0x5EED)
         if self._evaluate is None:
-            self._evaluate = compile_rarely_run(self._evaluate_episodes, state.agent_state, key)
+            self._evaluate = compile_rarely_run(self.evaluator.evaluate, state.agent_state, key)
         returns, lengths = jax.device_get(self._evaluate(state.agent_state, key))
         return {
             "eval/episode_return": float(np.mean(returns)),
