@@ -182,11 +182,16 @@ class TrainingConfig:
     #: Iterations between evaluations and log lines; each interval is one compiled call.
     eval_interval: int = 10
     eval_episodes: int = 16
+    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one "update" of
+    #: lag = one iteration's ``num_epochs x num_minibatches`` gradient steps): simulates
+    #: IMPALA's decoupled actors on one machine. 0 acts with the current parameters.
+    actor_lag: int = 0
 
     def validate(self, where: str) -> None:
         for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
                     "eval_interval", "eval_episodes"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.actor_lag >= 0, f"{where}.actor_lag must be >= 0, got {self.actor_lag}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
         require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
         require(self.max_grad_norm is None or self.max_grad_norm > 0,

@@ -35,8 +35,10 @@ class EpisodeStats:
     count: jax.Array  # []
 
     @classmethod
-    def zeros(cls) -> "EpisodeStats":
-        z = jnp.zeros((), jnp.float32)
+    def zeros(cls, like: jax.Array | None = None) -> "EpisodeStats":
+        """Zero sums; with ``like`` (e.g. the per-env rewards) they vary across devices as it
+        does under ``shard_map``, as the sums accumulated from it will."""
+        z = jnp.zeros((), jnp.float32) if like is None else jnp.zeros_like(like, jnp.float32, shape=())
         return cls(z, z, z)
 
     def add(self, env_state: EnvState) -> "EpisodeStats":
@@ -73,5 +75,5 @@ def rollout(env, agent, agent_state, env_state: EnvState, key: jax.Array, rollou
         return (next_state, stats.add(next_state)), transition
 
     keys = jax.random.split(key, rollout_length)
-    (env_state, stats), trajectory = lax.scan(step, (env_state, EpisodeStats.zeros()), keys)
+    (env_state, stats), trajectory = lax.scan(step, (env_state, EpisodeStats.zeros(like=env_state.reward)), keys)
     return env_state, trajectory, stats

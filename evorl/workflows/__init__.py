@@ -10,6 +10,8 @@ from evorl.workflows.workflow import Workflow
 #: Public name -> module defining it.
 WORKFLOWS = {
     "PPOWorkflow": "evorl.algorithms.ppo",
+    "A2CWorkflow": "evorl.algorithms.a2c",
+    "IMPALAWorkflow": "evorl.algorithms.impala",
 }
 
 __all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]

@@ -7,6 +7,9 @@ the agent compute its targets (GAE, or nothing when its loss computes V-trace), 
 iterations at a time inside one compiled ``lax.fori_loop`` (one XLA program, compiled once
 for any chunk length), and only then moves scalar metrics to the host.
 
+With ``training.actor_lag = k`` the rollout acts with the parameters of ``k`` iterations
+ago (IMPALA's decoupled actors simulated on one machine; see :func:`acting_state`).
+
 With ``enable_multi_devices`` the same iteration runs under ``jax.shard_map`` over all
 local devices: environments are split across devices, parameters are replicated, and
 gradients, observation statistics and metrics are reduced over the device axis.
@@ -87,6 +90,9 @@ class OnPolicyState:
     env_state: EnvState  # leading axis [B], split across devices
     learning_rate: jax.Array  # [] base learning rate (annealed per iteration)
     iteration: jax.Array  # [] int32, completed iterations
+    #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
+    #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
+    lagged_params: Any = None
 
 
 class RLWorkflow(Workflow):
@@ -202,12 +208,13 @@ class OnPolicyWorkflow(RLWorkflow):
             env_state=self.env.reset(env_key),
             learning_rate=jnp.asarray(self.config.training.learning_rate, jnp.float32),
             iteration=jnp.zeros((), jnp.int32),
+            lagged_params=init_lagged_params(agent_state.params, self.config.training.actor_lag),
         )
 
     def _state_specs(self) -> OnPolicyState:
         """Partition specs: environments split over devices, everything else replicated."""
         return OnPolicyState(key=P(), agent_state=P(), opt_state=P(), env_state=P(DEVICE_AXIS),
-                             learning_rate=P(), iteration=P())
+                             learning_rate=P(), iteration=P(), lagged_params=P())
 
     def init(self, key: jax.Array) -> OnPolicyState:
         state = compile_rarely_run(self._init_state, key)(key)
@@ -224,8 +231,9 @@ class OnPolicyWorkflow(RLWorkflow):
         tc = self.config.training
         key, rollout_key, update_key = jax.random.split(state.key, 3)
         rollout_key = jax.random.fold_in(rollout_key, axis_index(self.axis_name))
+        actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
         env_state, trajectory, episodes = rollout(
-            self.env, self.agent, state.agent_state, state.env_state, rollout_key, tc.rollout_length
+            self.env, self.agent, actor_state, state.env_state, rollout_key, tc.rollout_length
         )
         agent_state = self.agent.update_obs_statistics(state.agent_state, trajectory.obs, self.axis_name)
         trajectory = self.agent.compute_targets(agent_state, trajectory)
@@ -245,7 +253,7 @@ class OnPolicyWorkflow(RLWorkflow):
             "episode_count": episodes.count,
         }
         state = state.replace(key=key, agent_state=agent_state, opt_state=opt_state,
-                              env_state=env_state, iteration=state.iteration + 1)
+                              env_state=env_state, iteration=state.iteration + 1, lagged_params=lagged_params)
         return state, metrics
 
     def _minibatches(self, trajectory: Trajectory, key: jax.Array) -> Trajectory:
@@ -431,6 +439,25 @@ def summarize(totals: dict, num_iterations: int) -> dict[str, float]:
     metrics["train/episode_length"] = length_sum / count if count else float("nan")
     metrics["train/episodes"] = count
     return metrics
+
+
+def init_lagged_params(params: Any, actor_lag: int) -> Any:
+    """``actor_lag`` copies of ``params`` (leaves ``[actor_lag, ...]``), or None for no lag."""
+    if actor_lag == 0:
+        return None
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (actor_lag,) + x.shape), params)
+
+
+def acting_state(agent_state: AgentState, lagged_params: Any) -> tuple[AgentState, Any]:
+    """The state the rollout acts with (the oldest snapshot) and the snapshots shifted by one
+    with the current parameters appended; ``(agent_state, None)`` without lag."""
+    if lagged_params is None:
+        return agent_state, None
+    oldest = jax.tree.map(lambda x: x[0], lagged_params)
+    shifted = jax.tree.map(
+        lambda past, now: jnp.concatenate([past[1:], now[None]]), lagged_params, agent_state.params
+    )
+    return agent_state.replace(params=oldest), shifted
 
 
 def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:

@@ -1,0 +1,133 @@
+"""Advantage actor-critic (A2C): the synchronous variant of A3C (Mnih et al., 2016)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from evorl.agent import ActorCriticAgent
+from evorl.config import dataclass_from_signature, require
+from evorl.envs.spaces import Box, Space
+from evorl.networks import make_policy_network, make_v_network
+from evorl.utils.rl_toolkits import explained_variance
+from evorl.workflows.rl_workflow import OnPolicyWorkflow
+
+
+@struct.dataclass
+class A2CHParams:
+    discount: float
+    gae_lambda: float
+    vf_coef: float
+    ent_coef: float
+
+
+@dataclass(frozen=True, eq=False)
+class A2CAgent(ActorCriticAgent):
+    r"""The plain actor-critic loss, no importance ratio, on the rollout just collected:
+
+    .. math::
+        L = -\mathbb{E}[\log \pi(a|s) A] + c_v \tfrac12 \mathbb{E}[(V(s) - \hat R)^2]
+            - c_e \mathbb{E}[H(\pi(\cdot|s))]
+
+    :math:`A` and :math:`\hat R = A + V` come from :func:`~evorl.utils.rl_toolkits.compute_gae`
+    (``ActorCriticAgent.compute_targets``). ``gae_lambda = 1`` gives A3C's n-step returns
+    :math:`\sum_{k<n} \gamma^k r_{t+k} + \gamma^n V(s_{t+n})` with ``n`` reaching to the end
+    of the rollout (``n = rollout_length - t``) or of the episode; ``gae_lambda < 1`` gives GAE.
+    """
+
+    normalize_advantages: bool = False
+    hparams_defaults: A2CHParams | None = None
+
+    def default_hparams(self) -> A2CHParams:
+        return self.hparams_defaults
+
+    def loss(self, agent_state, batch, key):
+        hp = agent_state.hparams
+        obs = self.preprocess(agent_state, batch.obs)  # [N, *obs_shape]
+        dist_params = self.policy_network.apply(agent_state.params["policy"], obs)  # [N, num_params]
+        values = self.value_network.apply(agent_state.params["value"], obs)  # [N]
+
+        advantages = batch.extras["advantages"]  # [N]
+        if self.normalize_advantages:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        log_prob = self.distribution.log_prob(dist_params, batch.actions)  # [N]
+        policy_loss = -jnp.mean(log_prob * advantages)
+
+        returns = batch.extras["returns"]  # [N]
+        value_loss = 0.5 * jnp.mean(jnp.square(values - returns))
+        entropy = jnp.mean(self.distribution.entropy(dist_params))
+        loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
+        metrics = {
+            "loss": loss,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "explained_variance": explained_variance(values, returns),
+        }
+        return loss, jax.lax.stop_gradient(metrics)
+
+
+def make_mlp_a2c_agent(
+    action_space: Space,
+    obs_space: Box | None = None,
+    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
+    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
+    activation: str = "tanh",
+    init_log_std: float = 0.0,
+    normalize_obs: bool = False,
+    normalize_advantages: bool = False,
+    vf_coef: float = 0.5,
+    ent_coef: float = 0.01,
+    discount: float = 0.99,
+    gae_lambda: float = 1.0,
+) -> A2CAgent:
+    """An A2C agent with separate MLP actor and critic (see :class:`A2CAgent`)."""
+    require(obs_space is not None, "make_mlp_a2c_agent needs obs_space (e.g. obs_space=env.obs_space).")
+    for name, value in (("vf_coef", vf_coef), ("ent_coef", ent_coef)):
+        require(value >= 0, f"{name} must be >= 0, got {value}.")
+    return A2CAgent(
+        action_space=action_space,
+        obs_space=obs_space,
+        policy_network=make_policy_network(
+            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std
+        ),
+        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation),
+        normalize_obs=normalize_obs,
+        normalize_advantages=normalize_advantages,
+        hparams_defaults=A2CHParams(discount=discount, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef),
+    )
+
+
+A2CAgentConfig = dataclass_from_signature(
+    "A2CAgentConfig", make_mlp_a2c_agent, exclude=("action_space", "obs_space", "discount", "gae_lambda")
+)
+
+
+class A2CWorkflow(OnPolicyWorkflow):
+    """A2C: one synchronous gradient step on each rollout (``num_epochs = num_minibatches = 1``)."""
+
+    agent_config_cls = A2CAgentConfig
+
+    @classmethod
+    def name(cls):
+        return "A2C"
+
+    @classmethod
+    def build_agent(cls, env, agent_cfg, training):
+        return make_mlp_a2c_agent(
+            env.action_space, env.obs_space, discount=training.gamma, gae_lambda=training.gae_lambda,
+            **vars(agent_cfg),
+        )
+
+    @classmethod
+    def check_config(cls, config, agent, num_devices):
+        super().check_config(config, agent, num_devices)
+        tc = config.training
+        require(
+            tc.num_epochs == 1 and tc.num_minibatches == 1,
+            f"A2C takes one gradient step per rollout: set training.num_epochs=1 and "
+            f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).",
+        )

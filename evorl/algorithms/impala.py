@@ -1,0 +1,259 @@
+"""IMPALA (Espeholt et al., 2018): actor-critic with V-trace off-policy correction.
+
+The actors' policy :math:`\\mu` lags behind the learner's :math:`\\pi`: the learner takes
+several minibatch steps per rollout, and with ``training.actor_lag = k`` the rollout acts
+with the parameters of ``k`` iterations ago. V-trace corrects for the difference; the loss
+recomputes it on every minibatch of whole sequences ``[T, b]`` with the current parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from jax import lax
+
+from evorl.agent import ActorCriticAgent
+from evorl.config import dataclass_from_signature, require
+from evorl.envs.spaces import Box, Space
+from evorl.networks import make_policy_network, make_v_network
+from evorl.utils.rl_toolkits import _check_time_major, explained_variance
+from evorl.workflows.rl_workflow import OnPolicyWorkflow
+
+
+def compute_vtrace(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    log_rhos: jax.Array,
+    discount: float | jax.Array,
+    vtrace_lambda: float | jax.Array = 1.0,
+    rho_bar: float | jax.Array = 1.0,
+    c_bar: float | jax.Array = 1.0,
+) -> jax.Array:
+    r"""V-trace value targets :math:`v_t` (Espeholt et al., 2018, eq. 1), gradients stopped.
+
+    All inputs are ``[T, ...]``: ``values[t] = V(s_t)``, ``next_values[t] = V(s'_t)`` the
+    value of the true next state of step ``t`` (the final observation when the episode ended
+    there), ``log_rhos[t] = log pi(a_t|s_t) - log mu(a_t|s_t)``.
+
+    .. math::
+        \rho_t = \min(\bar\rho, \pi/\mu), \quad c_t = \lambda \min(\bar c, \pi/\mu) \\
+        \delta_t = \rho_t (r_t + \gamma (1 - \mathrm{term}_t) V(s'_t) - V(s_t)) \\
+        v_t - V(s_t) = \delta_t + \gamma (1 - \mathrm{done}_t) c_t (v_{t+1} - V(s_{t+1})),
+        \quad v_T - V(s_T) = 0
+
+    with ``done = terminated | truncated``: a terminal state bootstraps from nothing, a
+    truncated episode from ``V(final_obs)``, and the trace never crosses an episode end.
+    With :math:`\rho = c = 1` (on-policy) these are the lambda-returns of GAE.
+    """
+    _check_time_major(
+        rewards=rewards, values=values, next_values=next_values,
+        terminated=terminated, truncated=truncated, log_rhos=log_rhos,
+    )
+    rhos = jnp.exp(log_rhos)  # [T, ...]
+    clipped_rhos = jnp.minimum(rho_bar, rhos)
+    cs = vtrace_lambda * jnp.minimum(c_bar, rhos)
+    terminated = terminated.astype(values.dtype)
+    continues = 1.0 - jnp.maximum(terminated, truncated.astype(values.dtype))  # [T, ...]
+    deltas = clipped_rhos * (rewards + discount * (1.0 - terminated) * next_values - values)
+
+    def backward(next_correction, inputs):
+        delta_t, c_t, continue_t = inputs
+        correction = delta_t + discount * continue_t * c_t * next_correction  # v_t - V(s_t)
+        return correction, correction
+
+    _, corrections = lax.scan(
+        backward, jnp.zeros_like(values[0]), (deltas, cs, continues), reverse=True
+    )
+    return lax.stop_gradient(values + corrections)
+
+
+def compute_pg_advantage(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    vs: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    log_rhos: jax.Array,
+    discount: float | jax.Array,
+    rho_bar: float | jax.Array = 1.0,
+) -> jax.Array:
+    r"""V-trace's policy-gradient advantage (Espeholt et al., 2018, section 4.2), gradients
+    stopped; inputs ``[T, ...]`` as in :func:`compute_vtrace`, ``vs`` its targets.
+
+    .. math::
+        A_t = \min(\bar\rho, \pi/\mu) (r_t + \gamma (1 - \mathrm{term}_t) v'_{t+1} - V(s_t))
+
+    where :math:`v'_{t+1} = v_{t+1}` while the episode continues inside the trajectory and
+    :math:`V(s'_t)` at an episode end or after the last step (:math:`v_T = V(s_T)`).
+    """
+    _check_time_major(
+        rewards=rewards, values=values, next_values=next_values, vs=vs,
+        terminated=terminated, truncated=truncated, log_rhos=log_rhos,
+    )
+    done = terminated | truncated  # [T, ...]
+    next_vs = jnp.concatenate([vs[1:], next_values[-1:]])  # [T, ...]
+    next_vs = jnp.where(done, next_values, next_vs)
+    q = rewards + discount * (1.0 - terminated.astype(values.dtype)) * next_vs
+    return lax.stop_gradient(jnp.minimum(rho_bar, jnp.exp(log_rhos)) * (q - values))
+
+
+@struct.dataclass
+class IMPALAHParams:
+    discount: float
+    vtrace_lambda: float
+    vtrace_rho_bar: float
+    vtrace_c_bar: float
+    pg_rho_bar: float
+    baseline_cost: float
+    ent_coef: float
+    kl_coef: float
+
+
+@dataclass(frozen=True, eq=False)
+class IMPALAAgent(ActorCriticAgent):
+    r"""IMPALA's loss on a minibatch of whole sequences ``[T, b]`` acted by :math:`\mu`:
+
+    .. math::
+        L = -\mathbb{E}[\log \pi(a_t|s_t) A_t] + c_b \tfrac12 \mathbb{E}[(v_t - V(s_t))^2]
+            - c_e \mathbb{E}[H(\pi(\cdot|s_t))] + c_{kl} \mathbb{E}[KL(\mu(\cdot|s_t) \| \pi(\cdot|s_t))]
+
+    with V-trace targets :math:`v_t` (:func:`compute_vtrace`) and advantages :math:`A_t`
+    (:func:`compute_pg_advantage`) recomputed with the current parameters. The behaviour
+    log-probabilities and distribution parameters come from the rollout's extras.
+    ``vtrace_correction=False`` treats the data as on-policy (:math:`\pi/\mu := 1`, the
+    paper's "no correction" baseline).
+    """
+
+    sequence_minibatches = True
+    vtrace_correction: bool = True
+    hparams_defaults: IMPALAHParams | None = None
+
+    def default_hparams(self) -> IMPALAHParams:
+        return self.hparams_defaults
+
+    def compute_actions(self, agent_state, obs, key):
+        dist_params = self.policy_output(agent_state, obs)  # [B, num_params]
+        actions = self.distribution.sample(dist_params, key)
+        logp = self.distribution.log_prob(dist_params, actions)  # [B]
+        return actions, {"logp": logp, "behaviour_params": dist_params}
+
+    def compute_targets(self, agent_state, trajectory):
+        return trajectory  # V-trace needs the current parameters: computed in the loss
+
+    def loss(self, agent_state, batch, key):
+        hp = agent_state.hparams
+        dist = self.distribution
+        obs = self.preprocess(agent_state, batch.obs)  # [T, b, *obs_shape]
+        dist_params = self.policy_network.apply(agent_state.params["policy"], obs)  # [T, b, num_params]
+        values = self.value_network.apply(agent_state.params["value"], obs)  # [T, b]
+        next_values = self.values(agent_state, batch.next_obs)  # [T, b]
+
+        log_prob = dist.log_prob(dist_params, batch.actions)  # [T, b]
+        log_rhos = lax.stop_gradient(log_prob - batch.extras["logp"])  # [T, b]
+        correction_log_rhos = log_rhos if self.vtrace_correction else jnp.zeros_like(log_rhos)
+        vs = compute_vtrace(
+            batch.rewards, values, next_values, batch.terminated, batch.truncated, correction_log_rhos,
+            hp.discount, hp.vtrace_lambda, hp.vtrace_rho_bar, hp.vtrace_c_bar,
+        )
+        pg_advantages = compute_pg_advantage(
+            batch.rewards, values, next_values, vs, batch.terminated, batch.truncated,
+            correction_log_rhos, hp.discount, hp.pg_rho_bar,
+        )
+        policy_loss = -jnp.mean(log_prob * pg_advantages)
+        value_loss = 0.5 * jnp.mean(jnp.square(vs - values))
+        entropy = jnp.mean(dist.entropy(dist_params))
+        kl = jnp.mean(dist.kl(batch.extras["behaviour_params"], dist_params))
+        loss = policy_loss + hp.baseline_cost * value_loss - hp.ent_coef * entropy + hp.kl_coef * kl
+
+        ratios = jnp.exp(log_rhos)
+        metrics = {
+            "loss": loss,
+            "policy_loss": policy_loss,
+            "value_loss": value_loss,
+            "entropy": entropy,
+            "kl": kl,
+            "mean_importance_ratio": jnp.mean(ratios),
+            "max_importance_ratio": jnp.max(ratios),
+            "rho_clip_fraction": jnp.mean((ratios > hp.vtrace_rho_bar).astype(jnp.float32)),
+            "explained_variance": explained_variance(values, vs),
+        }
+        return loss, lax.stop_gradient(metrics)
+
+
+def make_mlp_impala_agent(
+    action_space: Space,
+    obs_space: Box | None = None,
+    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
+    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
+    activation: str = "tanh",
+    init_log_std: float = 0.0,
+    normalize_obs: bool = False,
+    vtrace_rho_bar: float = 1.0,
+    vtrace_c_bar: float = 1.0,
+    pg_rho_bar: float | None = None,
+    vtrace_correction: bool = True,
+    baseline_cost: float = 0.5,
+    ent_coef: float = 0.01,
+    kl_coef: float = 0.0,
+    discount: float = 0.99,
+    vtrace_lambda: float = 1.0,
+) -> IMPALAAgent:
+    """An IMPALA agent with separate MLP actor and critic (see :class:`IMPALAAgent`).
+
+    ``pg_rho_bar`` clips the ratio of the policy-gradient term; None uses ``vtrace_rho_bar``
+    as the paper does. ``.inf`` disables a clip.
+    """
+    require(obs_space is not None, "make_mlp_impala_agent needs obs_space (e.g. obs_space=env.obs_space).")
+    pg_rho_bar = vtrace_rho_bar if pg_rho_bar is None else pg_rho_bar
+    for name, value in (("vtrace_rho_bar", vtrace_rho_bar), ("vtrace_c_bar", vtrace_c_bar),
+                        ("pg_rho_bar", pg_rho_bar)):
+        require(value > 0, f"{name} must be > 0 (.inf for no clipping), got {value}.")
+    require(vtrace_c_bar <= vtrace_rho_bar,
+            f"vtrace_c_bar={vtrace_c_bar} must be <= vtrace_rho_bar={vtrace_rho_bar} (V-trace's assumption).")
+    for name, value in (("baseline_cost", baseline_cost), ("ent_coef", ent_coef), ("kl_coef", kl_coef)):
+        require(value >= 0, f"{name} must be >= 0, got {value}.")
+    return IMPALAAgent(
+        action_space=action_space,
+        obs_space=obs_space,
+        policy_network=make_policy_network(
+            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std
+        ),
+        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation),
+        normalize_obs=normalize_obs,
+        vtrace_correction=vtrace_correction,
+        hparams_defaults=IMPALAHParams(
+            discount=discount, vtrace_lambda=vtrace_lambda, vtrace_rho_bar=vtrace_rho_bar,
+            vtrace_c_bar=vtrace_c_bar, pg_rho_bar=pg_rho_bar, baseline_cost=baseline_cost,
+            ent_coef=ent_coef, kl_coef=kl_coef,
+        ),
+    )
+
+
+IMPALAAgentConfig = dataclass_from_signature(
+    "IMPALAAgentConfig", make_mlp_impala_agent,
+    exclude=("action_space", "obs_space", "discount", "vtrace_lambda"),
+)
+
+
+class IMPALAWorkflow(OnPolicyWorkflow):
+    """IMPALA; V-trace's lambda is ``training.gae_lambda`` (the paper uses 1)."""
+
+    agent_config_cls = IMPALAAgentConfig
+
+    @classmethod
+    def name(cls):
+        return "IMPALA"
+
+    @classmethod
+    def build_agent(cls, env, agent_cfg, training):
+        return make_mlp_impala_agent(
+            env.action_space, env.obs_space, discount=training.gamma, vtrace_lambda=training.gae_lambda,
+            **vars(agent_cfg),
+        )
