@@ -1,5 +1,7 @@
 """A2C: config errors and a learning test on CartPole-v1."""
 
+from pathlib import Path
+
 import jax
 import pytest
 
@@ -23,6 +25,17 @@ def a2c_config(**training):
 def test_a2c_rejects_several_gradient_steps_per_rollout():
     with pytest.raises(ConfigError, match="num_epochs=1 and training.num_minibatches=1"):
         A2CWorkflow.build_from_config(a2c_config(num_epochs=4))
+
+
+def test_a2c_defaults_to_one_gradient_step_so_the_seed_yaml_switches_by_workflow_cls():
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.load(Path(__file__).resolve().parents[1] / "configs" / "ppo_cartpole.yaml")
+    cfg.workflow_cls = "evorl.workflows.A2CWorkflow"
+    del cfg["defaults"]
+    cfg.agent.pop("clip_epsilon")  # PPO's own key
+    training = A2CWorkflow.parse_config(cfg).training
+    assert (training.num_epochs, training.num_minibatches) == (1, 1)
 
 
 def test_a2c_rejects_ppo_keys():

@@ -110,6 +110,7 @@ class A2CWorkflow(OnPolicyWorkflow):
     """A2C: one synchronous gradient step on each rollout (``num_epochs = num_minibatches = 1``)."""
 
     agent_config_cls = A2CAgentConfig
+    training_defaults = {"num_epochs": 1, "num_minibatches": 1}
 
     @classmethod
     def name(cls):

@@ -103,6 +103,9 @@ class RLWorkflow(Workflow):
     """
 
     agent_config_cls: ClassVar[type]
+    #: Training keys whose default differs for this algorithm (applied when the config
+    #: does not set them), e.g. A2C's one gradient step per rollout.
+    training_defaults: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent,
                  enable_multi_devices: bool = False, recorders: list[Recorder] | None = None):
@@ -140,7 +143,9 @@ class RLWorkflow(Workflow):
             seed=seed,
             env=parse_section(EnvConfig, cfg.get("env"), "env"),
             agent=parse_section(cls.agent_config_cls, cfg.get("agent"), "agent"),
-            training=parse_section(TrainingConfig, cfg.get("training"), "training"),
+            training=parse_section(
+                TrainingConfig, {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}, "training"
+            ),
         )
 
     @classmethod
