@@ -7,6 +7,7 @@ hyperparameters (``hparams``), which are arrays so that they can be vmapped and 
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -76,6 +77,11 @@ class Agent(ABC):
         """A boolean to skip the rest of this iteration's updates, or None to never stop."""
         return None
 
+    def with_axis_name(self, axis_name: str | None) -> "Agent":
+        """This agent with batch statistics in its loss reduced over the device axis
+        ``axis_name`` (the workflow calls it when it runs data-parallel)."""
+        return dataclasses.replace(self, axis_name=axis_name)
+
 
 @dataclass(frozen=True, eq=False)
 class ActorCriticAgent(Agent):
@@ -90,6 +96,8 @@ class ActorCriticAgent(Agent):
     policy_network: Network
     value_network: Network
     normalize_obs: bool = False
+    #: Device axis for batch statistics inside the loss (set by the workflow), or None.
+    axis_name: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "distribution", make_distribution(self.action_space))

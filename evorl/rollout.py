@@ -53,15 +53,30 @@ class EpisodeStats:
         return jax.tree.map(jnp.add, self, other)
 
 
-def rollout(env, agent, agent_state, env_state: EnvState, key: jax.Array, rollout_length: int):
+def rollout(
+    env,
+    agent,
+    agent_state,
+    env_state: EnvState,
+    key: jax.Array,
+    rollout_length: int,
+    env_ids: jax.Array | None = None,
+):
     """Acts ``rollout_length`` steps with ``agent.compute_actions`` (sampled actions).
 
+    Environment ``i`` samples its action at step ``t`` with ``fold_in(key_t, env_ids[i])``,
+    so what an environment does depends only on its global index, not on how the
+    environments are split across devices (``env_ids`` defaults to ``arange(B)``).
     Returns ``(env_state, trajectory [T, B, ...], episode_stats)``.
     """
+    if env_ids is None:
+        env_ids = jnp.arange(env_state.reward.shape[0])
+    act = jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))
 
     def step(carry, step_key):
         env_state, stats = carry
-        actions, extras = agent.compute_actions(agent_state, env_state.obs, step_key)
+        env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_key, env_ids)  # [B]
+        actions, extras = act(agent_state, env_state.obs, env_keys)
         next_state = env.step(env_state, agent.to_env_action(actions))
         transition = Trajectory(
             obs=env_state.obs,

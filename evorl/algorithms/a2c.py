@@ -12,7 +12,7 @@ from evorl.agent import ActorCriticAgent
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
 from evorl.networks import make_policy_network, make_v_network
-from evorl.utils.rl_toolkits import explained_variance
+from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
 
@@ -52,7 +52,7 @@ class A2CAgent(ActorCriticAgent):
 
         advantages = batch.extras["advantages"]  # [N]
         if self.normalize_advantages:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalize_advantages(advantages, self.axis_name)
         log_prob = self.distribution.log_prob(dist_params, batch.actions)  # [N]
         policy_loss = -jnp.mean(log_prob * advantages)
 

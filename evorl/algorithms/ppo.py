@@ -12,7 +12,7 @@ from evorl.agent import ActorCriticAgent
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
 from evorl.networks import make_policy_network, make_v_network
-from evorl.utils.rl_toolkits import explained_variance
+from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
 
@@ -62,7 +62,7 @@ class PPOAgent(ActorCriticAgent):
         ratio = jnp.exp(log_ratio)
         advantages = batch.extras["advantages"]  # [N]
         if self.normalize_gae:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            advantages = normalize_advantages(advantages, self.axis_name)
         surrogate = jnp.minimum(
             ratio * advantages,
             jnp.clip(ratio, 1.0 - hp.clip_epsilon, 1.0 + hp.clip_epsilon) * advantages,

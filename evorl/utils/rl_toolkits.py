@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from evorl.distributed import pmean
+
 
 def _check_time_major(**arrays):
     shapes = {name: jnp.shape(a) for name, a in arrays.items()}
@@ -56,6 +58,14 @@ def compute_gae(
     )
     advantages = lax.stop_gradient(advantages)
     return advantages, lax.stop_gradient(advantages + values)
+
+
+def normalize_advantages(advantages: jax.Array, axis_name: str | None = None, eps: float = 1e-8) -> jax.Array:
+    """``(A - mean) / (std + eps)`` with the statistics of the whole minibatch: over every
+    device on ``axis_name`` (each holding an equal share), not just this device's part."""
+    mean = pmean(jnp.mean(advantages), axis_name)
+    var = pmean(jnp.mean(jnp.square(advantages - mean)), axis_name)
+    return (advantages - mean) / (jnp.sqrt(var) + eps)
 
 
 def explained_variance(predictions: jax.Array, targets: jax.Array) -> jax.Array:

@@ -169,20 +169,22 @@ class OnPolicyWorkflow(RLWorkflow):
     """The one on-policy training loop (see the module docstring)."""
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
-        super().__init__(config, env, agent, enable_multi_devices, recorders)
-        tc = config.training
-        self.optimizer = make_optimizer(tc)
         if enable_multi_devices:
             self.mesh = Mesh(np.asarray(jax.local_devices()), (DEVICE_AXIS,))
             self.axis_name = DEVICE_AXIS
+            agent = agent.with_axis_name(DEVICE_AXIS)
         else:
             self.mesh, self.axis_name = None, None
+        super().__init__(config, env, agent, enable_multi_devices, recorders)
+        tc = config.training
+        self.optimizer = make_optimizer(tc)
         self._gradient_update = agent_gradient_update(
             agent.loss, self.optimizer, axis_name=self.axis_name, has_aux=True
         )
         self.evaluator = Evaluator(env, agent, tc.eval_episodes)
         self._run_chunk = self._compile_chunk()
-        self._evaluate = None  # compiled on first use (see compile_rarely_run)
+        self._evaluate = jit_rarely_run(self.evaluator.evaluate)
+        self._init = jit_rarely_run(self._init_state)
         self.compile_seconds: float | None = None
 
     @classmethod
@@ -222,23 +224,29 @@ class OnPolicyWorkflow(RLWorkflow):
                              learning_rate=P(), iteration=P(), lagged_params=P())
 
     def init(self, key: jax.Array) -> OnPolicyState:
-        state = compile_rarely_run(self._init_state, key)(key)
-        if self.mesh is not None:
-            shardings = jax.tree.map(
-                lambda spec: NamedSharding(self.mesh, spec), self._state_specs(),
-                is_leaf=lambda x: isinstance(x, P),
-            )
-            state = jax.device_put(state, _broadcast_prefix(shardings, state))
-        return state
+        return self.place(self._init(key))
+
+    def place(self, state: OnPolicyState) -> OnPolicyState:
+        """``state`` on the devices the compiled programs expect (a no-op when it already is):
+        environments split over the mesh and the rest replicated, or all on the first device."""
+        if self.mesh is None:
+            device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+            return jax.device_put(state, device)
+        shardings = jax.tree.map(
+            lambda spec: NamedSharding(self.mesh, spec), self._state_specs(),
+            is_leaf=lambda x: isinstance(x, P),
+        )
+        return jax.device_put(state, _broadcast_prefix(shardings, state))
 
     # --- one iteration ------------------------------------------------------------------
     def _iteration(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
         tc = self.config.training
         key, rollout_key, update_key = jax.random.split(state.key, 3)
-        rollout_key = jax.random.fold_in(rollout_key, axis_index(self.axis_name))
         actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
+        local_envs = state.env_state.reward.shape[0]
+        env_ids = axis_index(self.axis_name) * local_envs + jnp.arange(local_envs)  # global env indices
         env_state, trajectory, episodes = rollout(
-            self.env, self.agent, actor_state, state.env_state, rollout_key, tc.rollout_length
+            self.env, self.agent, actor_state, state.env_state, rollout_key, tc.rollout_length, env_ids
         )
         agent_state = self.agent.update_obs_statistics(state.agent_state, trajectory.obs, self.axis_name)
         trajectory = self.agent.compute_targets(agent_state, trajectory)
@@ -372,13 +380,13 @@ class OnPolicyWorkflow(RLWorkflow):
         The input state's buffers are donated to the call (no copy of the env states and
         parameters): keep using the returned state, not the one passed in.
         """
-        state, totals = self._run_chunk(state, np.int32(num_iterations))
+        state, totals = self._run_chunk(self.place(state), np.int32(num_iterations))
         return state, summarize(jax.device_get(totals), num_iterations)
 
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk ahead of time; returns the seconds it took."""
         start = time.perf_counter()
-        self._run_chunk = self._run_chunk.lower(state, np.int32(1)).compile()
+        self._run_chunk = self._run_chunk.lower(self.place(state), np.int32(1)).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 
@@ -388,8 +396,6 @@ class OnPolicyWorkflow(RLWorkflow):
     # --- evaluation ---------------------------------------------------------------------
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
         key = jax.random.fold_in(state.key, 0x5EED)
-        if self._evaluate is None:
-            self._evaluate = compile_rarely_run(self.evaluator.evaluate, state.agent_state, key)
         returns, lengths = jax.device_get(self._evaluate(state.agent_state, key))
         return {
             "eval/episode_return": float(np.mean(returns)),
@@ -421,14 +427,11 @@ class OnPolicyWorkflow(RLWorkflow):
         return state
 
 
-def compile_rarely_run(fn, *example_args):
-    """Compiles ``fn`` for ``example_args``' shapes with XLA's backend optimisations off.
-
-    For programs that run once or rarely (state initialisation, evaluation), where compile
-    time dominates: this roughly halves their compile time on the CPU.
-    """
-    lowered = jax.jit(fn).lower(*example_args)
-    return lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
+def jit_rarely_run(fn):
+    """``jax.jit`` with XLA's backend optimisations off, for programs that run once or rarely
+    (state initialisation, evaluation), where compile time dominates: this roughly halves
+    their compile time on the CPU."""
+    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
 
 
 def summarize(totals: dict, num_iterations: int) -> dict[str, float]:

@@ -1,0 +1,62 @@
+"""Run by test_multi_device.py in a subprocess with 2 host devices (XLA_FLAGS must be set
+before jax is imported): prints one JSON line comparing 1-device and 2-device training."""
+
+import json
+import sys
+
+import jax
+import numpy as np
+
+from evorl.workflows import resolve_workflow_cls
+
+
+def train(workflow_cls, cfg, multi, iterations):
+    workflow = resolve_workflow_cls(workflow_cls).build_from_config(cfg, enable_multi_devices=multi, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    state, metrics = workflow.run_iterations(state, iterations)
+    return workflow, state, metrics
+
+
+def steps_to_reach(workflow_cls, cfg, multi, seeds, threshold, max_iterations, eval_every):
+    """Per seed, env steps at the first evaluation >= threshold (None if never)."""
+    workflow = resolve_workflow_cls(workflow_cls).build_from_config(cfg, enable_multi_devices=multi, recorders=[])
+    per_iteration = workflow.config.training.env_steps_per_iteration
+    reached = []
+    for seed in range(seeds):
+        state, done, hit = workflow.init(jax.random.PRNGKey(seed)), 0, None
+        while hit is None and done < max_iterations:
+            state, _ = workflow.run_iterations(state, eval_every)
+            done += eval_every
+            if workflow.evaluate(state)["eval/episode_return"] >= threshold:
+                hit = done * per_iteration
+        reached.append(hit)
+    return reached
+
+
+def main():
+    workflow_cls, cfg_json, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    cfg = json.loads(cfg_json)
+    assert jax.device_count() == 2, jax.devices()
+    if len(sys.argv) > 4 and sys.argv[4] == "learn":
+        print(json.dumps({
+            f"{n}_devices": steps_to_reach(workflow_cls, cfg, n == 2, 3, 475.0, iterations, 10) for n in (1, 2)
+        }))
+        return
+    _, single, m1 = train(workflow_cls, cfg, False, iterations)
+    workflow, multi, m2 = train(workflow_cls, cfg, True, iterations)
+    diffs = jax.tree.map(
+        lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), single.agent_state.params,
+        multi.agent_state.params,
+    )
+    sharding = multi.env_state.obs.sharding
+    print(json.dumps({
+        "max_param_diff": max(jax.tree.leaves(diffs)),
+        "param_scale": max(float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(single.agent_state.params)),
+        "episodes": [m1["train/episodes"], m2["train/episodes"]],
+        "loss": [m1["train/loss"], m2["train/loss"]],
+        "env_devices": len(sharding.device_set),
+    }))
+
+
+if __name__ == "__main__":
+    main()

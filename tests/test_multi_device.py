@@ -1,0 +1,47 @@
+"""Data parallelism over 2 CPU devices equals the 1-device run (same envs, keys and batches)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("multi_device_equivalence.py")
+
+
+def run_two_devices(workflow_cls, cfg, iterations, *mode):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), workflow_cls, json.dumps(cfg), str(iterations), *mode],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
+
+
+@pytest.mark.parametrize("workflow_cls, agent", [
+    ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}),
+    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}),
+])
+def test_two_devices_equal_one_device(workflow_cls, agent):
+    cfg = {"env": CARTPOLE, "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32], **agent},
+           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1}}
+    result = run_two_devices(workflow_cls, cfg, iterations=5)
+    assert result["env_devices"] == 2
+    assert result["episodes"][0] == result["episodes"][1]
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
+def test_two_devices_learn_cartpole_as_well_as_one():
+    """With the usual shuffling (each device shuffles its own share): 3 seeds each reach a
+    greedy return of 475 within 250k env steps, on 1 device and on 2."""
+    cfg = {"env": CARTPOLE, "training": {"num_envs": 8, "num_minibatches": 8, "learning_rate": 5e-4,
+                                          "num_iterations": 240}}
+    result = run_two_devices("evorl.workflows.PPOWorkflow", cfg, 240, "learn")
+    print(result)
+    assert all(r is not None for r in result["1_devices"] + result["2_devices"]), result
