@@ -51,6 +51,10 @@ class Agent(ABC):
     @abstractmethod
     def init(self, key: jax.Array) -> AgentState: ...
 
+    def default_hparams(self) -> Any:
+        """The loss hyperparameters ``init`` puts into ``AgentState.hparams``."""
+        return None
+
     @abstractmethod
     def compute_actions(self, agent_state: AgentState, obs: jax.Array, key: jax.Array):
         """Samples actions ``[B, ...]``; returns ``(actions, extras)`` kept in the trajectory."""

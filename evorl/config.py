@@ -182,6 +182,8 @@ class TrainingConfig:
     #: Iterations between evaluations and log lines; each interval is one compiled call.
     eval_interval: int = 10
     eval_episodes: int = 16
+    #: Independent agents trained side by side in one program (vmapped), each its own seed.
+    num_seeds: int = 1
     #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one "update" of
     #: lag = one iteration's ``num_epochs x num_minibatches`` gradient steps): simulates
     #: IMPALA's decoupled actors on one machine. 0 acts with the current parameters.
@@ -189,7 +191,7 @@ class TrainingConfig:
 
     def validate(self, where: str) -> None:
         for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
-                    "eval_interval", "eval_episodes"):
+                    "eval_interval", "eval_episodes", "num_seeds"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
         require(self.actor_lag >= 0, f"{where}.actor_lag must be >= 0, got {self.actor_lag}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
@@ -206,3 +208,51 @@ class TrainingConfig:
     @property
     def env_steps_per_iteration(self) -> int:
         return self.num_envs * self.rollout_length
+
+
+# --------------------------------------------------------------------------------------
+# Hyperparameter axes: a list where a float is expected trains one agent per value.
+# --------------------------------------------------------------------------------------
+def _is_float_field(tp: Any) -> bool:
+    if tp is float:
+        return True
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return args == [float]
+    return False
+
+
+def extract_sweeps(
+    data: Any, cls: type, where: str, sweepable: tuple[str, ...] | None = None
+) -> tuple[dict, list[tuple[str, tuple[float, ...]]]]:
+    """Splits list values of float fields of ``cls`` out of the section ``data``.
+
+    Returns the section with each such list replaced by its first value, and the axes
+    ``[("where.key", (v1, v2, ...)), ...]``. ``sweepable`` limits which keys may be swept
+    (None: every float field); a list for any other key is an error naming the ones that can.
+    """
+    data = dict(to_plain(data) or {})
+    hints = typing.get_type_hints(cls)
+    axes = []
+    for key, value in list(data.items()):
+        if not isinstance(value, (list, tuple)) or key not in hints or not _is_float_field(hints[key]):
+            continue
+        if sweepable is not None and key not in sweepable:
+            raise ConfigError(
+                f"'{where}.{key}' = {list(value)!r}: a list trains one agent per value, but {where}.{key} "
+                f"is not data inside the compiled program. Keys of {where} that can take a list: "
+                f"{', '.join(sweepable)}."
+            )
+        require(len(value) >= 1, f"'{where}.{key}' is an empty list.")
+        values = tuple(coerce(v, float, f"{where}.{key}[{i}]") for i, v in enumerate(value))
+        axes.append((f"{where}.{key}", values))
+        data[key] = values[0]
+    return data, axes
+
+
+def sweep_variants(axes: list[tuple[str, tuple[float, ...]]]) -> list[dict[str, float]]:
+    """The cartesian product of the axes: one ``{"where.key": value}`` per trained variant."""
+    variants = [{}]
+    for name, values in axes:
+        variants = [{**v, name: x} for v in variants for x in values]
+    return variants

@@ -40,7 +40,10 @@ class ConsoleRecorder:
         pass
 
     def write(self, metrics: dict[str, float], step: int) -> None:
-        parts = [f"{label}={_fmt(metrics[key])}" for key, label in self.COLUMNS.items() if key in metrics]
+        parts = [
+            f"{label}={_fmt(metrics[key])}" + (f"±{_fmt(metrics[key + '/std'])}" if key + "/std" in metrics else "")
+            for key, label in self.COLUMNS.items() if key in metrics
+        ]
         print(f"{self.prefix}{' '.join(parts)}", file=self.stream, flush=True)
 
     def close(self) -> None:

@@ -31,13 +31,15 @@ from flax import struct
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.agent import Agent, AgentState
+from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
     ConfigError,
     EnvConfig,
     TrainingConfig,
+    extract_sweeps,
     parse_section,
     require,
+    sweep_variants,
     to_plain,
     unknown_key_error,
 )
@@ -46,6 +48,7 @@ from evorl.envs import EnvState, VectorEnv, create_env
 from evorl.evaluator import Evaluator
 from evorl.recorders import ConsoleRecorder, Recorder
 from evorl.rollout import EpisodeStats, Trajectory, rollout
+from evorl.workflows.population import aggregate_metrics, apply_variant, check_axes_are_data
 from evorl.workflows.workflow import Workflow
 
 DEVICE_AXIS = "devices"
@@ -56,11 +59,15 @@ class ExperimentConfig:
     workflow_cls: str
     seed: int
     env: EnvConfig
-    agent: Any  # the workflow's agent config dataclass
+    agent: Any  # the workflow's agent config dataclass (first value of any swept key)
     training: TrainingConfig
+    #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
+    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
 
 
 TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
+#: Training keys that may take a list (one agent per value): they are data in the program.
+SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
 
 
 def resolve_workflow_cls(name: str | type) -> type:
@@ -138,14 +145,16 @@ class RLWorkflow(Workflow):
         seed = cfg.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ConfigError(f"'seed' = {seed!r} must be an integer.")
+        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent")
+        training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
+        training, training_axes = extract_sweeps(training, TrainingConfig, "training", SWEEPABLE_TRAINING_KEYS)
         return ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
             env=parse_section(EnvConfig, cfg.get("env"), "env"),
-            agent=parse_section(cls.agent_config_cls, cfg.get("agent"), "agent"),
-            training=parse_section(
-                TrainingConfig, {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}, "training"
-            ),
+            agent=parse_section(cls.agent_config_cls, agent, "agent"),
+            training=parse_section(TrainingConfig, training, "training"),
+            sweep=tuple(agent_axes + training_axes),
         )
 
     @classmethod
@@ -154,7 +163,14 @@ class RLWorkflow(Workflow):
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
         agent = cls.build_agent(env, config.agent, config.training)
         cls.check_config(config, agent, num_devices=jax.local_device_count() if enable_multi_devices else 1)
+        check_axes_are_data(config.sweep, lambda variant: cls.variant_hparams(env, config, variant))
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    @classmethod
+    def variant_hparams(cls, env: VectorEnv, config: ExperimentConfig, variant: dict[str, float]) -> Any:
+        """The agent hyperparameters (data) of one variant of a hyperparameter sweep."""
+        agent_cfg, training = apply_variant(config.agent, config.training, variant)
+        return cls.build_agent(env, agent_cfg, training).default_hparams()
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
@@ -182,9 +198,20 @@ class OnPolicyWorkflow(RLWorkflow):
             agent.loss, self.optimizer, axis_name=self.axis_name, has_aux=True
         )
         self.evaluator = Evaluator(env, agent, tc.eval_episodes)
+        # A population: num_seeds seeds x the variants of any hyperparameter sweep.
+        self.variants = sweep_variants(list(config.sweep))
+        self.num_agents = len(self.variants) * tc.num_seeds
+        self.population = self.num_agents > 1
+        self._variant_data = [
+            (type(self).variant_hparams(env, config, v), apply_variant(config.agent, tc, v)[1].learning_rate)
+            for v in self.variants
+        ]
+        evaluate, init = self.evaluator.evaluate, self._init_state
+        if self.population:
+            evaluate, init = jax.vmap(evaluate), jax.vmap(init)
+        self._evaluate = jit_rarely_run(evaluate)
+        self._init = jit_rarely_run(init)
         self._run_chunk = self._compile_chunk()
-        self._evaluate = jit_rarely_run(self.evaluator.evaluate)
-        self._init = jit_rarely_run(self._init_state)
         self.compile_seconds: float | None = None
 
     @classmethod
@@ -205,26 +232,40 @@ class OnPolicyWorkflow(RLWorkflow):
         )
 
     # --- state ------------------------------------------------------------------------
-    def _init_state(self, key: jax.Array) -> OnPolicyState:
+    def _init_state(self, key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
         key, agent_key, env_key = jax.random.split(key, 3)
-        agent_state = self.agent.init(agent_key)
+        agent_state = self.agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
         return OnPolicyState(
             key=key,
             agent_state=agent_state,
             opt_state=self.optimizer.init(agent_state.params),
             env_state=self.env.reset(env_key),
-            learning_rate=jnp.asarray(self.config.training.learning_rate, jnp.float32),
+            learning_rate=jnp.asarray(learning_rate, jnp.float32),
             iteration=jnp.zeros((), jnp.int32),
             lagged_params=init_lagged_params(agent_state.params, self.config.training.actor_lag),
         )
 
     def _state_specs(self) -> OnPolicyState:
-        """Partition specs: environments split over devices, everything else replicated."""
-        return OnPolicyState(key=P(), agent_state=P(), opt_state=P(), env_state=P(DEVICE_AXIS),
+        """Partition specs: environments split over devices (after the population axis, if
+        any), everything else replicated."""
+        envs = P(None, DEVICE_AXIS) if self.population else P(DEVICE_AXIS)
+        return OnPolicyState(key=P(), agent_state=P(), opt_state=P(), env_state=envs,
                              learning_rate=P(), iteration=P(), lagged_params=P())
 
     def init(self, key: jax.Array) -> OnPolicyState:
-        return self.place(self._init(key))
+        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
+        ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
+        if not self.population:
+            hparams, learning_rate = self._variant_data[0]
+            return self.place(self._init(key, hparams, learning_rate))
+        num_seeds = self.config.training.num_seeds
+        seed_keys = jax.random.split(key, num_seeds)
+        keys = jnp.concatenate([seed_keys] * len(self.variants))
+        per_agent = [data for data in self._variant_data for _ in range(num_seeds)]
+        hparams = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, jnp.float32) for x in xs]),
+                               *[h for h, _ in per_agent])
+        learning_rates = jnp.asarray([lr for _, lr in per_agent], jnp.float32)
+        return self.place(self._init(keys, hparams, learning_rates))
 
     def place(self, state: OnPolicyState) -> OnPolicyState:
         """``state`` on the devices the compiled programs expect (a no-op when it already is):
@@ -366,11 +407,12 @@ class OnPolicyWorkflow(RLWorkflow):
         return lax.fori_loop(0, num_iterations, body, (state, totals))
 
     def _compile_chunk(self):
+        iterations = jax.vmap(self._iterations, in_axes=(0, None)) if self.population else self._iterations
         if self.mesh is None:
-            return jax.jit(self._iterations, donate_argnums=0)
+            return jax.jit(iterations, donate_argnums=0)
         specs = self._state_specs()
         sharded = jax.shard_map(
-            self._iterations, mesh=self.mesh, in_specs=(specs, P()), out_specs=(specs, P()),
+            iterations, mesh=self.mesh, in_specs=(specs, P()), out_specs=(specs, P()),
         )
         return jax.jit(sharded, donate_argnums=0)
 
@@ -381,7 +423,14 @@ class OnPolicyWorkflow(RLWorkflow):
         parameters): keep using the returned state, not the one passed in.
         """
         state, totals = self._run_chunk(self.place(state), np.int32(num_iterations))
-        return state, summarize(jax.device_get(totals), num_iterations)
+        metrics = summarize(jax.device_get(totals), num_iterations)
+        return state, self._aggregate(metrics)
+
+    def _aggregate(self, metrics: dict) -> dict[str, float]:
+        if not self.population:
+            return {k: float(v) for k, v in metrics.items()}
+        self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
+        return aggregate_metrics(metrics, self.variants, self.config.training.num_seeds)
 
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk ahead of time; returns the seconds it took."""
@@ -395,21 +444,23 @@ class OnPolicyWorkflow(RLWorkflow):
 
     # --- evaluation ---------------------------------------------------------------------
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
-        key = jax.random.fold_in(state.key, 0x5EED)
-        returns, lengths = jax.device_get(self._evaluate(state.agent_state, key))
-        return {
-            "eval/episode_return": float(np.mean(returns)),
-            "eval/episode_return_std": float(np.std(returns)),
-            "eval/episode_return_min": float(np.min(returns)),
-            "eval/episode_return_max": float(np.max(returns)),
-            "eval/episode_length": float(np.mean(lengths)),
-        }
+        """Greedy evaluation; for a population, of every agent (metrics aggregated)."""
+        fold = jax.vmap(jax.random.fold_in, in_axes=(0, None)) if self.population else jax.random.fold_in
+        key = fold(state.key, 0x5EED)
+        returns, lengths = jax.device_get(self._evaluate(state.agent_state, key))  # [(N,) E]
+        return self._aggregate({
+            "eval/episode_return": np.mean(returns, axis=-1),
+            "eval/episode_return_std": np.std(returns, axis=-1),
+            "eval/episode_return_min": np.min(returns, axis=-1),
+            "eval/episode_return_max": np.max(returns, axis=-1),
+            "eval/episode_length": np.mean(lengths, axis=-1),
+        })
 
     # --- the host loop ------------------------------------------------------------------
     def learn(self, state: OnPolicyState) -> OnPolicyState:
         tc = self.config.training
         steps_per_iteration = tc.env_steps_per_iteration
-        done = int(jax.device_get(state.iteration))
+        done = int(np.max(jax.device_get(state.iteration)))
         if self.compile_seconds is None:
             self.compile(state)
         self.last_metrics: dict[str, float] = {}
@@ -421,7 +472,7 @@ class OnPolicyWorkflow(RLWorkflow):
             done += n
             metrics.update(self.evaluate(state))
             metrics.update(iteration=done, env_steps=done * steps_per_iteration,
-                           steps_per_s=n * steps_per_iteration / elapsed)
+                           steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
         return state
@@ -434,17 +485,17 @@ def jit_rarely_run(fn):
     return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
 
 
-def summarize(totals: dict, num_iterations: int) -> dict[str, float]:
-    """Host-side metrics of a chunk: means per iteration, episode means over episodes."""
-    count = float(totals.pop("episode_count"))
-    return_sum = float(totals.pop("episode_return_sum"))
-    length_sum = float(totals.pop("episode_length_sum"))
-    metrics = {
-        f"train/{k}": float(v) if k.startswith("max_") else float(v) / num_iterations
-        for k, v in totals.items()
-    }
-    metrics["train/episode_return"] = return_sum / count if count else float("nan")
-    metrics["train/episode_length"] = length_sum / count if count else float("nan")
+def summarize(totals: dict, num_iterations: int) -> dict[str, np.ndarray]:
+    """Host-side metrics of a chunk (per agent for a population): means per iteration,
+    episode means over the episodes that ended (NaN if none did)."""
+    totals = {k: np.asarray(v, np.float64) for k, v in totals.items()}
+    count = totals.pop("episode_count")
+    return_sum = totals.pop("episode_return_sum")
+    length_sum = totals.pop("episode_length_sum")
+    metrics = {f"train/{k}": v if k.startswith("max_") else v / num_iterations for k, v in totals.items()}
+    with np.errstate(invalid="ignore", divide="ignore"):
+        metrics["train/episode_return"] = np.where(count > 0, return_sum / count, np.nan)
+        metrics["train/episode_length"] = np.where(count > 0, length_sum / count, np.nan)
     metrics["train/episodes"] = count
     return metrics
 

@@ -1,0 +1,57 @@
+"""Many agents in one program: each equals the same agent trained alone."""
+
+import jax
+import numpy as np
+import pytest
+
+from evorl.config import ConfigError
+from evorl.workflows import PPOWorkflow
+
+BASE = {
+    "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+    "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16], "normalize_obs": True},
+    "training": {"num_iterations": 3, "num_envs": 4, "rollout_length": 16, "num_minibatches": 2, "eval_episodes": 2},
+}
+
+
+def config(agent=None, **training):
+    return {**BASE, "agent": {**BASE["agent"], **(agent or {})}, "training": {**BASE["training"], **training}}
+
+
+def params_close(a, b):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6), a, b)
+
+
+def test_population_equals_separate_runs():
+    population = PPOWorkflow.build_from_config(
+        config({"clip_epsilon": [0.1, 0.3]}, num_seeds=2, learning_rate=[1e-3, 3e-3]), recorders=[])
+    assert population.num_agents == 8
+    state, metrics = population.run_iterations(population.init(jax.random.PRNGKey(7)), 3)
+    assert state.env_state.obs.shape == (8, 4, 4) and state.iteration.shape == (8,)
+    assert "train/episode_return/std" in metrics and "train/episode_return[clip_epsilon=0.3,learning_rate=0.003]" in metrics
+
+    seed_keys = jax.random.split(jax.random.PRNGKey(7), 2)
+    # agent index = variant * num_seeds + seed; variants in the order clip x learning_rate
+    for index, (clip, lr, seed) in enumerate([(c, lr, s) for c in (0.1, 0.3) for lr in (1e-3, 3e-3) for s in (0, 1)]):
+        if index not in (0, 3, 5, 6):
+            continue  # a sample of the 8 keeps the test quick
+        alone = PPOWorkflow.build_from_config(config({"clip_epsilon": clip}, learning_rate=lr), recorders=[])
+        single, _ = alone.run_iterations(alone.init(seed_keys[seed]), 3)
+        params_close(jax.tree.map(lambda x: x[index], state.agent_state.params), single.agent_state.params)
+
+
+def test_only_data_hyperparameters_take_a_list():
+    with pytest.raises(ConfigError, match="agent.init_log_std' cannot take a list"):
+        PPOWorkflow.build_from_config(config({"init_log_std": [0.0, -0.5]}))
+    with pytest.raises(ConfigError, match="training.max_grad_norm.*Keys of training that can take a list: learning_rate"):
+        PPOWorkflow.build_from_config(config(max_grad_norm=[0.5, 1.0]))
+    with pytest.raises(ConfigError, match="actor_hidden_layer_sizes"):
+        PPOWorkflow.build_from_config(config({"actor_hidden_layer_sizes": [[16], [32]]}))
+
+
+def test_population_evaluates_every_agent():
+    population = PPOWorkflow.build_from_config(config(num_seeds=3), recorders=[])
+    state = population.init(jax.random.PRNGKey(0))
+    metrics = population.evaluate(state)
+    assert population.last_metrics_per_agent["eval/episode_return"].shape == (3,)
+    assert metrics["eval/episode_return/min"] <= metrics["eval/episode_return"] <= metrics["eval/episode_return/max"]
