@@ -24,13 +24,14 @@ def run_two_devices(workflow_cls, cfg, iterations, *mode):
 CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 
 
-@pytest.mark.parametrize("workflow_cls, agent", [
-    ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}),
-    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}),
+@pytest.mark.parametrize("workflow_cls, agent, training", [
+    ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}, {}),
+    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}),
+    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}),  # seeds x devices
 ])
-def test_two_devices_equal_one_device(workflow_cls, agent):
+def test_two_devices_equal_one_device(workflow_cls, agent, training):
     cfg = {"env": CARTPOLE, "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32], **agent},
-           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1}}
+           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1, **training}}
     result = run_two_devices(workflow_cls, cfg, iterations=5)
     assert result["env_devices"] == 2
     assert result["episodes"][0] == result["episodes"][1]
