@@ -38,6 +38,35 @@ def axis_index(axis_name: str | None = None) -> jax.Array | int:
     return 0 if axis_name is None else lax.axis_index(axis_name)
 
 
+def initialize(cfg) -> bool:
+    """Starts ``jax.distributed`` for a :class:`~evorl.config.DistributedConfig` that asks for
+    several processes (once per process, before any JAX computation). Returns whether this
+    process is part of a multi-process run. On the CPU, collectives use gloo."""
+    if not cfg.multi_process:
+        return jax.process_count() > 1
+    if _initialized["done"]:
+        return True
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    kwargs = dict(
+        heartbeat_timeout_seconds=cfg.heartbeat_timeout_seconds,
+        initialization_timeout=cfg.initialization_timeout_seconds,
+    )
+    if not cfg.auto:
+        kwargs.update(coordinator_address=cfg.coordinator_address, num_processes=cfg.num_processes,
+                      process_id=cfg.process_id)
+    jax.distributed.initialize(**kwargs)
+    _initialized["done"] = True
+    return True
+
+
+_initialized = {"done": False}
+
+
+def is_main_process() -> bool:
+    """Process 0 writes logs and checkpoints; the others only compute."""
+    return jax.process_index() == 0
+
+
 def agent_gradient_update(
     loss_fn: Callable[..., Any],
     optimizer: optax.GradientTransformation,

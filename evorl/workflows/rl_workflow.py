@@ -34,6 +34,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
     ConfigError,
+    DistributedConfig,
     EnvConfig,
     TrainingConfig,
     extract_sweeps,
@@ -43,7 +44,8 @@ from evorl.config import (
     to_plain,
     unknown_key_error,
 )
-from evorl.distributed import agent_gradient_update, axis_index, pmax, pmean, psum
+from evorl.distributed import agent_gradient_update, axis_index, is_main_process, pmax, pmean, psum
+from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
 from evorl.evaluator import Evaluator
 from evorl.recorders import ConsoleRecorder, Recorder
@@ -63,9 +65,10 @@ class ExperimentConfig:
     training: TrainingConfig
     #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
     sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    distributed: DistributedConfig = DistributedConfig()
 
 
-TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
+TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed")
 #: Training keys that may take a list (one agent per value): they are data in the program.
 SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
 
@@ -155,14 +158,20 @@ class RLWorkflow(Workflow):
             agent=parse_section(cls.agent_config_cls, agent, "agent"),
             training=parse_section(TrainingConfig, training, "training"),
             sweep=tuple(agent_axes + training_axes),
+            distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
         )
 
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
+        """Validates ``cfg`` and builds the workflow. With ``enable_multi_devices`` (or
+        ``distributed.multi_devices``, or several processes) training is data-parallel over
+        every device of every process."""
         config = cls.parse_config(cfg)
+        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
+        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
         agent = cls.build_agent(env, config.agent, config.training)
-        cls.check_config(config, agent, num_devices=jax.local_device_count() if enable_multi_devices else 1)
+        cls.check_config(config, agent, num_devices=jax.device_count() if enable_multi_devices else 1)
         check_axes_are_data(config.sweep, lambda variant: cls.variant_hparams(env, config, variant))
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 
@@ -177,6 +186,8 @@ class RLWorkflow(Workflow):
         """Cross-key checks, before anything is compiled."""
 
     def write_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if not is_main_process():
+            return
         for recorder in self.recorders:
             recorder.write(metrics, step)
 
@@ -186,7 +197,7 @@ class OnPolicyWorkflow(RLWorkflow):
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         if enable_multi_devices:
-            self.mesh = Mesh(np.asarray(jax.local_devices()), (DEVICE_AXIS,))
+            self.mesh = Mesh(np.asarray(jax.devices()), (DEVICE_AXIS,))
             self.axis_name = DEVICE_AXIS
             agent = agent.with_axis_name(DEVICE_AXIS)
         else:
@@ -210,7 +221,7 @@ class OnPolicyWorkflow(RLWorkflow):
         if self.population:
             evaluate, init = jax.vmap(evaluate), jax.vmap(init)
         self._evaluate = jit_rarely_run(evaluate)
-        self._init = jit_rarely_run(init)
+        self._init_fn, self._init_jit = init, None
         self._run_chunk = self._compile_chunk()
         self.compile_seconds: float | None = None
 
@@ -257,7 +268,7 @@ class OnPolicyWorkflow(RLWorkflow):
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
         if not self.population:
             hparams, learning_rate = self._variant_data[0]
-            return self.place(self._init(key, hparams, learning_rate))
+            return self._init(key, hparams, learning_rate)
         num_seeds = self.config.training.num_seeds
         seed_keys = jax.random.split(key, num_seeds)
         keys = jnp.concatenate([seed_keys] * len(self.variants))
@@ -265,19 +276,31 @@ class OnPolicyWorkflow(RLWorkflow):
         hparams = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, jnp.float32) for x in xs]),
                                *[h for h, _ in per_agent])
         learning_rates = jnp.asarray([lr for _, lr in per_agent], jnp.float32)
-        return self.place(self._init(keys, hparams, learning_rates))
+        return self._init(keys, hparams, learning_rates)
 
-    def place(self, state: OnPolicyState) -> OnPolicyState:
-        """``state`` on the devices the compiled programs expect (a no-op when it already is):
-        environments split over the mesh and the rest replicated, or all on the first device."""
+    def _init(self, *args) -> OnPolicyState:
+        """The initial state computed where it lives: with a mesh, each device (of each
+        process) computes only its own environments."""
+        if self._init_jit is None:
+            shardings = self._shardings(jax.eval_shape(self._init_fn, *args))
+            self._init_jit = jit_rarely_run(self._init_fn, out_shardings=shardings)
+        return self._init_jit(*args)
+
+    def _shardings(self, state: Any) -> Any:
+        """Per-leaf shardings: environments split over the mesh and the rest replicated, or
+        everything on the first device."""
         if self.mesh is None:
             device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-            return jax.device_put(state, device)
+            return jax.tree.map(lambda _: device, state)
         shardings = jax.tree.map(
             lambda spec: NamedSharding(self.mesh, spec), self._state_specs(),
             is_leaf=lambda x: isinstance(x, P),
         )
-        return jax.device_put(state, _broadcast_prefix(shardings, state))
+        return _broadcast_prefix(shardings, state)
+
+    def place(self, state: OnPolicyState) -> OnPolicyState:
+        """``state`` on the devices the compiled programs expect (a no-op when it already is)."""
+        return jax.device_put(state, self._shardings(state))
 
     # --- one iteration ------------------------------------------------------------------
     def _iteration(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
@@ -478,11 +501,11 @@ class OnPolicyWorkflow(RLWorkflow):
         return state
 
 
-def jit_rarely_run(fn):
+def jit_rarely_run(fn, **jit_kwargs):
     """``jax.jit`` with XLA's backend optimisations off, for programs that run once or rarely
     (state initialisation, evaluation), where compile time dominates: this roughly halves
     their compile time on the CPU."""
-    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0})
+    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0}, **jit_kwargs)
 
 
 def summarize(totals: dict, num_iterations: int) -> dict[str, np.ndarray]:

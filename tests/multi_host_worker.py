@@ -1,0 +1,28 @@
+"""One process of a multi-process run (started by test_multi_host.py); also the
+single-process reference when ``num_processes`` is 1. Saves the final parameters."""
+
+import json
+import sys
+
+import numpy as np
+
+
+def main():
+    cfg, out_path, iterations = json.loads(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    import jax
+
+    from evorl.workflows import PPOWorkflow
+
+    workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    print(f"process {jax.process_index()} of {jax.process_count()}: {jax.device_count()} devices, "
+          f"{len(state.env_state.obs.addressable_shards)} local env shard(s)", flush=True)
+    for _ in range(iterations):
+        state, metrics = workflow.step(state)
+        print(f"iteration {int(np.max(jax.device_get(state.iteration)))} loss {metrics['train/loss']:.6f}", flush=True)
+    leaves = {str(i): np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.agent_state.params))}
+    np.savez(out_path, **leaves)
+
+
+if __name__ == "__main__":
+    main()

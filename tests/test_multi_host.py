@@ -1,0 +1,69 @@
+"""Two processes on 127.0.0.1 (jax.distributed, gloo collectives on the CPU)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+WORKER = Path(__file__).with_name("multi_host_worker.py")
+CFG = {
+    "workflow_cls": "evorl.workflows.PPOWorkflow",
+    "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+    "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32], "normalize_obs": True},
+    "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cfg, out, iterations):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.Popen([sys.executable, str(WORKER), json.dumps(cfg), str(out), str(iterations)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def two_process_cfg(port, process_id, heartbeat=30):
+    return {**CFG, "distributed": {"coordinator_address": f"127.0.0.1:{port}", "num_processes": 2,
+                                   "process_id": process_id, "heartbeat_timeout_seconds": heartbeat}}
+
+
+def test_two_processes_equal_one_process(tmp_path):
+    port = free_port()
+    procs = [start(two_process_cfg(port, i), tmp_path / f"p{i}.npz", 4) for i in range(2)]
+    single = start(CFG, tmp_path / "single.npz", 4)
+    outputs = [p.communicate(timeout=600)[0] for p in procs + [single]]
+    for p, out in zip(procs + [single], outputs):
+        assert p.returncode == 0, out
+    assert "process 0 of 2: 2 devices, 1 local env shard(s)" in outputs[0], outputs[0]
+    results = [np.load(tmp_path / f"{name}.npz") for name in ("p0", "p1", "single")]
+    for key in results[0].files:
+        np.testing.assert_array_equal(results[0][key], results[1][key])  # identical in both processes
+        np.testing.assert_allclose(results[0][key], results[2][key], rtol=1e-5, atol=1e-6)
+
+
+def test_a_dead_process_stops_the_other_with_an_error(tmp_path):
+    port = free_port()
+    procs = [start(two_process_cfg(port, i, heartbeat=5), tmp_path / f"p{i}.npz", 100_000) for i in range(2)]
+    # wait until both train, then kill process 1
+    deadline = time.monotonic() + 300
+    line = ""
+    while "iteration 2 " not in line and time.monotonic() < deadline:
+        line = procs[0].stdout.readline()
+        assert line or procs[0].poll() is None, "process 0 ended early"
+    procs[1].kill()
+    start_wait = time.monotonic()
+    out, _ = procs[0].communicate(timeout=120)
+    waited = time.monotonic() - start_wait
+    assert procs[0].returncode != 0
+    assert waited < 90, waited
+    assert "Connection reset by peer" in out or "heartbeat timeout" in out, out[-3000:]
+    print(f"process 0 stopped {waited:.1f} s after its peer died; last output:\n{out[-6000:]}")
