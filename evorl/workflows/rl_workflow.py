@@ -29,6 +29,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl.agent import Agent, AgentState
+from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
     EnvConfig,
@@ -40,7 +41,7 @@ from evorl.config import (
 )
 from evorl.distributed import agent_gradient_update, axis_index, pmax, pmean, psum
 from evorl.envs import EnvState, VectorEnv, create_env
-from evorl.recorders import ConsoleRecorder, Recorder
+from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
 from evorl.rollout import EpisodeStats, Trajectory, rollout
 from evorl.workflows.workflow import Workflow
 
@@ -54,9 +55,15 @@ class ExperimentConfig:
     env: EnvConfig
     agent: Any  # the workflow's agent config dataclass
     training: TrainingConfig
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
+    output_dir: str | None = None
+    #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
+    resume: str | None = None
 
 
-TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
+TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "checkpoint", "logging", "output_dir", "resume")
 
 
 def resolve_workflow_cls(name: str | type) -> type:
@@ -104,6 +111,9 @@ class RLWorkflow(Workflow):
         self.agent = agent
         self.enable_multi_devices = enable_multi_devices
         self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
+        #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
+        #: its ``maybe_save(state, iteration)`` after each chunk.
+        self.checkpointer = None
 
     @classmethod
     def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
@@ -128,13 +138,22 @@ class RLWorkflow(Workflow):
         seed = cfg.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ConfigError(f"'seed' = {seed!r} must be an integer.")
-        return ExperimentConfig(
+        for key in ("output_dir", "resume"):
+            if cfg.get(key) is not None and not isinstance(cfg[key], str):
+                raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
+        config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
             env=parse_section(EnvConfig, cfg.get("env"), "env"),
             agent=parse_section(cls.agent_config_cls, cfg.get("agent"), "agent"),
             training=parse_section(TrainingConfig, cfg.get("training"), "training"),
+            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
+            logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
+            output_dir=cfg.get("output_dir"),
+            resume=cfg.get("resume"),
         )
+        config.checkpoint.check_against(config.training.eval_interval)
+        return config
 
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
@@ -415,6 +434,8 @@ class OnPolicyWorkflow(RLWorkflow):
                            steps_per_s=n * steps_per_iteration / elapsed)
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
+            if self.checkpointer is not None:
+                self.checkpointer.maybe_save(state, done)
         return state
 
 
