@@ -59,7 +59,7 @@ class CheckpointConfig:
 
     def check_against(self, eval_interval: int) -> None:
         require(
-            self.save_interval is None or self.save_interval % eval_interval == 0,
+            not self.enabled or self.save_interval is None or self.save_interval % eval_interval == 0,
             f"checkpoint.save_interval={self.save_interval} must be a multiple of "
             f"training.eval_interval={eval_interval} (checkpoints are taken between compiled chunks).",
         )
