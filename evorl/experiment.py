@@ -196,3 +196,23 @@ def _write_yaml(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
     tmp.replace(path)
+
+
+def load_run(run_dir: str | Path, step: int | None = None, training: dict | None = None):
+    """The workflow of a run folder and its trained state from checkpoint ``step`` (default:
+    the newest); ``training`` overrides training keys that do not change the state, e.g.
+    ``{"eval_episodes": 100}``. Returns ``(workflow, state, iteration)``."""
+    from evorl.checkpoint import CheckpointConfig
+    from evorl.workflows import resolve_workflow_cls
+
+    cfg = load_run_config(run_dir)
+    cfg["training"] = {**cfg.get("training", {}), **(training or {})}
+    cfg["logging"] = {**cfg.get("logging", {}), "recorders": []}
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    checkpointer = Checkpointer(checkpoint_dir(run_dir), CheckpointConfig(), workflow.config.training.eval_interval,
+                                workflow.config.training.num_iterations, resolved_config(workflow.config))
+    try:
+        state, meta = checkpointer.restore(workflow.init(jax.random.PRNGKey(workflow.config.seed)), step)
+    finally:
+        checkpointer.close()
+    return workflow, state, meta["iteration"]

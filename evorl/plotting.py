@@ -17,6 +17,10 @@ from evorl.recorders import METRICS_JSONL, read_jsonl
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
 
 
+#: Groups are labelled by the config keys that tell them apart, or by folder name beyond this.
+MAX_LABEL_KEYS = 3
+
+
 def t95(dof: int) -> float:
     """The 97.5% quantile of Student's t with ``dof`` degrees of freedom (approximate above 10)."""
     return _T95[dof - 1] if dof <= len(_T95) else 1.96 + 2.5 / dof
@@ -57,7 +61,10 @@ def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
     groups: dict[str, list[Path]] = {}
     for run_dir, cfg in configs.items():
         base = f"{str(cfg.get('workflow_cls', '')).rpartition('.')[2]} {cfg.get('env.env_name', '')}".strip()
-        label = ", ".join(f"{k}={cfg.get(k)}" for k in varying if k != "run") or base or run_dir.name
+        if len(varying) > MAX_LABEL_KEYS:
+            label = run_dir.name
+        else:
+            label = ", ".join(f"{k.rpartition('.')[2]}={cfg.get(k)}" for k in varying if k != "run") or base or run_dir.name
         groups.setdefault(label, []).append(run_dir)
     return groups
 
@@ -97,7 +104,8 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metric: str = "e
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize="small")
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize="small",
+               ncols=min(3, len(groups)))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, dpi=100)
