@@ -18,8 +18,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    args = parse_args(argv)
+def main(argv: list[str] | None = None) -> None:
+    evaluate(parse_args(argv))
+
+
+def evaluate(args: argparse.Namespace) -> dict[str, float]:
+    """Prints (and returns) the evaluation metrics; renders if asked."""
     logging.getLogger("absl").setLevel(logging.WARNING)
     from evorl.checkpoint import CheckpointError
     from evorl.config import ConfigError

@@ -24,7 +24,7 @@ def find_runs(paths: list[str]) -> list[Path]:
     return runs
 
 
-def main(argv: list[str] | None = None) -> Path:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="evorl-plot", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders, or folders holding them (e.g. multirun/...)")
@@ -41,7 +41,6 @@ def main(argv: list[str] | None = None) -> Path:
         print(f"evorl-plot: {e}", file=sys.stderr)
         sys.exit(2)
     print(f"{out} ({len(runs)} runs)")
-    return out
 
 
 if __name__ == "__main__":
