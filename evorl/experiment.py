@@ -120,6 +120,10 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         state = workflow.learn(state)
         final = workflow.evaluate(state)
         status = "finished"
+        if run_dir is not None and config.logging.plot:  # while the last checkpoint is being written
+            from evorl.plotting import plot_runs
+
+            plot_runs([run_dir], run_dir / CURVE_PNG)
     except KeyboardInterrupt:
         status = "interrupted"
         raise
@@ -132,10 +136,6 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
             if status == "finished":
                 run_info["final_eval"] = final
             _write_json(run_dir / RUN_JSON, run_info)
-    if run_dir is not None and config.logging.plot:
-        from evorl.plotting import plot_runs
-
-        plot_runs([run_dir], run_dir / CURVE_PNG)
     return ExperimentResult(workflow, state, final, run_dir)
 
 

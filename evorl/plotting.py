@@ -89,7 +89,8 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metric: str = "e
 
     run_dirs = [Path(r) for r in run_dirs]
     groups = group_runs(run_dirs)
-    fig = Figure(figsize=(11, 4), layout="constrained")
+    fig = Figure(figsize=(11, 4.4))  # fixed margins: constrained layout would double the drawing time
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.2, wspace=0.22)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, 2)
     for label, dirs in groups.items():
@@ -104,7 +105,7 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metric: str = "e
         ax.set_xlabel(xlabel)
         ax.set_ylabel(metric)
         ax.grid(alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", fontsize="small",
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", fontsize="small", frameon=False,
                ncols=min(3, len(groups)))
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
