@@ -60,13 +60,13 @@ class ProgressRecorder(ConsoleRecorder):
         if not self.use_bar:
             return
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
         self._progress = Progress(
-            TextColumn(self.prefix.strip() or "train"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("env steps"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            TextColumn("{task.fields[status]}"),
-            console=Console(file=self.stream), transient=False,
+            TextColumn(self.prefix.strip() or "train", markup=False), BarColumn(bar_width=20), MofNCompleteColumn(),
+            TextColumn("steps  ETA"), TimeRemainingColumn(),
+            TextColumn("{task.fields[status]}", markup=False),
+            console=Console(file=self.stream), transient=False, expand=False,
         )
         self._task = self._progress.add_task("train", total=self.total_steps, status="compiling...")
         self._progress.start()
@@ -79,7 +79,7 @@ class ProgressRecorder(ConsoleRecorder):
             (("steps_per_s", "steps/s"), ("train/episode_return", "train"), ("eval/episode_return", "eval"))
             if key in metrics
         )
-        self._progress.console.print(self.line(metrics))
+        self._progress.console.print(self.line(metrics), markup=False, highlight=False)
         self._progress.update(self._task, completed=step, status=status)
 
     def close(self) -> None:
