@@ -1,4 +1,9 @@
-"""Command-line entry points (``scripts/train.py`` wraps :func:`train` with Hydra)."""
+"""Command-line entry points: ``evorl-train`` (= ``scripts/train.py``, Hydra), and the
+``evorl-eval`` / ``evorl-plot`` entry points of ``evorl.scripts``.
+
+The configs ship inside the package (``evorl/configs``, which is the repository's
+``configs/`` folder), so ``evorl-train`` finds them from any directory.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +13,40 @@ import os
 import re
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from evorl.config import ConfigError, to_plain
 
+CONFIG_DIR = str(Path(__file__).resolve().parent / "configs")
+
 
 def train(cfg: Any) -> dict[str, float]:
-    """Builds the workflow ``cfg.workflow_cls`` names, trains it, prints the final evaluation."""
+    """Trains the workflow ``cfg.workflow_cls`` names in its run folder (Hydra's output dir
+    unless ``output_dir`` is set) and prints the final evaluation.
+
+    With ``resume=<run folder>`` the config is that run's ``config.yaml`` with this command's
+    overrides on top (see :func:`resume_config`).
+    """
     # Hydra logs at INFO; jax's backend probing ("Unable to initialize backend 'tpu'") is noise.
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-    import jax
-
+    logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
     enable_compilation_cache()
-
-    from evorl.workflows import resolve_workflow_cls
+    from evorl.experiment import run_experiment
 
     start = time.perf_counter()
     cfg = to_plain(cfg)
-    if "workflow_cls" not in cfg:
-        raise ConfigError("config needs 'workflow_cls' (e.g. evorl.workflows.PPOWorkflow).")
-    workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
-    workflow = workflow_cls.build_from_config(cfg)
-    state = workflow.init(jax.random.PRNGKey(workflow.config.seed))
-    state = workflow.learn(state)
-    final = workflow.evaluate(state)
+    if cfg.get("resume"):
+        cfg = resume_config(cfg["resume"], _hydra_overrides())
+    output_dir = cfg.get("output_dir") or _hydra_output_dir()
+    result = run_experiment(cfg, output_dir=output_dir)
+    workflow, final = result.workflow, result.final_metrics
     print(
         f"[{workflow.name()}] final evaluation over {workflow.config.training.eval_episodes} episodes: "
         f"return {final['eval/episode_return']:.2f} +- {final['eval/episode_return_std']:.2f} "
         f"(min {final['eval/episode_return_min']:.1f}, max {final['eval/episode_return_max']:.1f}); "
-        f"compile {workflow.compile_seconds:.1f}s, total {time.perf_counter() - start:.1f}s",
+        f"compile {workflow.compile_seconds:.1f}s, total {time.perf_counter() - start:.1f}s"
+        + (f"; run folder {result.run_dir}" if result.run_dir else ""),
         flush=True,
     )
     return final
@@ -60,6 +70,36 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
+def resume_config(run_dir: str, overrides: list[str]) -> dict:
+    """The config saved in ``run_dir`` with the command-line ``overrides`` applied on top."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from evorl.experiment import load_run_config
+
+    cfg = OmegaConf.create(load_run_config(run_dir))
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key.startswith("hydra.") or key in ("resume", "output_dir"):
+            continue
+        if override.is_delete() or override.is_sweep_override():
+            raise ConfigError(f"resume does not support the override {override.input_line!r}.")
+        OmegaConf.update(cfg, key, override.value(), force_add=True)
+    return {**to_plain(cfg), "resume": run_dir}
+
+
+def _hydra_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def _hydra_output_dir() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
+
+
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
 
 
@@ -78,9 +118,30 @@ def allow_new_keys(argv: list[str]) -> list[str]:
 
 @contextlib.contextmanager
 def exit_on_config_error():
-    """A bad config is the user's input, not a crash: one line on stderr and exit status 2."""
+    """A bad config or an unusable checkpoint is the user's input, not a crash: one message on
+    stderr and exit status 2."""
+    from evorl.checkpoint import CheckpointError
+
     try:
         yield
     except ConfigError as e:
         print(f"evorl: config error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except CheckpointError as e:
+        print(f"evorl: checkpoint error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def train_main() -> None:
+    """``evorl-train [--config-name=NAME] [key=value ...] [-m key=a,b ...]``."""
+    import hydra
+
+    @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base=None)
+    def main(cfg) -> None:
+        with exit_on_config_error():
+            train(cfg)
+
+    sys.argv = allow_new_keys(sys.argv)
+    if not any(arg.startswith("hydra.job.name=") for arg in sys.argv):
+        sys.argv.append("hydra.job.name=train")  # Hydra would name the job (and its log) after this module
+    main()

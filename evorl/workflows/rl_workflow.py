@@ -32,6 +32,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
     DistributedConfig,
@@ -48,7 +49,7 @@ from evorl.distributed import agent_gradient_update, axis_index, is_main_process
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
 from evorl.evaluator import Evaluator
-from evorl.recorders import ConsoleRecorder, Recorder
+from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
 from evorl.rollout import EpisodeStats, Trajectory, rollout
 from evorl.workflows.population import aggregate_metrics, apply_variant, check_axes_are_data
 from evorl.workflows.workflow import Workflow
@@ -66,9 +67,16 @@ class ExperimentConfig:
     #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
     sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
     distributed: DistributedConfig = DistributedConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
+    output_dir: str | None = None
+    #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
+    resume: str | None = None
 
 
-TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed")
+TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
+                  "output_dir", "resume")
 #: Training keys that may take a list (one agent per value): they are data in the program.
 SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
 
@@ -124,6 +132,9 @@ class RLWorkflow(Workflow):
         self.agent = agent
         self.enable_multi_devices = enable_multi_devices
         self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
+        #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
+        #: its ``maybe_save(state, iteration)`` after each chunk.
+        self.checkpointer = None
 
     @classmethod
     def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
@@ -148,10 +159,13 @@ class RLWorkflow(Workflow):
         seed = cfg.get("seed", 0)
         if not isinstance(seed, int) or isinstance(seed, bool):
             raise ConfigError(f"'seed' = {seed!r} must be an integer.")
+        for key in ("output_dir", "resume"):
+            if cfg.get(key) is not None and not isinstance(cfg[key], str):
+                raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
         agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent")
         training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
         training, training_axes = extract_sweeps(training, TrainingConfig, "training", SWEEPABLE_TRAINING_KEYS)
-        return ExperimentConfig(
+        config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
             env=parse_section(EnvConfig, cfg.get("env"), "env"),
@@ -159,7 +173,13 @@ class RLWorkflow(Workflow):
             training=parse_section(TrainingConfig, training, "training"),
             sweep=tuple(agent_axes + training_axes),
             distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
+            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
+            logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
+            output_dir=cfg.get("output_dir"),
+            resume=cfg.get("resume"),
         )
+        config.checkpoint.check_against(config.training.eval_interval)
+        return config
 
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
@@ -498,6 +518,8 @@ class OnPolicyWorkflow(RLWorkflow):
                            steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
+            if self.checkpointer is not None:
+                self.checkpointer.maybe_save(state, done)
         return state
 
 

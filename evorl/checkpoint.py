@@ -1,0 +1,205 @@
+"""Checkpoints of the whole training state with orbax, and the checks that make resuming safe.
+
+A checkpoint is ``<run>/checkpoints/<iteration>/`` with two items: ``state`` (the training
+state pytree: parameters, optimiser state, observation statistics, env state, PRNG key,
+counters) and ``meta`` (format version, evorl version, iteration, the experiment config).
+
+Saves are atomic: orbax writes into a temporary folder and renames it into place only when
+every file is written, so a process killed mid-save leaves the previous checkpoints intact
+and the half-written folder is never listed as a checkpoint. Saves are asynchronous: the
+state is copied to host memory, then written by a background thread while training goes on.
+
+Resuming takes the newest complete checkpoint. If it cannot be read (corrupt files) or does
+not fit the config (another format version, workflow, env, agent or training setup), the
+run stops with an error naming the checkpoint and the differences: it is never silently
+skipped, and nothing in the run folder is changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from evorl.config import require
+
+FORMAT_VERSION = 1
+CHECKPOINT_DIR = "checkpoints"
+#: The config sections that define the training trajectory: a resumed run must match the
+#: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
+TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
+#: Keys that may differ (a longer run, other logging; the state does not depend on them,
+#: except that ``num_iterations`` sets the learning-rate annealing of the iterations to come).
+RESUMABLE_CHANGES = ("training.num_iterations", "training.eval_interval", "training.eval_episodes")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be restored (corrupt, or made by an incompatible run)."""
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """The ``checkpoint:`` section (checkpoints are written only when there is a run folder)."""
+
+    enabled: bool = True
+    #: Iterations between saves, a multiple of ``training.eval_interval`` (saves happen at the
+    #: end of the compiled chunks); null: every ``eval_interval``. The final state is always saved.
+    save_interval: int | None = None
+    #: Newest checkpoints kept; null keeps all.
+    max_to_keep: int | None = 3
+
+    def validate(self, where: str) -> None:
+        require(self.save_interval is None or self.save_interval >= 1,
+                f"{where}.save_interval must be >= 1 or null, got {self.save_interval}.")
+        require(self.max_to_keep is None or self.max_to_keep >= 1,
+                f"{where}.max_to_keep must be >= 1 or null, got {self.max_to_keep}.")
+
+    def check_against(self, eval_interval: int) -> None:
+        require(
+            not self.enabled or self.save_interval is None or self.save_interval % eval_interval == 0,
+            f"checkpoint.save_interval={self.save_interval} must be a multiple of "
+            f"training.eval_interval={eval_interval} (checkpoints are taken between compiled chunks).",
+        )
+
+
+def config_differences(saved: Any, current: Any, prefix: str = "") -> list[str]:
+    """``key: saved -> current`` for every leaf that differs between two nested dicts."""
+    if isinstance(saved, dict) and isinstance(current, dict):
+        out = []
+        for key in sorted(set(saved) | set(current), key=str):
+            out += config_differences(saved.get(key), current.get(key), f"{prefix}{key}.")
+        return out
+    norm = lambda v: list(v) if isinstance(v, tuple) else v  # noqa: E731  (YAML/JSON turn tuples into lists)
+    return [] if norm(saved) == norm(current) else [f"{prefix[:-1]}: {saved!r} (checkpoint) -> {current!r} (now)"]
+
+
+class Checkpointer:
+    """Saves the training state every ``save_interval`` iterations into ``directory``."""
+
+    def __init__(self, directory: Path | str, config: CheckpointConfig, eval_interval: int,
+                 num_iterations: int, run_config: dict):
+        import orbax.checkpoint as ocp
+
+        self._ocp = ocp
+        self.directory = Path(directory).absolute()
+        self.interval = config.save_interval or eval_interval
+        self.num_iterations = num_iterations
+        self.run_config = run_config
+        self.manager = ocp.CheckpointManager(
+            self.directory,
+            options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=False,
+                                                 enable_async_checkpointing=True),
+        )
+
+    # --- saving -------------------------------------------------------------------------
+    def maybe_save(self, state: Any, iteration: int) -> bool:
+        if iteration % self.interval and iteration != self.num_iterations:
+            return False
+        self.save(state, iteration)
+        return True
+
+    def save(self, state: Any, iteration: int) -> None:
+        from evorl import __version__
+
+        # Host copies: the training loop donates (reuses) the device buffers of ``state``
+        # while the background thread is still writing.
+        host_state = jax.tree.map(np.array, state)
+        meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
+                "iteration": iteration, "config": self.run_config}
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.manager.save(iteration, args=self._ocp.args.Composite(
+            state=self._ocp.args.StandardSave(host_state), meta=self._ocp.args.JsonSave(meta)))
+
+    def close(self) -> None:
+        self.manager.wait_until_finished()
+        self.manager.close()
+
+    # --- restoring ----------------------------------------------------------------------
+    def steps(self) -> list[int]:
+        """Complete checkpoints, oldest first (half-written temporary folders excluded)."""
+        self.manager.reload()
+        return sorted(self.manager.all_steps())
+
+    def read_meta(self, step: int) -> dict:
+        try:
+            meta = self.manager.restore(step, args=self._ocp.args.Composite(meta=self._ocp.args.JsonRestore())).meta
+        except Exception as e:  # orbax raises many types for unreadable files
+            raise self._corrupt(step, e) from None
+        if not isinstance(meta, dict) or "format_version" not in meta:
+            raise self._corrupt(step, ValueError("no evorl metadata"))
+        return meta
+
+    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict]:
+        """The state of checkpoint ``step`` (default: the newest), shaped like ``template``.
+
+        Raises :class:`CheckpointError` if there is no checkpoint, it cannot be read, or it was
+        made by a run whose config does not fit this one (see :data:`RESUMABLE_CHANGES`).
+        """
+        steps = self.steps()
+        if not steps:
+            raise CheckpointError(f"No complete checkpoint in {self.directory}.")
+        step = steps[-1] if step is None else step
+        if step not in steps:
+            raise CheckpointError(f"No checkpoint {step} in {self.directory}; complete checkpoints: {steps}.")
+        meta = self.read_meta(step)
+        self.check_compatible(meta, step)
+        abstract = jax.tree.map(self._ocp.utils.to_shape_dtype_struct, template)
+        try:
+            restored = self.manager.restore(step, args=self._ocp.args.Composite(
+                state=self._ocp.args.StandardRestore(abstract))).state
+        except Exception as e:
+            raise self._corrupt(step, e) from None
+        _check_same_structure(template, restored, self.directory / str(step))
+        return restored, meta
+
+    def check_compatible(self, meta: dict, step: int) -> None:
+        where = self.directory / str(step)
+        if meta["format_version"] != FORMAT_VERSION:
+            raise CheckpointError(
+                f"Checkpoint {where} has format version {meta['format_version']}; this evorl "
+                f"({_version()}) reads version {FORMAT_VERSION}. Resume it with evorl {meta.get('evorl_version')}."
+            )
+        allowed = tuple(f"{k}:" for k in RESUMABLE_CHANGES)
+        saved, current = ({k: c.get(k) for k in TRAJECTORY_KEYS} for c in (meta.get("config", {}), self.run_config))
+        diffs = [d for d in config_differences(saved, current) if not d.startswith(allowed)]
+        if diffs:
+            raise CheckpointError(
+                f"Checkpoint {where} was made with a different config, so it cannot be resumed "
+                f"exactly:\n  " + "\n  ".join(diffs)
+                + "\nResume with the run's own config (its config.yaml), changing at most: "
+                + ", ".join(RESUMABLE_CHANGES) + "."
+            )
+
+    def _corrupt(self, step: int, error: Exception) -> CheckpointError:
+        older = [s for s in self.steps() if s < step]
+        hint = (f" The older complete checkpoint(s) {older} may still be good: move {self.directory / str(step)} "
+                f"out of the way to resume from {older[-1]}.") if older else ""
+        return CheckpointError(
+            f"Checkpoint {self.directory / str(step)} cannot be read ({type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else ''}). It was not used and nothing was changed.{hint}"
+        )
+
+
+def _check_same_structure(template: Any, restored: Any, where: Path) -> None:
+    bad = [
+        f"{jax.tree_util.keystr(path)}: {a.shape} {a.dtype} (expected) vs {b.shape} {b.dtype} (checkpoint)"
+        for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(template), jax.tree.leaves(restored))
+        if a.shape != b.shape or a.dtype != b.dtype
+    ]
+    if len(jax.tree.leaves(template)) != len(jax.tree.leaves(restored)) or bad:
+        raise CheckpointError(f"Checkpoint {where} does not fit this workflow's state:\n  " + "\n  ".join(bad))
+
+
+def _version() -> str:
+    from evorl import __version__
+
+    return __version__
+
+
+def checkpoint_dir(run_dir: Path | str) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+

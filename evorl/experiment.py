@@ -1,0 +1,238 @@
+"""One training run with its run folder: config, metrics, checkpoints, plot and ``run.json``.
+
+:func:`run_experiment` is what ``scripts/train.py`` / ``evorl-train`` call (with Hydra's
+output folder as the run folder); it works the same from Python without Hydra::
+
+    run_experiment({"env": {...}, "training": {...}}, output_dir="runs/cartpole")
+    run_experiment({..., "resume": "runs/cartpole"})   # continue from the newest checkpoint
+
+Run folder layout::
+
+    config.yaml           the resolved config, every key (resume reads it)
+    run.json              versions, devices, git commit, seed, start/end time, final evaluation
+    metrics.jsonl         one JSON object per logging point (always written)
+    metrics.csv           the same as a table (logging.recorders: csv)
+    tensorboard/          event files (logging.recorders: tensorboard)
+    checkpoints/<iter>/   orbax checkpoints of the whole training state
+    learning_curve.png    return vs env steps and vs wall time
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import json
+import os
+import platform
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from evorl.checkpoint import CheckpointError, Checkpointer, checkpoint_dir
+from evorl.config import ConfigError, to_plain
+from evorl.distributed import is_main_process
+from evorl.recorders import METRICS_CSV, METRICS_JSONL, make_recorders, truncate_records
+
+CONFIG_YAML, RUN_JSON, CURVE_PNG = "config.yaml", "run.json", "learning_curve.png"
+#: Keys of the experiment config that locate a run rather than define it.
+RUN_LOCATION_KEYS = ("output_dir", "resume")
+
+
+@dataclass
+class ExperimentResult:
+    workflow: Any
+    state: Any
+    final_metrics: dict[str, float]
+    run_dir: Path | None
+
+
+def resolved_config(config: Any) -> dict:
+    """The parsed experiment config as plain data: every key, defaults filled in."""
+    data = dataclasses.asdict(config)
+    for key in RUN_LOCATION_KEYS:
+        data.pop(key, None)
+    for name, values in data.pop("sweep"):  # hyperparameter lists back where they were given
+        section, key = name.split(".", 1)
+        data[section][key] = list(values)
+    return json.loads(json.dumps(data))  # tuples -> lists, as YAML and JSON store them
+
+
+def load_run_config(run_dir: Path | str) -> dict:
+    """The resolved config a run saved in its folder."""
+    import yaml
+
+    path = Path(run_dir) / CONFIG_YAML
+    if not path.is_file():
+        raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
+    return yaml.safe_load(path.read_text())
+
+
+def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: list | None = None) -> ExperimentResult:
+    """Validates ``cfg``, trains (or resumes) and evaluates; writes the run folder.
+
+    ``output_dir`` (or the config's ``output_dir``) is the run folder; with neither, nothing
+    is written. ``resume=<run folder>`` continues that run in its own folder. ``recorders``
+    are added to the ones ``logging`` names.
+    """
+    from evorl.workflows import resolve_workflow_cls
+
+    cfg = to_plain(cfg)
+    if not isinstance(cfg, dict) or "workflow_cls" not in cfg:
+        raise ConfigError("config needs 'workflow_cls' (e.g. evorl.workflows.PPOWorkflow).")
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    config = workflow.config
+    run_config = resolved_config(config)
+    run_dir = _run_dir(config, output_dir)
+    # Only process 0 writes the run folder's files; every process takes part in checkpoints.
+    files_dir = run_dir if is_main_process() else None
+
+    existing = checkpoint_dir(run_dir) if run_dir is not None else None
+    if not config.resume and existing is not None and existing.is_dir() and any(existing.iterdir()):
+        raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
+                              f"that run, or choose another folder.")
+    use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
+    plot = files_dir is not None and config.logging.plot
+    _import_in_background(["orbax.checkpoint"] * use_checkpoints
+                          + ["matplotlib.figure", "matplotlib.backends.backend_agg"] * plot)
+
+    state = workflow.init(jax.random.PRNGKey(config.seed))  # compiles while those imports run
+    checkpointer = None
+    if use_checkpoints:
+        checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,
+                                    config.training.num_iterations, run_config)
+    resumed_from = None
+    if config.resume:
+        if checkpointer is None or not checkpointer.steps():
+            raise CheckpointError(f"resume={config.resume}: no complete checkpoint in {checkpoint_dir(run_dir)}.")
+        state, meta = checkpointer.restore(state)  # validates before anything is written
+        resumed_from = meta["iteration"]
+        print(f"[{workflow.name()}] resuming {run_dir} from iteration {resumed_from}", flush=True)
+
+    chain = make_recorders(config.logging, files_dir, prefix=f"[{workflow.name()}] ",
+                           total_steps=config.training.num_iterations * config.training.env_steps_per_iteration,
+                           run_name=run_dir.name if run_dir else None)
+    chain.recorders += list(recorders or []) if is_main_process() else []
+    if files_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        _write_yaml(run_dir / CONFIG_YAML, run_config)
+        if resumed_from is not None:
+            for name in (METRICS_JSONL, METRICS_CSV):
+                truncate_records(run_dir / name, resumed_from * config.training.env_steps_per_iteration)
+        run_info = _start_run_info(run_dir, config, resumed_from)
+    workflow.recorders = [chain]
+    workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
+
+    status = "failed"
+    chain.init(run_config)
+    try:
+        state = workflow.learn(state)
+        final = workflow.evaluate(state)
+        status = "finished"
+        if plot:  # while the last checkpoint is being written
+            from evorl.plotting import plot_runs
+
+            plot_runs([run_dir], run_dir / CURVE_PNG)
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        chain.close()
+        if checkpointer is not None:
+            checkpointer.close()  # waits for a save in flight
+        if files_dir is not None:
+            run_info.update(status=status, end_time=_now(), compile_seconds=workflow.compile_seconds)
+            if status == "finished":
+                run_info["final_eval"] = final
+            _write_json(run_dir / RUN_JSON, run_info)
+    return ExperimentResult(workflow, state, final, run_dir)
+
+
+def _import_in_background(modules: list[str]) -> None:
+    """Imports the tooling's libraries (about 0.6 s) on another thread while XLA compiles
+    (which releases the GIL), so they add nothing to a run's wall time."""
+    if modules:
+        threading.Thread(target=lambda: [importlib.import_module(m) for m in modules], daemon=True).start()
+
+
+def _run_dir(config: Any, output_dir: str | Path | None) -> Path | None:
+    if config.resume:
+        return Path(config.resume)
+    location = output_dir if output_dir is not None else config.output_dir
+    return Path(location) if location is not None else None
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _git_commit() -> str | None:
+    """The commit of the evorl checkout in use (None for an installed package)."""
+    source = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def _start_run_info(run_dir: Path, config: Any, resumed_from: int | None) -> dict:
+    from evorl import __version__
+
+    session = {"start_time": _now(), "hostname": platform.node(), "pid": os.getpid()}
+    path = run_dir / RUN_JSON
+    if resumed_from is not None and path.exists():
+        info = json.loads(path.read_text())
+        info.setdefault("resumes", []).append({**session, "from_iteration": resumed_from})
+    else:
+        info = {
+            "workflow": config.workflow_cls, "env": config.env.env_name, "seed": config.seed,
+            "evorl_version": __version__, "jax_version": jax.__version__, "python": platform.python_version(),
+            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+            "git_commit": _git_commit(), **session,
+        }
+    info.update(status="running", end_time=None)
+    _write_json(path, info)
+    return info
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def _write_yaml(path: Path, data: dict) -> None:
+    import yaml
+
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(path)
+
+
+def load_run(run_dir: str | Path, step: int | None = None, training: dict | None = None):
+    """The workflow of a run folder and its trained state from checkpoint ``step`` (default:
+    the newest); ``training`` overrides training keys that do not change the state, e.g.
+    ``{"eval_episodes": 100}``. Returns ``(workflow, state, iteration)``."""
+    from evorl.checkpoint import CheckpointConfig
+    from evorl.workflows import resolve_workflow_cls
+
+    cfg = load_run_config(run_dir)
+    cfg["training"] = {**cfg.get("training", {}), **(training or {})}
+    cfg["logging"] = {**cfg.get("logging", {}), "recorders": []}
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    checkpointer = Checkpointer(checkpoint_dir(run_dir), CheckpointConfig(), workflow.config.training.eval_interval,
+                                workflow.config.training.num_iterations, resolved_config(workflow.config))
+    try:
+        state, meta = checkpointer.restore(workflow.init(jax.random.PRNGKey(workflow.config.seed)), step)
+    finally:
+        checkpointer.close()
+    return workflow, state, meta["iteration"]

@@ -1,0 +1,96 @@
+"""Recorders receive host-side metric dicts at logging points (never inside the hot loop).
+
+A recorder has ``init(config)`` (once, with the resolved config as a plain dict),
+``write(metrics, step)`` (at each logging point; ``step`` is the env-step count) and
+``close()``. :class:`RecorderChain` fans out to several. :func:`make_recorders` builds the
+chain a config's ``logging`` section names; heavy backends (tensorboardX, wandb) are
+imported only when named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from evorl.config import require
+from evorl.recorders.console import ConsoleRecorder, ProgressRecorder
+from evorl.recorders.files import CsvRecorder, JsonlRecorder, read_jsonl, truncate_records
+
+__all__ = [
+    "Recorder", "RecorderChain", "ConsoleRecorder", "ProgressRecorder", "JsonlRecorder", "CsvRecorder",
+    "LoggingConfig", "make_recorders", "read_jsonl", "truncate_records", "RECORDERS",
+]
+
+RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
+METRICS_JSONL, METRICS_CSV, TENSORBOARD_DIR = "metrics.jsonl", "metrics.csv", "tensorboard"
+
+
+class Recorder(Protocol):
+    def init(self, config: Any) -> None: ...
+
+    def write(self, metrics: dict[str, float], step: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class RecorderChain:
+    """Several recorders behind one: each call goes to every recorder, in order."""
+
+    def __init__(self, recorders: list[Recorder]):
+        self.recorders = list(recorders)
+
+    def init(self, config: Any) -> None:
+        for recorder in self.recorders:
+            recorder.init(config)
+
+    def write(self, metrics: dict[str, float], step: int) -> None:
+        for recorder in self.recorders:
+            recorder.write(metrics, step)
+
+    def close(self) -> None:
+        for recorder in self.recorders:
+            recorder.close()
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """The ``logging:`` section. ``metrics.jsonl`` is always written when there is a run
+    folder (plots and resume read it); ``recorders`` adds the others."""
+
+    recorders: tuple[str, ...] = ("console", "csv")
+    #: Console style: ``auto`` (a live bar on a terminal, plain lines otherwise), ``bar``, ``lines``.
+    console: str = "auto"
+    #: Write ``learning_curve.png`` into the run folder at the end of training.
+    plot: bool = True
+    wandb_project: str = "evorl"
+    wandb_group: str | None = None
+
+    def validate(self, where: str) -> None:
+        for name in self.recorders:
+            require(name in RECORDERS, f"Unknown recorder {name!r} in {where}.recorders; valid: {', '.join(RECORDERS)}.")
+        require(self.console in ("auto", "bar", "lines"),
+                f"{where}.console must be one of auto, bar, lines; got {self.console!r}.")
+
+
+def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "",
+                   total_steps: int | None = None, run_name: str | None = None) -> RecorderChain:
+    """The recorders ``logging`` names; file recorders only when there is a ``run_dir``."""
+    recorders: list[Recorder] = []
+    names = set(logging.recorders)
+    if "console" in names:
+        recorders.append(ProgressRecorder(total_steps, prefix=prefix, style=logging.console))
+    if run_dir is not None:
+        recorders.append(JsonlRecorder(run_dir / METRICS_JSONL))
+        if "csv" in names:
+            recorders.append(CsvRecorder(run_dir / METRICS_CSV))
+        if "tensorboard" in names:
+            from evorl.recorders.tensorboard import TensorBoardRecorder
+
+            recorders.append(TensorBoardRecorder(run_dir / TENSORBOARD_DIR))
+    if "wandb" in names:
+        from evorl.recorders.wandb import WandbRecorder
+
+        recorders.append(WandbRecorder(project=logging.wandb_project, group=logging.wandb_group,
+                                       name=run_name, run_dir=run_dir))
+    return RecorderChain(recorders)

@@ -1,0 +1,112 @@
+"""File recorders: JSON lines (one object per logging point) and CSV."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None  # JSON has no NaN / inf
+    return value
+
+
+def read_jsonl(path: Path | str) -> list[dict]:
+    """The records of a ``metrics.jsonl`` file (a torn last line, from a kill, is skipped)."""
+    records = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def truncate_records(path: Path, max_step: int) -> None:
+    """Drops the records logged after env step ``max_step`` (a resumed run rewrites them).
+
+    Works for ``.jsonl`` and ``.csv`` files; a missing file is left missing.
+    """
+    if not path.exists():
+        return
+    if path.suffix == ".jsonl":
+        kept = [json.dumps(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+        path.write_text("".join(line + "\n" for line in kept))
+        return
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    fields = list(rows[0]) if rows else []
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if fields:
+            writer.writeheader()
+        writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+
+
+class JsonlRecorder:
+    """Appends ``{"step", "wall_time", **metrics}`` per logging point to ``path``.
+
+    ``wall_time`` counts seconds since the recorder was created, continuing from the last
+    record of an existing file (a resumed run).
+    """
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        previous = read_jsonl(self.path) if self.path.exists() else []
+        self.time_offset = float(previous[-1].get("wall_time") or 0.0) if previous else 0.0
+        self.start = time.perf_counter()
+        self._file = None
+
+    def init(self, config: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = self.path.open("a")
+
+    def write(self, metrics: dict[str, float], step: int) -> None:
+        wall_time = self.time_offset + time.perf_counter() - self.start
+        record = {"step": step, "wall_time": round(wall_time, 4), **{k: _jsonable(v) for k, v in metrics.items()}}
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class CsvRecorder:
+    """A CSV table: ``step`` then the metric names of the first write, in order.
+
+    Metrics that appear only later are ignored (the header is fixed); missing ones are blank.
+    """
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self._file = None
+        self._writer = None
+
+    def init(self, config: Any) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, metrics: dict[str, float], step: int) -> None:
+        if self._writer is None:
+            fields = None
+            if self.path.exists() and self.path.stat().st_size:
+                with self.path.open(newline="") as f:
+                    fields = next(csv.reader(f), None)
+            self._file = self.path.open("a", newline="")
+            if not fields:
+                fields = ["step", *metrics]
+                csv.writer(self._file).writerow(fields)
+            self._writer = csv.DictWriter(self._file, fieldnames=fields, extrasaction="ignore")
+        self._writer.writerow({"step": step, **metrics})
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = self._writer = None

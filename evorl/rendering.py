@@ -1,0 +1,82 @@
+"""Renderings of greedy episodes: gymnax environments to GIF / MP4 frames (imageio)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+
+def greedy_episode(workflow: Any, agent_state: Any, key: jax.Array, max_steps: int):
+    """One greedy episode in one environment: backend states ``[T]`` and returns so far ``[T]``,
+    from the first observation to the last step before the episode ended."""
+    env = workflow.env.with_num_envs(1)
+    agent = workflow.agent
+
+    def step(env_state, _):
+        actions = agent.evaluate_actions(agent_state, env_state.obs)
+        next_state = env.step(env_state, agent.to_env_action(actions))
+        return next_state, (env_state.backend_state, env_state.episode_return, next_state.done)
+
+    first = env.reset(key)
+    _, (backend_states, returns, done) = jax.jit(lambda s: lax.scan(step, s, None, length=max_steps))(first)
+    done = np.asarray(done[:, 0])
+    length = int(np.argmax(done)) + 1 if done.any() else max_steps
+    states = jax.tree.map(lambda x: np.asarray(x[:length, 0]), backend_states)  # [T, ...] of env 0
+    return states, np.asarray(returns[:length, 0])
+
+
+def gymnax_frames(env: Any, states: Any, returns: np.ndarray) -> list[np.ndarray]:
+    """RGB frames ``[H, W, 3]`` drawn by gymnax's own visualiser."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")  # classic-control frames come from pygame
+    os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+    from gymnax.visualize import Visualizer
+
+    sequence = [jax.tree.map(lambda x, i=i: jnp.asarray(x[i]), states) for i in range(len(returns))]
+    vis = Visualizer(env._env, env._params, sequence, returns)
+    try:
+        vis.init()
+    except Exception as e:
+        if type(e).__name__ == "DependencyNotInstalled":  # gymnasium's classic-control renderer
+            raise ImportError(f"Rendering {env.env_name} needs pygame: pip install 'evorl[render]'.") from None
+        raise
+    frames = []
+    for i in range(len(sequence)):
+        vis.update(i)
+        vis.fig.canvas.draw()
+        frames.append(np.asarray(vis.fig.canvas.buffer_rgba())[..., :3].copy())
+    import matplotlib.pyplot as plt
+
+    plt.close(vis.fig)
+    return frames
+
+
+def render_episode(workflow: Any, state: Any, out_path: str | Path, max_steps: int = 500, seed: int = 0) -> Path:
+    """Renders one greedy episode of ``state``'s policy to ``out_path`` (``.gif`` or ``.mp4``)."""
+    from evorl.envs.gymnax_env import GymnaxEnv
+
+    if not isinstance(workflow.env, GymnaxEnv):
+        raise NotImplementedError(f"Rendering supports gymnax environments; {type(workflow.env).__name__} has no renderer.")
+    out_path = Path(out_path)
+    if out_path.suffix.lower() not in (".gif", ".mp4"):
+        raise ValueError(f"Rendering writes .gif or .mp4 files, not {out_path.name!r}.")
+    max_steps = min(max_steps, workflow.env.episode_length)
+    states, returns = greedy_episode(workflow, state.agent_state, jax.random.PRNGKey(seed), max_steps)
+    frames = gymnax_frames(workflow.env, states, returns)
+    import imageio.v3 as iio
+
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if out_path.suffix.lower() == ".gif":
+        iio.imwrite(out_path, frames, duration=50, loop=0)
+    else:
+        iio.imwrite(out_path, frames, fps=20)
+    return out_path

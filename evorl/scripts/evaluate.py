@@ -1,0 +1,55 @@
+"""``evorl-eval RUN_DIR``: greedy evaluation of a run's checkpoint, optionally rendered."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="evorl-eval", description=__doc__)
+    parser.add_argument("run_dir", help="a run folder (holds config.yaml and checkpoints/)")
+    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes (default: 100)")
+    parser.add_argument("--checkpoint", type=int, default=None, help="iteration of the checkpoint (default: newest)")
+    parser.add_argument("--render", default=None, metavar="PATH",
+                        help="also render one greedy episode to PATH (.gif or .mp4; gymnax envs)")
+    parser.add_argument("--max-frames", type=int, default=500, help="longest rendering, in steps")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    evaluate(parse_args(argv))
+
+
+def evaluate(args: argparse.Namespace) -> dict[str, float]:
+    """Prints (and returns) the evaluation metrics; renders if asked."""
+    logging.getLogger("absl").setLevel(logging.WARNING)
+    from evorl.checkpoint import CheckpointError
+    from evorl.config import ConfigError
+    from evorl.experiment import load_run
+
+    if args.episodes < 1:
+        sys.exit("evorl-eval: --episodes must be >= 1")
+    try:
+        workflow, state, iteration = load_run(args.run_dir, args.checkpoint, {"eval_episodes": args.episodes})
+    except (CheckpointError, ConfigError) as e:
+        print(f"evorl-eval: {e}", file=sys.stderr)
+        sys.exit(2)
+    metrics = workflow.evaluate(state)
+    print(
+        f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} greedy episodes: "
+        f"return mean {metrics['eval/episode_return']:.2f} std {metrics['eval/episode_return_std']:.2f} "
+        f"min {metrics['eval/episode_return_min']:.2f} max {metrics['eval/episode_return_max']:.2f}",
+        flush=True,
+    )
+    if args.render:
+        from evorl.rendering import render_episode
+
+        path = render_episode(workflow, state, args.render, max_steps=args.max_frames)
+        print(f"rendering: {path}")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""``evorl-plot RUN_DIR... [-o curves.png]``: learning curves of one or many runs.
+
+Each argument is a run folder or a folder holding run folders (a Hydra sweep folder);
+runs that differ only in their seed are drawn as one mean curve with a 95% band.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def find_runs(paths: list[str]) -> list[Path]:
+    """Run folders (those holding ``metrics.jsonl``) at or below ``paths``, in order."""
+    from evorl.recorders import METRICS_JSONL
+
+    runs: list[Path] = []
+    for path in map(Path, paths):
+        found = [path] if (path / METRICS_JSONL).is_file() else sorted(p.parent for p in path.rglob(METRICS_JSONL))
+        if not found:
+            raise FileNotFoundError(f"{path} holds no run folder (no {METRICS_JSONL} at or below it).")
+        runs += [r for r in found if r not in runs]
+    return runs
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="evorl-plot", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", help="run folders, or folders holding them (e.g. multirun/...)")
+    parser.add_argument("-o", "--out", default="learning_curves.png", help="PNG to write (default: learning_curves.png)")
+    parser.add_argument("--metric", default="eval/episode_return",
+                        help="metric of metrics.jsonl to plot (default: eval/episode_return)")
+    args = parser.parse_args(argv)
+    from evorl.plotting import plot_runs
+
+    try:
+        runs = find_runs(args.runs)
+        out = plot_runs(runs, args.out, metric=args.metric)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"evorl-plot: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{out} ({len(runs)} runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Add your own network: PPO whose actor and critic are a small residual MLP (Discrete actions).
+
+    python examples/custom_network.py                  # trains it on CartPole-v1 (run folder runs/residual)
+    PYTHONPATH=examples evorl-train workflow_cls=custom_network.ResidualPPOWorkflow
+
+A network is any ``init(key) -> params`` / ``apply(params, obs) -> output`` pair
+(:class:`evorl.networks.Network`); the workflow subclass swaps them into PPO's agent and keeps
+PPO's loss, hyperparameters and config keys.
+"""
+
+import dataclasses
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+from evorl.algorithms.ppo import PPOWorkflow
+from evorl.experiment import run_experiment
+from evorl.networks import Network
+
+
+class ResidualMLP(nn.Module):
+    width: int
+    outputs: int
+
+    @nn.compact
+    def __call__(self, obs):  # [..., obs_dim] -> [..., outputs]
+        x = nn.Dense(self.width)(obs)
+        x = x + nn.Dense(self.width)(nn.tanh(x))
+        return nn.Dense(self.outputs, kernel_init=nn.initializers.orthogonal(0.01))(nn.tanh(x))
+
+
+def as_network(module: nn.Module, obs_shape: tuple[int, ...], squeeze: bool = False) -> Network:
+    dummy = jnp.zeros((1,) + obs_shape, jnp.float32)
+    apply = (lambda params, obs: module.apply(params, obs)[..., 0]) if squeeze else module.apply
+    return Network(init=lambda key: module.init(key, dummy), apply=apply)
+
+
+class ResidualPPOWorkflow(PPOWorkflow):
+    @classmethod
+    def build_agent(cls, env, agent_cfg, training):
+        agent = super().build_agent(env, agent_cfg, training)  # PPO's loss and hyperparameters
+        width = agent_cfg.actor_hidden_layer_sizes[0]
+        return dataclasses.replace(
+            agent,
+            policy_network=as_network(ResidualMLP(width, env.action_space.n), env.obs_space.shape),
+            value_network=as_network(ResidualMLP(width, 1), env.obs_space.shape, squeeze=True),
+        )
+
+
+if __name__ == "__main__":
+    result = run_experiment({
+        "workflow_cls": "__main__.ResidualPPOWorkflow",
+        "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+        "training": {"num_iterations": 100, "eval_interval": 25},
+    }, output_dir="runs/residual")
+    print("final evaluation return:", result.final_metrics["eval/episode_return"])

@@ -1,0 +1,162 @@
+"""Checkpoints: an interrupted and resumed run ends bit-identical to an uninterrupted one; a
+kill during a save never costs the previous checkpoint; bad checkpoints fail clearly and
+change nothing."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import TINY
+
+from evorl.checkpoint import CheckpointError
+from evorl.experiment import run_experiment
+from evorl.recorders import read_jsonl
+
+
+class Interrupted(Exception):
+    pass
+
+
+class InterruptAt:
+    """A recorder that stops training right after logging ``iteration``."""
+
+    def __init__(self, iteration):
+        self.iteration = iteration
+
+    def init(self, config):
+        pass
+
+    def write(self, metrics, step):
+        if metrics["iteration"] == self.iteration:
+            raise Interrupted
+
+    def close(self):
+        pass
+
+
+def assert_states_identical(a, b):
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(leaves_a, leaves_b):
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        assert x.tobytes() == y.tobytes()  # bit for bit
+
+
+def snapshot(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("uninterrupted")
+    return run_experiment(TINY, output_dir=run_dir)
+
+
+def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tiny_cfg, tmp_path):
+    with pytest.raises(Interrupted):
+        run_experiment(tiny_cfg, output_dir=tmp_path, recorders=[InterruptAt(3)])
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["2"]
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
+
+    resumed = run_experiment({**tiny_cfg, "resume": str(tmp_path)})
+    assert int(resumed.state.iteration) == 6
+    assert_states_identical(resumed.state, uninterrupted.state)
+    assert resumed.final_metrics == uninterrupted.final_metrics
+    # the record of iteration 3 logged before the interruption was replaced, not duplicated
+    assert [r["iteration"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [1, 2, 3, 4, 5, 6]
+    info = json.loads((tmp_path / "run.json").read_text())
+    assert info["status"] == "finished" and info["resumes"][0]["from_iteration"] == 2
+
+
+def test_chunking_does_not_change_the_trajectory(uninterrupted, tiny_cfg):
+    tiny_cfg["training"]["eval_interval"] = 3
+    tiny_cfg["checkpoint"]["enabled"] = False
+    assert_states_identical(run_experiment(tiny_cfg).state, uninterrupted.state)
+
+
+KILLED_DURING_SAVE = textwrap.dedent("""
+    import sys, time
+    import orbax.checkpoint._src.path.atomicity as atomicity
+    from conftest import TINY
+    from evorl.experiment import run_experiment
+
+    finalize = atomicity.AtomicRenameTemporaryPath.finalize
+
+    async def hang_before_committing_4(self):
+        if self.get_final().name == "4":  # every file of checkpoint 4 written, not yet renamed
+            print("SAVING 4", flush=True)
+            time.sleep(600)
+        return await finalize(self)
+
+    atomicity.AtomicRenameTemporaryPath.finalize = hang_before_committing_4
+    run_experiment(TINY, output_dir=sys.argv[1])
+""")
+
+
+def test_kill_during_save_keeps_previous_checkpoint(uninterrupted, tiny_cfg, tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_DURING_SAVE, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if line.startswith("SAVING 4"):
+                break
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    checkpoints = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert "2" in checkpoints and "4" not in checkpoints
+    assert any(name.startswith("4.") for name in checkpoints)  # the half-written save, ignored
+
+    resumed = run_experiment({**tiny_cfg, "resume": str(tmp_path)})
+    assert_states_identical(resumed.state, uninterrupted.state)
+
+
+@pytest.fixture
+def finished_run(uninterrupted, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted.run_dir, run_dir)
+    return run_dir
+
+
+def test_corrupt_newest_checkpoint_is_an_error_and_changes_nothing(finished_run, tiny_cfg):
+    for f in (finished_run / "checkpoints" / "6" / "state").rglob("*"):
+        if f.is_file():
+            f.write_bytes(b"garbage")
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError, match=r"checkpoints/6 cannot be read.*resume from 4"):
+        run_experiment({**tiny_cfg, "resume": str(finished_run)})
+    assert snapshot(finished_run) == before
+
+
+def test_incompatible_checkpoint_names_the_differences(finished_run, tiny_cfg):
+    tiny_cfg["training"]["num_envs"] = 8
+    tiny_cfg["agent"]["actor_hidden_layer_sizes"] = [16]
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError) as info:
+        run_experiment({**tiny_cfg, "resume": str(finished_run)})
+    message = str(info.value)
+    assert "training.num_envs: 4 (checkpoint) -> 8 (now)" in message
+    assert "agent.actor_hidden_layer_sizes: [8] (checkpoint) -> [16] (now)" in message
+    assert snapshot(finished_run) == before
+
+
+def test_new_run_refuses_a_folder_with_checkpoints(finished_run, tiny_cfg):
+    with pytest.raises(CheckpointError, match="already holds checkpoints.*resume="):
+        run_experiment(tiny_cfg, output_dir=finished_run)
+
+
+def test_resume_needs_a_checkpoint(tiny_cfg, tmp_path):
+    with pytest.raises(CheckpointError, match="no complete checkpoint"):
+        run_experiment({**tiny_cfg, "resume": str(tmp_path)})
