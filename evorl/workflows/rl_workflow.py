@@ -363,7 +363,10 @@ class OnPolicyWorkflow(RLWorkflow):
 
     # --- evaluation ---------------------------------------------------------------------
     def _evaluate_episodes(self, agent_state: AgentState, key: jax.Array):
-        """One greedy episode in each of ``eval_episodes`` envs: returns, lengths ``[E]``."""
+        """One greedy episode in each of ``eval_episodes`` envs: returns, lengths ``[E]``.
+
+        Returns are the env's own (unscaled) episode returns, read when each episode ends.
+        """
         env = self.eval_env
         env_state = env.reset(key)
         zeros = jnp.zeros((env.num_envs,), jnp.float32)
@@ -376,8 +379,9 @@ class OnPolicyWorkflow(RLWorkflow):
             env_state, returns, lengths, active, t = carry
             actions = self.agent.evaluate_actions(agent_state, env_state.obs)
             env_state = env.step(env_state, self.agent.to_env_action(actions))
-            returns = returns + jnp.where(active, env_state.reward, 0.0)
-            lengths = lengths + active
+            ended = active & env_state.done
+            returns = jnp.where(ended, env_state.episode_return, returns)
+            lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
             return env_state, returns, lengths, active & ~env_state.done, t + 1
 
         init = (env_state, zeros, zeros, jnp.ones((env.num_envs,), bool), jnp.zeros((), jnp.int32))
