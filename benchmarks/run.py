@@ -169,7 +169,11 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     for bench in entries:
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else bench.seeds
-        result = run_benchmark(bench, seeds)
+        try:
+            result = run_benchmark(bench, seeds)
+        except Exception as e:  # one broken entry must not lose the others' figures
+            print(f"FAIL {bench.name}: {type(e).__name__}: {e}", flush=True)
+            result = None
         if result is not None:
             results.append(result)
     total = time.perf_counter() - start

@@ -16,6 +16,9 @@ ALL_ENVS = [
     "ant", "halfcheetah", "hopper", "humanoid", "humanoidstandup", "inverted_pendulum",
     "inverted_double_pendulum", "pusher", "reacher", "swimmer", "walker2d",
 ]
+# brax 0.14.2's fluid drag (swimmer only) calls jnp.clip(a_min=...), which jax 0.10 removed.
+SWIMMER_BROKEN = pytest.mark.xfail(raises=TypeError, strict=False,
+                                   reason="brax/fluid.py uses jnp.clip(a_min=...), removed in jax 0.10")
 
 
 def test_every_brax_env_is_available():
@@ -29,7 +32,9 @@ def test_default_backends():
         resolve_backend("swimmer", "spring")
 
 
-@pytest.mark.parametrize("env_name", ALL_ENVS)
+@pytest.mark.parametrize(
+    "env_name", [pytest.param(e, marks=SWIMMER_BROKEN) if e == "swimmer" else e for e in ALL_ENVS]
+)
 def test_reset_and_step_shapes(env_name):
     """Traced only (no compilation); ``spring`` builds fastest (mjx: tens of seconds per env)."""
     backend = "generalized" if env_name == "swimmer" else "spring"
