@@ -12,7 +12,7 @@ from evorl.algorithms.ppo import PPOWorkflow, make_mlp_ppo_agent
 from evorl.config import ConfigError
 from evorl.distributions import DiagGaussian, TanhGaussian, log1m_tanh_sq, make_distribution
 from evorl.envs.spaces import Box, Discrete
-from evorl.networks import CNN_CHANNELS, make_policy_network, make_v_network
+from evorl.networks import CNN_CHANNELS, ConvTorso, make_policy_network, make_v_network
 
 BOX = Box(-np.ones(2, np.float32), np.ones(2, np.float32))
 
@@ -95,7 +95,7 @@ def test_cnn_torso_shapes_and_parameters():
     assert policy.apply(p_params, obs).shape == (7, 2, 3)
     assert value.apply(v_params, obs).shape == (7, 2)
     kernel = p_params["params"]["ConvTorso_0"]["Conv_0"]["kernel"]
-    assert kernel.shape == (3, 3, 4, CNN_CHANNELS[0])
+    assert kernel.shape == (3 * 3 * 4, CNN_CHANNELS[0])  # a [3, 3, C, out] kernel, flattened
     dense = p_params["params"]["Dense_0"]["kernel"]
     assert dense.shape == (8 * 8 * CNN_CHANNELS[-1], 32)  # 3x3 VALID: 10 -> 8
     # Per-sample: batching does not mix samples.
@@ -126,3 +126,16 @@ def test_tanh_ppo_agent_log_prob_matches_its_distribution():
     params = agent.policy_output(state, obs)
     np.testing.assert_allclose(extras["logp"], TanhGaussian(BOX.low, BOX.high, BOX.shape).log_prob(params, actions))
     assert np.all(np.abs(agent.to_env_action(actions)) <= 1.0)
+
+
+def test_conv_torso_equals_lax_convolution():
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 10, 9, 5))  # [..., H, W, C]
+    torso = ConvTorso((6,), activation="relu")
+    params = torso.init(jax.random.PRNGKey(1), x)
+    w = params["params"]["Conv_0"]["kernel"].reshape(3, 3, 5, 6)  # HWIO
+    b = params["params"]["Conv_0"]["bias"]
+    ref = jax.lax.conv_general_dilated(
+        x.reshape(6, 10, 9, 5), w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    ref = jax.nn.relu(ref + b).reshape(2, 3, -1)  # [2, 3, 8*7*6]
+    np.testing.assert_allclose(torso.apply(params, x), ref, rtol=1e-5, atol=1e-5)
