@@ -46,7 +46,7 @@ SUITES: dict[str, list[Benchmark]] = {
         Benchmark("ppo_acrobot", seeds=(0, 1), target=-100.0),
         Benchmark("ppo_brax_inverted_pendulum", seeds=(0, 1), target=900.0),
         Benchmark("ppo_brax_reacher", seeds=(0,), target=-10.0),
-        Benchmark("ppo_minatar_breakout", {"training.num_iterations": 600}, seeds=(0,), target=20.0),
+        Benchmark("ppo_minatar_breakout", {"training.num_iterations": 300}, seeds=(0,), target=20.0),
     ],
     # Every config at full length: for a GPU (hours on a CPU).
     "full": [
