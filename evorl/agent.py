@@ -87,6 +87,25 @@ class Agent(ABC):
         return dataclasses.replace(self, axis_name=axis_name)
 
 
+def check_network_options(
+    action_space: Space, obs_space: Box, network: str, policy_distribution: str, state_dependent_std: bool
+) -> None:
+    """Config errors for the network / policy keywords actor-critic factories share."""
+    from evorl.config import require
+    from evorl.distributions import GAUSSIANS
+    from evorl.networks import NETWORKS
+
+    require(network in NETWORKS, f"Unknown agent.network {network!r}; valid: {', '.join(NETWORKS)}.")
+    require(network != "cnn" or len(obs_space.shape) == 3,
+            f"agent.network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}.")
+    require(policy_distribution in GAUSSIANS,
+            f"Unknown agent.policy_distribution {policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
+    if not isinstance(action_space, Box):
+        require(policy_distribution == "clipped_gaussian" and not state_dependent_std,
+                "agent.policy_distribution / agent.state_dependent_std apply to Box (continuous) action "
+                f"spaces; this env's action space is {action_space}.")
+
+
 @dataclass(frozen=True, eq=False)
 class ActorCriticAgent(Agent):
     """A policy network, a state-value network and optional observation normalisation.
@@ -102,9 +121,11 @@ class ActorCriticAgent(Agent):
     normalize_obs: bool = False
     #: Device axis for batch statistics inside the loss (set by the workflow), or None.
     axis_name: str | None = None
+    #: Gaussian for ``Box`` actions: "clipped_gaussian" or "tanh_gaussian" (see distributions).
+    policy_distribution: str = "clipped_gaussian"
 
     def __post_init__(self):
-        object.__setattr__(self, "distribution", make_distribution(self.action_space))
+        object.__setattr__(self, "distribution", make_distribution(self.action_space, self.policy_distribution))
 
     def default_hparams(self) -> Any:
         raise NotImplementedError

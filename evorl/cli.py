@@ -41,10 +41,17 @@ def train(cfg: Any) -> dict[str, float]:
     output_dir = cfg.get("output_dir") or _hydra_output_dir()
     result = run_experiment(cfg, output_dir=output_dir)
     workflow, final = result.workflow, result.final_metrics
+    episodes = workflow.config.training.eval_episodes
+    if "eval/episode_return/std" in final:  # a population: spread across its agents
+        summary = (f"final evaluation of {workflow.num_agents} agents x {episodes} episodes: mean return "
+                   f"{final['eval/episode_return']:.2f} +- {final['eval/episode_return/std']:.2f} across agents "
+                   f"(agents' min {final['eval/episode_return/min']:.1f}, max {final['eval/episode_return/max']:.1f})")
+    else:
+        summary = (f"final evaluation over {episodes} episodes: return {final['eval/episode_return']:.2f} "
+                   f"+- {final['eval/episode_return_std']:.2f} (min {final['eval/episode_return_min']:.1f}, "
+                   f"max {final['eval/episode_return_max']:.1f})")
     print(
-        f"[{workflow.name()}] final evaluation over {workflow.config.training.eval_episodes} episodes: "
-        f"return {final['eval/episode_return']:.2f} +- {final['eval/episode_return_std']:.2f} "
-        f"(min {final['eval/episode_return_min']:.1f}, max {final['eval/episode_return_max']:.1f}); "
+        f"[{workflow.name()}] {summary}; "
         f"compile {workflow.compile_seconds:.1f}s, total {time.perf_counter() - start:.1f}s"
         + (f"; run folder {result.run_dir}" if result.run_dir else ""),
         flush=True,

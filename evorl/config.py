@@ -154,15 +154,32 @@ def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...]) 
 class EnvConfig:
     env_name: str = "CartPole-v1"
     env_type: str = "gymnax"
-    #: Time limit in steps (truncation); None keeps the environment's own.
+    #: Time limit in (agent) steps (truncation); None keeps the environment's own.
     episode_length: int | None = None
+    #: Learners see ``reward_scale * r``; logged and evaluation returns stay unscaled.
+    reward_scale: float = 1.0
+    #: Backend steps per agent step (the action is held, rewards are summed).
+    action_repeat: int = 1
+    #: brax only: physics backend (mjx, generalized, positional, spring); None = default.
+    backend: str | None = None
 
     def validate(self, where: str) -> None:
-        from evorl.envs import ENV_TYPES
+        from evorl.envs import ENV_TYPES, check_env_type_keys
 
         require(self.env_type in ENV_TYPES, f"Unknown {where}.env_type {self.env_type!r}; valid: {', '.join(ENV_TYPES)}.")
         require(self.episode_length is None or self.episode_length >= 1,
                 f"{where}.episode_length must be >= 1, got {self.episode_length}.")
+        require(self.reward_scale > 0, f"{where}.reward_scale must be > 0, got {self.reward_scale}.")
+        require(self.action_repeat >= 1, f"{where}.action_repeat must be >= 1, got {self.action_repeat}.")
+        try:
+            check_env_type_keys(self.env_type, dataclasses.asdict(self), where)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        if self.backend is not None:
+            from evorl.envs.brax_env import BRAX_BACKENDS
+
+            require(self.backend in BRAX_BACKENDS,
+                    f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
 
 
 @dataclass(frozen=True)

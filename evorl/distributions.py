@@ -1,8 +1,14 @@
-"""Action distributions: a categorical for ``Discrete`` and a diagonal Gaussian for ``Box``.
+"""Action distributions: a categorical for ``Discrete`` and Gaussians for ``Box``.
 
-The Gaussian policy acts in the normalised cube ``[-1, 1]^d``: a sample ``u`` is the
-policy's action (log-probabilities and the loss use ``u``), and the environment receives
-``low + (clip(u, -1, 1) + 1) / 2 * (high - low)``, i.e. actions are mapped into the bounds.
+Gaussian policies act in the normalised cube ``[-1, 1]^d``: a sample ``u`` of
+``N(mean, std^2)`` is the policy's action (trajectories store ``u``; log-probabilities and
+the loss use ``u``), and the environment receives ``low + (squash(u) + 1) / 2 * (high - low)``.
+Two squashings are available (``policy_distribution``):
+
+* ``"clipped_gaussian"`` (:class:`DiagGaussian`): ``squash = clip(u, -1, 1)``; the
+  log-probability is the Gaussian's (the clipping is treated as part of the env).
+* ``"tanh_gaussian"`` (:class:`TanhGaussian`): ``squash = tanh``; the log-probability is
+  the density of ``a = tanh(u)``, with the change-of-variables correction.
 """
 
 from __future__ import annotations
@@ -37,7 +43,7 @@ class Categorical:
         logp = jax.nn.log_softmax(logits, axis=-1)
         return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
-    def entropy(self, logits):
+    def entropy(self, logits, key=None):
         logp = jax.nn.log_softmax(logits, axis=-1)
         return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
 
@@ -83,7 +89,7 @@ class DiagGaussian:
         z = (action - mean) * jnp.exp(-log_std)
         return jnp.sum(-0.5 * z**2 - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
 
-    def entropy(self, params):
+    def entropy(self, params, key=None):
         _, log_std = self._split(params)
         return jnp.sum(log_std + 0.5 * (1.0 + math.log(2 * math.pi)), axis=-1)
 
@@ -101,13 +107,55 @@ class DiagGaussian:
         return action.reshape(action.shape[:-1] + self.shape)
 
 
-def make_distribution(action_space: Space) -> Categorical | DiagGaussian:
+def log1m_tanh_sq(u):
+    r"""Stable :math:`\log(1 - \tanh(u)^2) = 2 (\log 2 - u - \mathrm{softplus}(-2u))`."""
+    return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+
+
+class TanhGaussian(DiagGaussian):
+    r"""``a = tanh(u)``, ``u ~ N(mean, diag(std^2))``; the action kept for learning is ``u``.
+
+    .. math::
+        \log p(a) = \log \mathcal N(u; \mu, \sigma^2) - \sum_i \log(1 - \tanh(u_i)^2)
+
+    (the density of ``a`` in ``[-1, 1]^d``; the further affine map into the Box bounds adds a
+    constant). Its entropy has no closed form:
+    :math:`H(a) = H(u) + \mathbb E_u[\sum_i \log(1 - \tanh(u_i)^2)]`. With a ``key`` we use a
+    one-sample reparameterised estimate of the expectation (as brax does), which penalises
+    saturating the tanh; without one, the Gaussian entropy :math:`H(u)`, an upper bound.
+    ``kl`` is the Gaussians' KL: KL is invariant under the bijection ``tanh``.
+    """
+
+    def log_prob(self, params, action):
+        return super().log_prob(params, action) - jnp.sum(log1m_tanh_sq(action), axis=-1)
+
+    def entropy(self, params, key=None):
+        gaussian_entropy = super().entropy(params)
+        if key is None:
+            return gaussian_entropy
+        u = self.sample(params, key)
+        return gaussian_entropy + jnp.sum(log1m_tanh_sq(u), axis=-1)
+
+    def to_env_action(self, action):
+        unit = (jnp.tanh(action) + 1.0) / 2.0
+        action = self.low + unit * (self.high - self.low)
+        return action.reshape(action.shape[:-1] + self.shape)
+
+
+#: ``policy_distribution`` name -> Gaussian class for ``Box`` action spaces.
+GAUSSIANS = {"clipped_gaussian": DiagGaussian, "tanh_gaussian": TanhGaussian}
+
+
+def make_distribution(action_space: Space, policy_distribution: str = "clipped_gaussian"):
+    """The categorical for ``Discrete``; for ``Box``, the Gaussian named ``policy_distribution``."""
+    if policy_distribution not in GAUSSIANS:
+        raise ValueError(f"Unknown policy_distribution {policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
     if isinstance(action_space, Discrete):
         return Categorical(action_space.n)
     if isinstance(action_space, Box):
         if not action_space.is_bounded:
             raise ValueError(f"Gaussian policies need a bounded Box action space, got {action_space}")
-        return DiagGaussian(
+        return GAUSSIANS[policy_distribution](
             action_space.low.reshape(-1), action_space.high.reshape(-1), action_space.shape
         )
     raise TypeError(f"Unsupported action space {action_space!r}; expected Box or Discrete.")

@@ -14,7 +14,8 @@ class Evaluator:
     """Runs ``num_episodes`` greedy episodes (``agent.evaluate_actions``) side by side.
 
     Each environment plays exactly one episode, until it terminates or reaches the time
-    limit; ``evaluate`` returns the episode returns and lengths ``[num_episodes]``.
+    limit; ``evaluate`` returns the episode returns and lengths ``[num_episodes]``. The time
+    limit ends every episode within ``episode_length`` steps, so the loop always finishes.
     """
 
     def __init__(self, env: VectorEnv, agent: Agent, num_episodes: int):
@@ -34,8 +35,10 @@ class Evaluator:
             env_state, returns, lengths, active, t = carry
             actions = agent.evaluate_actions(agent_state, env_state.obs)
             env_state = env.step(env_state, agent.to_env_action(actions))
-            returns = returns + jnp.where(active, env_state.reward, 0.0)  # [E]
-            lengths = lengths + active  # [E]
+            # the env's own (unscaled) episode return, read when the episode ends
+            ended = active & env_state.done  # [E]
+            returns = jnp.where(ended, env_state.episode_return, returns)
+            lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
             return env_state, returns, lengths, active & ~env_state.done, t + 1
 
         init = (env.reset(key), zeros, zeros, jnp.ones((self.num_episodes,), bool), jnp.zeros((), jnp.int32))

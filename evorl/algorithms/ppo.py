@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent
+from evorl.agent import ActorCriticAgent, check_network_options
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
 from evorl.networks import make_policy_network, make_v_network
@@ -77,7 +77,7 @@ class PPOAgent(ActorCriticAgent):
             value_error = jnp.maximum(value_error, jnp.square(clipped - returns))
         value_loss = 0.5 * jnp.mean(value_error)
 
-        entropy = jnp.mean(dist.entropy(dist_params))
+        entropy = jnp.mean(dist.entropy(dist_params, key))  # [N] -> []
         approx_kl = jnp.mean((ratio - 1.0) - log_ratio)
         loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy + hp.kl_coef * approx_kl
         metrics = {
@@ -106,6 +106,9 @@ def make_mlp_ppo_agent(
     actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     activation: str = "tanh",
+    network: str = "mlp",
+    policy_distribution: str = "clipped_gaussian",
+    state_dependent_std: bool = False,
     init_log_std: float = 0.0,
     normalize_obs: bool = False,
     normalize_gae: bool = True,
@@ -118,8 +121,14 @@ def make_mlp_ppo_agent(
     discount: float = 0.99,
     gae_lambda: float = 0.95,
 ) -> PPOAgent:
-    """A PPO agent with separate MLP actor and critic (see :class:`PPOAgent`)."""
+    """A PPO agent with separate actor and critic networks (see :class:`PPOAgent`).
+
+    ``network``: "mlp", or "cnn" for image observations (see :mod:`evorl.networks`).
+    ``policy_distribution`` / ``state_dependent_std``: the Gaussian of ``Box`` action spaces
+    (see :mod:`evorl.distributions`); ``Discrete`` action spaces use the categorical.
+    """
     require(obs_space is not None, "make_mlp_ppo_agent needs obs_space (e.g. obs_space=env.obs_space).")
+    check_network_options(action_space, obs_space, network, policy_distribution, state_dependent_std)
     require(clip_epsilon > 0, f"clip_epsilon must be > 0, got {clip_epsilon}.")
     require(value_clip_epsilon is None or value_clip_epsilon > 0,
             f"value_clip_epsilon must be > 0 or null, got {value_clip_epsilon}.")
@@ -130,10 +139,12 @@ def make_mlp_ppo_agent(
         action_space=action_space,
         obs_space=obs_space,
         policy_network=make_policy_network(
-            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std
+            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std,
+            state_dependent_std, network,
         ),
-        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation),
+        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation, network),
         normalize_obs=normalize_obs,
+        policy_distribution=policy_distribution,
         normalize_gae=normalize_gae,
         hparams_defaults=PPOHParams(
             discount=discount, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,

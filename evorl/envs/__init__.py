@@ -10,9 +10,21 @@ from evorl.envs.spaces import Box, Discrete, Space
 from evorl.envs.vec_env import VectorEnv
 from evorl.config import ConfigError
 
-ENV_TYPES = ("gymnax",)
+ENV_TYPES = ("gymnax", "brax")
+#: Config keys only one env type understands (``VectorEnv``'s own keys apply to all).
+ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {"gymnax": (), "brax": ("backend",)}
 
-__all__ = ["Box", "Discrete", "Env", "EnvState", "Space", "VectorEnv", "create_env", "ENV_TYPES"]
+__all__ = ["Box", "Discrete", "Env", "EnvState", "Space", "VectorEnv", "create_env", "ENV_TYPES", "ENV_TYPE_KEYS"]
+
+
+def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None:
+    """A key of another env type set to a value (not None) is an error naming both."""
+    for other, keys in ENV_TYPE_KEYS.items():
+        for key in keys:
+            if other != env_type and cfg.get(key) is not None:
+                raise ValueError(
+                    f"{where}.{key} is only valid with env_type {other!r}, not {env_type!r}."
+                )
 
 
 def _as_dict(env_cfg: Any) -> dict:
@@ -37,7 +49,9 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
 
     Args:
         env_cfg: a dict / OmegaConf / EnvConfig with ``env_name`` and ``env_type``
-            (one of ``ENV_TYPES``); other keys are passed to the backend.
+            (one of ``ENV_TYPES``), optionally ``reward_scale`` and ``action_repeat``
+            (see :class:`VectorEnv`) and the type's own keys (``ENV_TYPE_KEYS``, e.g. brax's
+            ``backend``); other keys are passed to the backend's constructor.
         episode_length: time limit in steps (episodes end ``truncated`` there); ``None``
             keeps the environment's own limit.
         parallel: number of environments stepped in lock step.
@@ -49,9 +63,17 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     env_name, env_type = cfg.pop("env_name"), cfg.pop("env_type")
     cfg_length = cfg.pop("episode_length", None)
     episode_length = cfg_length if episode_length is None else episode_length
-    kwargs = {**cfg, **env_kwargs}
+    if env_type not in ENV_TYPES:
+        raise ValueError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
+    check_env_type_keys(env_type, cfg)
+    foreign = {key for other, keys in ENV_TYPE_KEYS.items() if other != env_type for key in keys}
+    kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}
     if env_type == "gymnax":
         from evorl.envs.gymnax_env import GymnaxEnv
 
         return GymnaxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
+    if env_type == "brax":
+        from evorl.envs.brax_env import BraxEnv
+
+        return BraxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
     raise ConfigError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")

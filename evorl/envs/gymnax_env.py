@@ -57,7 +57,8 @@ def _convert_space(space, what: str):
 class GymnaxEnv(VectorEnv):
     """A gymnax environment; observations are float32, a ``Discrete`` observation one-hot."""
 
-    def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None, **env_kwargs):
+    def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
+                 reward_scale: float = 1.0, action_repeat: int = 1, **env_kwargs):
         import gymnax
 
         name = resolve_gymnax_name(env_name)
@@ -65,7 +66,7 @@ class GymnaxEnv(VectorEnv):
         self._env, params = gymnax.make(name, **env_kwargs)
         default_length = int(params.max_steps_in_episode)
         episode_length = default_length if episode_length is None else int(episode_length)
-        super().__init__(num_envs, episode_length)
+        super().__init__(num_envs, episode_length, reward_scale, action_repeat)
         # keep the params' own type (some envs declare a float limit and compare it with floats)
         limit_type = float if isinstance(params.max_steps_in_episode, float) else int
         self._params = params.replace(max_steps_in_episode=limit_type(self.episode_length))

@@ -5,6 +5,14 @@ and ``_step_one``; :class:`VectorEnv` vmaps them over ``num_envs`` copies and ad
 every backend needs the same way: per-env PRNG keys, the time limit ``episode_length``
 (reported as ``truncated``, never as ``terminated``), automatic resets, the true final
 observation of every step and running episode statistics.
+
+Two optional transformations are applied here, the same way for every backend:
+
+* ``action_repeat = k``: one agent step applies the action for ``k`` backend steps (fewer
+  if the episode terminates in between) and sums their rewards; the time limit
+  ``episode_length`` and the episode-length statistics count agent steps.
+* ``reward_scale = c``: the reported ``reward`` (what learners train on) is ``c r``, while
+  ``episode_return`` keeps summing the unscaled environment reward ``r``.
 """
 
 from __future__ import annotations
@@ -24,13 +32,19 @@ class VectorEnv:
     obs_space: Space
     action_space: Space
 
-    def __init__(self, num_envs: int, episode_length: int):
+    def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         if int(num_envs) < 1:
             raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
         if int(episode_length) < 1:
             raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+        if not reward_scale > 0:
+            raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
+        if int(action_repeat) < 1:
+            raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
         self.num_envs = int(num_envs)
         self.episode_length = int(episode_length)
+        self.reward_scale = float(reward_scale)
+        self.action_repeat = int(action_repeat)
 
     # --- backend hooks: one environment, no batch axis ------------------------------
     def _reset_one(self, key: jax.Array) -> tuple[jax.Array, Any]:
@@ -59,6 +73,30 @@ class VectorEnv:
         clone.num_envs = int(num_envs)
         return clone
 
+    def _repeat_step(self, key, obs, backend_state, action):
+        """``action_repeat`` backend steps with one action; stops changing once terminated.
+
+        Returns ``(next_obs, backend_state, summed reward, terminated)``.
+        """
+        if self.action_repeat == 1:
+            return self._step_one(key, backend_state, action)
+
+        def body(carry, step_key):
+            obs, state, reward, terminated = carry
+            next_obs, next_state, r, term = self._step_one(step_key, state, action)
+            keep = lambda old, new: jnp.where(terminated, old, new)  # noqa: E731
+            carry = (
+                keep(obs, next_obs),
+                jax.tree.map(keep, state, next_state),
+                reward + jnp.where(terminated, 0.0, jnp.asarray(r, jnp.float32).reshape(())),
+                terminated | jnp.asarray(term, bool).reshape(()),
+            )
+            return carry, None
+
+        init = (obs, backend_state, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+        carry, _ = jax.lax.scan(body, init, jax.random.split(key, self.action_repeat))
+        return carry
+
     def _reset_with_stats(self, key: jax.Array) -> EnvState:
         key, reset_key = jax.random.split(key)
         obs, backend_state = self._reset_one(reset_key)
@@ -76,8 +114,8 @@ class VectorEnv:
 
     def _step_with_reset(self, state: EnvState, action: jax.Array) -> EnvState:
         key, step_key, reset_key = jax.random.split(state.key, 3)
-        next_obs, backend_state, reward, terminated = self._step_one(
-            step_key, state.backend_state, action
+        next_obs, backend_state, reward, terminated = self._repeat_step(
+            step_key, state.obs, state.backend_state, action
         )
         reward = jnp.asarray(reward, jnp.float32).reshape(())
         terminated = jnp.asarray(terminated, bool).reshape(())
@@ -94,7 +132,7 @@ class VectorEnv:
             key=key,
             obs=pick(reset_obs, next_obs),
             final_obs=next_obs,
-            reward=reward,
+            reward=reward * self.reward_scale,
             terminated=terminated,
             truncated=truncated,
             episode_return=episode_return,

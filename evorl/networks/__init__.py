@@ -4,6 +4,11 @@
 distribution of :func:`evorl.distributions.make_distribution` (logits for ``Discrete``,
 ``(mean, log_std)`` for ``Box``); ``make_v_network`` returns a state-value network ``[...]``.
 Any object with the same ``init`` / ``apply`` can replace them in an agent.
+
+``network`` picks the torso: ``"mlp"`` flattens the observation; ``"cnn"`` (image
+observations ``[H, W, C]``, e.g. MinAtar's ``[10, 10, C]``) first applies 3x3 convolutions
+(``CNN_CHANNELS``, stride 1, no padding) and flattens their output. Both continue with the
+fully connected ``hidden_layer_sizes`` and a linear head.
 """
 
 from __future__ import annotations
@@ -31,6 +36,14 @@ ACTIVATIONS: dict[str, Callable] = {
 }
 
 
+NETWORKS = ("mlp", "cnn")
+#: Conv channels of the ``"cnn"`` torso: MinAtar's reference network (Young & Tian, 2019)
+#: has one 16-channel 3x3 layer, small enough to compile and run quickly on a CPU.
+CNN_CHANNELS = (16,)
+#: Range of a state-dependent ``log_std`` (clipped), keeping the policy's std in [e^-5, e^2].
+LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
+
+
 def get_activation(name: str) -> Callable:
     if name not in ACTIVATIONS:
         raise ConfigError(f"Unknown activation {name!r}; valid: {', '.join(ACTIVATIONS)}")
@@ -45,18 +58,52 @@ class Network:
     apply: Callable[[Any, jax.Array], jax.Array]
 
 
+def patches_3x3(x: jax.Array) -> jax.Array:
+    """The 3x3 neighbourhoods of a VALID convolution: ``[N, H, W, C] -> [N, H-2, W-2, 9C]``,
+    ordered ``(row offset, column offset, channel)`` like a flattened ``[3, 3, C]`` kernel."""
+    h, w = x.shape[1] - 2, x.shape[2] - 2
+    return jnp.concatenate([x[:, i : i + h, j : j + w, :] for i in range(3) for j in range(3)], axis=-1)
+
+
+class ConvTorso(nn.Module):
+    """3x3 VALID convolutions + activation, flattened: ``[..., H, W, C] -> [..., F]``.
+
+    Each convolution is computed as a matrix product over :func:`patches_3x3` (im2col):
+    on the CPU XLA's native convolution (and its gradient) is ~20x slower for these tiny
+    images; the result is the same (tested against ``lax.conv_general_dilated``).
+    """
+
+    channels: Sequence[int]
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, obs):
+        batch_shape = obs.shape[:-3]
+        x = obs.reshape((-1,) + obs.shape[-3:])  # [N, H, W, C]
+        for k, channels in enumerate(self.channels):
+            conv = nn.Dense(channels, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"Conv_{k}")
+            x = conv(patches_3x3(x))  # kernel [9 C_in, channels]
+            x = get_activation(self.activation)(x)  # [N, H-2, W-2, channels]
+        return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
+
+
 class MLP(nn.Module):
-    """Fully connected torso + linear head, orthogonal init (hidden ``sqrt(2)``)."""
+    """(Optional conv torso +) fully connected layers + linear head, orthogonal init
+    (hidden ``sqrt(2)``). ``conv_channels`` empty: the observation is flattened."""
 
     hidden_layer_sizes: Sequence[int]
     output_size: int
     activation: str = "tanh"
     head_scale: float = 1.0
     obs_ndim: int = 1
+    conv_channels: Sequence[int] = ()
 
     @nn.compact
     def __call__(self, obs):
-        x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
+        if self.conv_channels:
+            x = ConvTorso(self.conv_channels, self.activation)(obs)
+        else:
+            x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
         act = get_activation(self.activation)
         for size in self.hidden_layer_sizes:
             x = nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
@@ -65,18 +112,28 @@ class MLP(nn.Module):
 
 
 class GaussianPolicyMLP(nn.Module):
-    """MLP mean and a state-independent ``log_std`` parameter; outputs ``[..., 2d]``."""
+    """MLP mean and ``log_std``; outputs ``[..., 2d]``. ``log_std`` is a free parameter, or
+    with ``state_dependent_std`` a second head, ``clip(init_log_std + head(s), LOG_STD_MIN,
+    LOG_STD_MAX)``."""
 
     hidden_layer_sizes: Sequence[int]
     action_dim: int
     activation: str = "tanh"
     init_log_std: float = 0.0
     obs_ndim: int = 1
+    conv_channels: Sequence[int] = ()
+    state_dependent_std: bool = False
 
     @nn.compact
     def __call__(self, obs):
-        mean = MLP(self.hidden_layer_sizes, self.action_dim, self.activation, 0.01, self.obs_ndim)(obs)
-        log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
+        outputs = self.action_dim * (2 if self.state_dependent_std else 1)
+        out = MLP(self.hidden_layer_sizes, outputs, self.activation, 0.01, self.obs_ndim, self.conv_channels)(obs)
+        if self.state_dependent_std:
+            mean, raw = jnp.split(out, 2, axis=-1)  # [..., d] each
+            log_std = jnp.clip(self.init_log_std + raw, LOG_STD_MIN, LOG_STD_MAX)
+        else:
+            mean = out
+            log_std = self.param("log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,))
         return jnp.concatenate([mean, jnp.broadcast_to(log_std, mean.shape)], axis=-1)
 
 
@@ -92,33 +149,56 @@ def _network(module: nn.Module, obs_space: Box) -> Network:
     return Network(init=lambda key: module.init(key, dummy), apply=module.apply)
 
 
+def conv_channels_for(network: str, obs_space: Box) -> tuple[int, ...]:
+    """The conv torso's channels for ``network`` (empty for ``"mlp"``), checking the obs rank."""
+    if network not in NETWORKS:
+        raise ValueError(f"Unknown network {network!r}; valid: {', '.join(NETWORKS)}.")
+    if network == "mlp":
+        return ()
+    if len(obs_space.shape) != 3:
+        raise ValueError(
+            f"network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}; use network='mlp'."
+        )
+    return CNN_CHANNELS
+
+
 def make_policy_network(
     action_space: Space,
     obs_space: Box,
     hidden_layer_sizes: Sequence[int] = (64, 64),
     activation: str = "tanh",
     init_log_std: float = 0.0,
+    state_dependent_std: bool = False,
+    network: str = "mlp",
 ) -> Network:
-    """Policy MLP for ``action_space``: logits for ``Discrete``, ``(mean, log_std)`` for ``Box``."""
+    """Policy network for ``action_space``: logits for ``Discrete``, ``(mean, log_std)`` for
+    ``Box`` (``state_dependent_std``: ``log_std`` from a head instead of a free parameter)."""
     sizes = _check_sizes(hidden_layer_sizes)
     get_activation(activation)
+    conv = conv_channels_for(network, obs_space)
     ndim = len(obs_space.shape)
     if isinstance(action_space, Discrete):
-        module = MLP(sizes, action_space.n, activation, head_scale=0.01, obs_ndim=ndim)
+        if state_dependent_std:
+            raise ValueError("state_dependent_std applies to Box (Gaussian) action spaces, not Discrete.")
+        module = MLP(sizes, action_space.n, activation, head_scale=0.01, obs_ndim=ndim, conv_channels=conv)
     elif isinstance(action_space, Box):
         dim = make_distribution(action_space).dim
-        module = GaussianPolicyMLP(sizes, dim, activation, init_log_std, obs_ndim=ndim)
+        module = GaussianPolicyMLP(sizes, dim, activation, init_log_std, ndim, conv, state_dependent_std)
     else:
         raise TypeError(f"Unsupported action space {action_space!r}")
     return _network(module, obs_space)
 
 
 def make_v_network(
-    obs_space: Box, hidden_layer_sizes: Sequence[int] = (64, 64), activation: str = "tanh"
+    obs_space: Box,
+    hidden_layer_sizes: Sequence[int] = (64, 64),
+    activation: str = "tanh",
+    network: str = "mlp",
 ) -> Network:
-    """State-value MLP ``V(s)``; ``apply`` returns ``[...]`` (no trailing unit axis)."""
+    """State-value network ``V(s)``; ``apply`` returns ``[...]`` (no trailing unit axis)."""
     sizes = _check_sizes(hidden_layer_sizes)
     get_activation(activation)
-    module = MLP(sizes, 1, activation, head_scale=1.0, obs_ndim=len(obs_space.shape))
+    conv = conv_channels_for(network, obs_space)
+    module = MLP(sizes, 1, activation, head_scale=1.0, obs_ndim=len(obs_space.shape), conv_channels=conv)
     net = _network(module, obs_space)
     return Network(init=net.init, apply=lambda params, obs: net.apply(params, obs)[..., 0])

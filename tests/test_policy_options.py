@@ -1,0 +1,141 @@
+"""Tanh-squashed Gaussian against independent references, state-dependent std, the CNN
+torso, and the validation of the policy keywords."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from evorl.algorithms.ppo import PPOWorkflow, make_mlp_ppo_agent
+from evorl.config import ConfigError
+from evorl.distributions import DiagGaussian, TanhGaussian, log1m_tanh_sq, make_distribution
+from evorl.envs.spaces import Box, Discrete
+from evorl.networks import CNN_CHANNELS, ConvTorso, make_policy_network, make_v_network
+
+BOX = Box(-np.ones(2, np.float32), np.ones(2, np.float32))
+
+
+def test_log1m_tanh_sq_is_stable_and_exact():
+    u = jnp.array([-30.0, -3.0, 0.0, 0.5, 3.0, 30.0])
+    with np.errstate(divide="ignore"):
+        expected = np.log1p(-np.tanh(np.float64(u)) ** 2)  # exact in float64 where it is finite
+    finite = np.isfinite(expected)
+    np.testing.assert_allclose(log1m_tanh_sq(u)[finite], expected[finite], rtol=1e-5)
+    assert np.all(np.isfinite(log1m_tanh_sq(u)))
+    np.testing.assert_allclose(log1m_tanh_sq(jnp.array(30.0)), math.log(4) - 60.0, rtol=1e-6)
+
+
+def test_tanh_log_prob_is_the_change_of_variables_density():
+    """log p(a) = log N(u) - log |d tanh / du|, with the Jacobian by finite differences."""
+    dist = make_distribution(BOX, "tanh_gaussian")
+    assert isinstance(dist, TanhGaussian)
+    params = jnp.array([0.3, -0.5, np.log(0.7), np.log(1.3)])
+    u = jnp.array([0.9, -1.7])
+    h = 1e-3
+    jac = (np.tanh(np.float64(u) + h) - np.tanh(np.float64(u) - h)) / (2 * h)
+    gauss = DiagGaussian(BOX.low, BOX.high, BOX.shape).log_prob(params, u)
+    np.testing.assert_allclose(dist.log_prob(params, u), gauss - np.log(jac).sum(), rtol=1e-5)
+
+
+def test_tanh_density_integrates_to_one():
+    """1-D: integrating exp(log_prob) over a = tanh(u) in (-1, 1) gives 1."""
+    box1 = Box(-np.ones(1, np.float32), np.ones(1, np.float32))
+    dist = make_distribution(box1, "tanh_gaussian")
+    params = jnp.array([0.8, np.log(1.5)])
+    a = np.linspace(-1 + 1e-6, 1 - 1e-6, 400_001)
+    u = jnp.asarray(np.arctanh(a), jnp.float32)[:, None]
+    density = np.exp(np.asarray(dist.log_prob(params, u), np.float64))
+    np.testing.assert_allclose(np.trapezoid(density, a), 1.0, atol=2e-3)
+
+
+def test_tanh_entropy_estimate_is_unbiased():
+    """Mean of the one-sample estimates = H(u) + E[log(1 - tanh(u)^2)] by Monte Carlo."""
+    dist = make_distribution(BOX, "tanh_gaussian")
+    params = jnp.array([0.2, -1.0, np.log(0.5), np.log(2.0)])
+    keys = jax.random.split(jax.random.PRNGKey(0), 20_000)
+    estimates = jax.vmap(lambda k: dist.entropy(params, k))(keys)
+    rng = np.random.default_rng(0)
+    u = np.array([0.2, -1.0]) + np.array([0.5, 2.0]) * rng.standard_normal((200_000, 2))
+    gaussian = np.sum(np.log([0.5, 2.0]) + 0.5 * (1 + np.log(2 * np.pi)))
+    reference = gaussian + np.mean(np.sum(np.log1p(-np.tanh(u) ** 2), axis=1))
+    np.testing.assert_allclose(estimates.mean(), reference, atol=0.03)
+    np.testing.assert_allclose(dist.entropy(params), gaussian, rtol=1e-6)  # no key: H(u)
+
+
+def test_env_actions_of_both_gaussians_lie_in_the_bounds():
+    box = Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 1.0], np.float32))
+    u = jnp.array([[-10.0, 10.0], [0.0, 0.0]])
+    np.testing.assert_allclose(make_distribution(box, "tanh_gaussian").to_env_action(u), [[-2, 1], [0, 0.5]], atol=1e-6)
+    np.testing.assert_allclose(make_distribution(box, "clipped_gaussian").to_env_action(u), [[-2, 1], [0, 0.5]])
+
+
+def test_state_dependent_std_network():
+    obs_space = Box(-np.ones(3, np.float32), np.ones(3, np.float32))
+    net = make_policy_network(BOX, obs_space, (8,), state_dependent_std=True, init_log_std=-0.5)
+    params = net.init(jax.random.PRNGKey(0))
+    assert "log_std" not in params["params"]
+    obs = jax.random.normal(jax.random.PRNGKey(1), (5, 3))
+    out = net.apply(params, obs)  # [5, 4]
+    log_std = out[:, 2:]
+    assert out.shape == (5, 4)
+    assert np.ptp(np.asarray(log_std), axis=0).max() > 0, "log_std should vary with the state"
+    np.testing.assert_allclose(log_std, -0.5, atol=0.1)  # small head init: starts near init_log_std
+    big = net.apply(jax.tree.map(lambda p: p * 1e3, params), obs)[:, 2:]
+    assert np.all((big >= -5.0) & (big <= 2.0))
+
+
+def test_cnn_torso_shapes_and_parameters():
+    obs_space = Box(np.zeros((10, 10, 4), np.float32), np.ones((10, 10, 4), np.float32))
+    policy = make_policy_network(Discrete(3), obs_space, (32,), activation="relu", network="cnn")
+    value = make_v_network(obs_space, (32,), activation="relu", network="cnn")
+    p_params, v_params = policy.init(jax.random.PRNGKey(0)), value.init(jax.random.PRNGKey(1))
+    obs = jnp.ones((7, 2, 10, 10, 4))
+    assert policy.apply(p_params, obs).shape == (7, 2, 3)
+    assert value.apply(v_params, obs).shape == (7, 2)
+    kernel = p_params["params"]["ConvTorso_0"]["Conv_0"]["kernel"]
+    assert kernel.shape == (3 * 3 * 4, CNN_CHANNELS[0])  # a [3, 3, C, out] kernel, flattened
+    dense = p_params["params"]["Dense_0"]["kernel"]
+    assert dense.shape == (8 * 8 * CNN_CHANNELS[-1], 32)  # 3x3 VALID: 10 -> 8
+    # Per-sample: batching does not mix samples.
+    np.testing.assert_allclose(value.apply(v_params, obs[:1, :1])[0, 0], value.apply(v_params, obs[0, 0]), rtol=1e-5)
+
+
+def test_policy_option_errors_are_config_errors():
+    vec_obs = Box(-np.ones(3, np.float32), np.ones(3, np.float32))
+    with pytest.raises(ConfigError, match="policy_distribution 'beta'.*clipped_gaussian, tanh_gaussian"):
+        make_mlp_ppo_agent(BOX, vec_obs, policy_distribution="beta")
+    with pytest.raises(ConfigError, match="apply to Box"):
+        make_mlp_ppo_agent(Discrete(2), vec_obs, policy_distribution="tanh_gaussian")
+    with pytest.raises(ConfigError, match="network 'resnet'.*mlp, cnn"):
+        make_mlp_ppo_agent(Discrete(2), vec_obs, network="resnet")
+    with pytest.raises(ConfigError, match=r"network='cnn' needs image observations \[H, W, C\]"):
+        make_mlp_ppo_agent(Discrete(2), vec_obs, network="cnn")
+    agent_cfg = PPOWorkflow.parse_config({"agent": {"policy_distribution": "tanh_gaussian",
+                                                    "state_dependent_std": True, "network": "mlp"}}).agent
+    assert agent_cfg.policy_distribution == "tanh_gaussian" and agent_cfg.state_dependent_std
+
+
+def test_tanh_ppo_agent_log_prob_matches_its_distribution():
+    obs_space = Box(-np.ones(3, np.float32), np.ones(3, np.float32))
+    agent = make_mlp_ppo_agent(BOX, obs_space, policy_distribution="tanh_gaussian")
+    state = agent.init(jax.random.PRNGKey(0))
+    obs = jax.random.normal(jax.random.PRNGKey(1), (4, 3))
+    actions, extras = agent.compute_actions(state, obs, jax.random.PRNGKey(2))
+    params = agent.policy_output(state, obs)
+    np.testing.assert_allclose(extras["logp"], TanhGaussian(BOX.low, BOX.high, BOX.shape).log_prob(params, actions))
+    assert np.all(np.abs(agent.to_env_action(actions)) <= 1.0)
+
+
+def test_conv_torso_equals_lax_convolution():
+    x = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 10, 9, 5))  # [..., H, W, C]
+    torso = ConvTorso((6,), activation="relu")
+    params = torso.init(jax.random.PRNGKey(1), x)
+    w = params["params"]["Conv_0"]["kernel"].reshape(3, 3, 5, 6)  # HWIO
+    b = params["params"]["Conv_0"]["bias"]
+    ref = jax.lax.conv_general_dilated(
+        x.reshape(6, 10, 9, 5), w, (1, 1), "VALID", dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+    ref = jax.nn.relu(ref + b).reshape(2, 3, -1)  # [2, 3, 8*7*6]
+    np.testing.assert_allclose(torso.apply(params, x), ref, rtol=1e-5, atol=1e-5)
