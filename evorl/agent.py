@@ -106,6 +106,39 @@ def check_network_options(
                 f"spaces; this env's action space is {action_space}.")
 
 
+def actor_critic_parts(
+    factory: str,
+    action_space: Space,
+    obs_space: Box | None,
+    actor_hidden_layer_sizes: tuple[int, ...],
+    critic_hidden_layer_sizes: tuple[int, ...],
+    activation: str,
+    network: str,
+    policy_distribution: str,
+    state_dependent_std: bool,
+    init_log_std: float,
+    normalize_obs: bool,
+) -> dict[str, Any]:
+    """The :class:`ActorCriticAgent` fields every actor-critic factory builds the same way
+    from its network keywords (validated first, with messages naming the keys)."""
+    from evorl.config import require
+    from evorl.networks import make_policy_network, make_v_network
+
+    require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
+    check_network_options(action_space, obs_space, network, policy_distribution, state_dependent_std)
+    return dict(
+        action_space=action_space,
+        obs_space=obs_space,
+        policy_network=make_policy_network(
+            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std,
+            state_dependent_std, network,
+        ),
+        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation, network),
+        normalize_obs=normalize_obs,
+        policy_distribution=policy_distribution,
+    )
+
+
 @dataclass(frozen=True, eq=False)
 class ActorCriticAgent(Agent):
     """A policy network, a state-value network and optional observation normalisation.

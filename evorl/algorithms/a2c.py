@@ -8,10 +8,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent
+from evorl.agent import ActorCriticAgent, actor_critic_parts
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
-from evorl.networks import make_policy_network, make_v_network
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
@@ -58,7 +57,7 @@ class A2CAgent(ActorCriticAgent):
 
         returns = batch.extras["returns"]  # [N]
         value_loss = 0.5 * jnp.mean(jnp.square(values - returns))
-        entropy = jnp.mean(self.distribution.entropy(dist_params))
+        entropy = jnp.mean(self.distribution.entropy(dist_params, key))
         loss = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
         metrics = {
             "loss": loss,
@@ -76,6 +75,9 @@ def make_mlp_a2c_agent(
     actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     activation: str = "tanh",
+    network: str = "mlp",
+    policy_distribution: str = "clipped_gaussian",
+    state_dependent_std: bool = False,
     init_log_std: float = 0.0,
     normalize_obs: bool = False,
     normalize_advantages: bool = False,
@@ -85,17 +87,14 @@ def make_mlp_a2c_agent(
     gae_lambda: float = 1.0,
 ) -> A2CAgent:
     """An A2C agent with separate MLP actor and critic (see :class:`A2CAgent`)."""
-    require(obs_space is not None, "make_mlp_a2c_agent needs obs_space (e.g. obs_space=env.obs_space).")
+    parts = actor_critic_parts(
+        "make_mlp_a2c_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
+        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
+    )
     for name, value in (("vf_coef", vf_coef), ("ent_coef", ent_coef)):
         require(value >= 0, f"{name} must be >= 0, got {value}.")
     return A2CAgent(
-        action_space=action_space,
-        obs_space=obs_space,
-        policy_network=make_policy_network(
-            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std
-        ),
-        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation),
-        normalize_obs=normalize_obs,
+        **parts,
         normalize_advantages=normalize_advantages,
         hparams_defaults=A2CHParams(discount=discount, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef),
     )

@@ -15,10 +15,9 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl.agent import ActorCriticAgent
+from evorl.agent import ActorCriticAgent, actor_critic_parts
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
-from evorl.networks import make_policy_network, make_v_network
 from evorl.utils.rl_toolkits import _check_time_major, explained_variance
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
@@ -168,7 +167,7 @@ class IMPALAAgent(ActorCriticAgent):
         )
         policy_loss = -jnp.mean(log_prob * pg_advantages)
         value_loss = 0.5 * jnp.mean(jnp.square(vs - values))
-        entropy = jnp.mean(dist.entropy(dist_params))
+        entropy = jnp.mean(dist.entropy(dist_params, key))
         kl = jnp.mean(dist.kl(batch.extras["behaviour_params"], dist_params))
         loss = policy_loss + hp.baseline_cost * value_loss - hp.ent_coef * entropy + hp.kl_coef * kl
 
@@ -193,6 +192,9 @@ def make_mlp_impala_agent(
     actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
     activation: str = "tanh",
+    network: str = "mlp",
+    policy_distribution: str = "clipped_gaussian",
+    state_dependent_std: bool = False,
     init_log_std: float = 0.0,
     normalize_obs: bool = False,
     vtrace_rho_bar: float = 1.0,
@@ -210,7 +212,10 @@ def make_mlp_impala_agent(
     ``pg_rho_bar`` clips the ratio of the policy-gradient term; None uses ``vtrace_rho_bar``
     as the paper does. ``.inf`` disables a clip.
     """
-    require(obs_space is not None, "make_mlp_impala_agent needs obs_space (e.g. obs_space=env.obs_space).")
+    parts = actor_critic_parts(
+        "make_mlp_impala_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
+        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
+    )
     pg_rho_bar = vtrace_rho_bar if pg_rho_bar is None else pg_rho_bar
     for name, value in (("vtrace_rho_bar", vtrace_rho_bar), ("vtrace_c_bar", vtrace_c_bar),
                         ("pg_rho_bar", pg_rho_bar)):
@@ -220,13 +225,7 @@ def make_mlp_impala_agent(
     for name, value in (("baseline_cost", baseline_cost), ("ent_coef", ent_coef), ("kl_coef", kl_coef)):
         require(value >= 0, f"{name} must be >= 0, got {value}.")
     return IMPALAAgent(
-        action_space=action_space,
-        obs_space=obs_space,
-        policy_network=make_policy_network(
-            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std
-        ),
-        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation),
-        normalize_obs=normalize_obs,
+        **parts,
         vtrace_correction=vtrace_correction,
         hparams_defaults=IMPALAHParams(
             discount=discount, vtrace_lambda=vtrace_lambda, vtrace_rho_bar=vtrace_rho_bar,

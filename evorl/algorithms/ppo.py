@@ -8,10 +8,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, check_network_options
+from evorl.agent import ActorCriticAgent, actor_critic_parts
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
-from evorl.networks import make_policy_network, make_v_network
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
@@ -127,8 +126,10 @@ def make_mlp_ppo_agent(
     ``policy_distribution`` / ``state_dependent_std``: the Gaussian of ``Box`` action spaces
     (see :mod:`evorl.distributions`); ``Discrete`` action spaces use the categorical.
     """
-    require(obs_space is not None, "make_mlp_ppo_agent needs obs_space (e.g. obs_space=env.obs_space).")
-    check_network_options(action_space, obs_space, network, policy_distribution, state_dependent_std)
+    parts = actor_critic_parts(
+        "make_mlp_ppo_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
+        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
+    )
     require(clip_epsilon > 0, f"clip_epsilon must be > 0, got {clip_epsilon}.")
     require(value_clip_epsilon is None or value_clip_epsilon > 0,
             f"value_clip_epsilon must be > 0 or null, got {value_clip_epsilon}.")
@@ -136,15 +137,7 @@ def make_mlp_ppo_agent(
     for name, value in (("vf_coef", vf_coef), ("ent_coef", ent_coef), ("kl_coef", kl_coef)):
         require(value >= 0, f"{name} must be >= 0, got {value}.")
     return PPOAgent(
-        action_space=action_space,
-        obs_space=obs_space,
-        policy_network=make_policy_network(
-            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std,
-            state_dependent_std, network,
-        ),
-        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation, network),
-        normalize_obs=normalize_obs,
-        policy_distribution=policy_distribution,
+        **parts,
         normalize_gae=normalize_gae,
         hparams_defaults=PPOHParams(
             discount=discount, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
