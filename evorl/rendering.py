@@ -1,4 +1,5 @@
-"""Renderings of greedy episodes: gymnax environments to GIF / MP4 frames (imageio)."""
+"""Renderings of greedy episodes: gymnax environments to GIF / MP4 frames (imageio), brax
+environments to brax's interactive HTML viewer."""
 
 from __future__ import annotations
 
@@ -60,22 +61,41 @@ def gymnax_frames(env: Any, states: Any, returns: np.ndarray) -> list[np.ndarray
     return frames
 
 
+def brax_html(env: Any, states: Any) -> str:
+    """An interactive HTML page of the episode, drawn by brax's own renderer."""
+    from brax.io import html
+
+    pipeline_states = [jax.tree.map(lambda x, i=i: x[i], states.pipeline_state) for i in range(_length(states))]
+    return html.render(env._env.sys, pipeline_states, colab=False)
+
+
+def _length(states: Any) -> int:
+    return int(jax.tree.leaves(states)[0].shape[0])
+
+
 def render_episode(workflow: Any, state: Any, out_path: str | Path, max_steps: int = 500, seed: int = 0) -> Path:
-    """Renders one greedy episode of ``state``'s policy to ``out_path`` (``.gif`` or ``.mp4``)."""
+    """Renders one greedy episode of ``state``'s policy to ``out_path``: ``.gif`` or ``.mp4``
+    for gymnax environments (gymnax's visualiser), ``.html`` for brax (brax's renderer)."""
     from evorl.envs.gymnax_env import GymnaxEnv
 
-    if not isinstance(workflow.env, GymnaxEnv):
-        raise NotImplementedError(f"Rendering supports gymnax environments; {type(workflow.env).__name__} has no renderer.")
     out_path = Path(out_path)
-    if out_path.suffix.lower() not in (".gif", ".mp4"):
-        raise ValueError(f"Rendering writes .gif or .mp4 files, not {out_path.name!r}.")
+    suffix = out_path.suffix.lower()
+    is_brax = type(workflow.env).__name__ == "BraxEnv"
+    if not (isinstance(workflow.env, GymnaxEnv) or is_brax):
+        raise NotImplementedError(f"{type(workflow.env).__name__} has no renderer (gymnax and brax environments do).")
+    valid = (".html",) if is_brax else (".gif", ".mp4")
+    if suffix not in valid:
+        raise ValueError(f"Rendering {workflow.env.env_name} writes {' or '.join(valid)} files, not {out_path.name!r}.")
     max_steps = min(max_steps, workflow.env.episode_length)
     states, returns = greedy_episode(workflow, state.agent_state, jax.random.PRNGKey(seed), max_steps)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    if is_brax:
+        out_path.write_text(brax_html(workflow.env, states))
+        return out_path
     frames = gymnax_frames(workflow.env, states, returns)
     import imageio.v3 as iio
 
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    if out_path.suffix.lower() == ".gif":
+    if suffix == ".gif":
         iio.imwrite(out_path, frames, duration=50, loop=0)
     else:
         iio.imwrite(out_path, frames, fps=20)

@@ -35,3 +35,18 @@ def test_mean_and_band_matches_student_t():
                                + 4.303 * np.std([2, 4, 9], ddof=1) / np.sqrt(3) * np.array([0, 1]), rtol=1e-6)
     np.testing.assert_allclose(mean - low, high - mean)
     assert t95(1) == 12.706 and abs(t95(30) - 2.042) < 0.01 and abs(t95(1000) - 1.96) < 0.01
+
+
+def test_render_brax_episode_to_html(tmp_path):
+    pytest.importorskip("brax")
+    workflow = PPOWorkflow.build_from_config({
+        "env": {"env_name": "inverted_pendulum", "env_type": "brax", "backend": "spring"},
+        "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},
+    }, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    path = render_episode(workflow, state, tmp_path / "episode.html", max_steps=20)
+    page = path.read_text()
+    assert "<title>brax visualizer</title>" in page.lower() and page.rstrip().endswith("</html>")
+    assert len(page) > 1000
+    with pytest.raises(ValueError, match=r"writes \.html files"):
+        render_episode(workflow, state, tmp_path / "episode.gif", max_steps=5)
