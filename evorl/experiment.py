@@ -131,7 +131,9 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     chain.init(run_config)
     try:
         state = workflow.learn(state)
-        final = workflow.evaluate(state)
+        # learn() evaluated the final state at its last logging point; evaluate only if it ran none
+        final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
+        final = final or workflow.evaluate(state)
         status = "finished"
         if plot:  # while the last checkpoint is being written
             from evorl.plotting import plot_runs
