@@ -50,6 +50,10 @@ def train(cfg: Any) -> dict[str, float]:
         summary = (f"final evaluation over {episodes} episodes: return {final['eval/episode_return']:.2f} "
                    f"+- {final['eval/episode_return_std']:.2f} (min {final['eval/episode_return_min']:.1f}, "
                    f"max {final['eval/episode_return_max']:.1f})")
+    from evorl.distributed import is_main_process
+
+    if not is_main_process():  # process 0 reports for all
+        return final
     print(
         f"[{workflow.name()}] {summary}; "
         f"compile {workflow.compile_seconds:.1f}s, total {time.perf_counter() - start:.1f}s"
