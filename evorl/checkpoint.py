@@ -36,6 +36,16 @@ TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
 RESUMABLE_CHANGES = ("training.num_iterations", "training.eval_interval", "training.eval_episodes")
 
 
+def _host_copy(x: Any) -> np.ndarray:
+    """The whole array on the host. An array split across processes (their environments)
+    is gathered first, so every process saves the same, complete state."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.array(x)
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be restored (corrupt, or made by an incompatible run)."""
 
@@ -106,7 +116,7 @@ class Checkpointer:
 
         # Host copies: the training loop donates (reuses) the device buffers of ``state``
         # while the background thread is still writing.
-        host_state = jax.tree.map(np.array, state)
+        host_state = jax.tree.map(_host_copy, state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
                 "iteration": iteration, "config": self.run_config}
         self.directory.mkdir(parents=True, exist_ok=True)

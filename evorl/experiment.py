@@ -96,11 +96,6 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
                               f"that run, or choose another folder.")
     use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
-    if use_checkpoints and jax.process_count() > 1:
-        raise ConfigError(
-            f"Checkpoints of multi-process runs ({jax.process_count()} processes) are not supported yet: "
-            "set checkpoint.enabled=false (process 0 still writes the metrics and the run folder)."
-        )
     plot = files_dir is not None and config.logging.plot
     _import_in_background(["orbax.checkpoint"] * use_checkpoints
                           + ["matplotlib.figure", "matplotlib.backends.backend_agg"] * plot)

@@ -24,5 +24,20 @@ def main():
     np.savez(out_path, **leaves)
 
 
+
+
+def experiment():
+    """``multi_host_worker.py experiment CFG RUN_DIR OUT``: run_experiment in RUN_DIR (shared by
+    the processes), then save the final parameters to OUT."""
+    cfg, run_dir, out_path = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
+    import jax
+
+    from evorl.experiment import run_experiment
+
+    result = run_experiment(cfg, output_dir=run_dir)
+    leaves = {str(i): np.asarray(x) for i, x in enumerate(jax.tree.leaves(result.state.agent_state.params))}
+    np.savez(out_path, **leaves)
+
+
 if __name__ == "__main__":
-    main()
+    experiment() if sys.argv[1] == "experiment" else main()

@@ -67,3 +67,38 @@ def test_a_dead_process_stops_the_other_with_an_error(tmp_path):
     assert waited < 90, waited
     assert "Connection reset by peer" in out or "heartbeat timeout" in out, out[-3000:]
     print(f"process 0 stopped {waited:.1f} s after its peer died; last output:\n{out[-6000:]}")
+
+
+def start_experiment(cfg, run_dir, out):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return subprocess.Popen([sys.executable, str(WORKER), "experiment", json.dumps(cfg), str(run_dir), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def run_two(cfg_for, run_dir, outs):
+    port = free_port()
+    procs = [start_experiment(cfg_for(port, i), run_dir, outs[i]) for i in range(2)]
+    for p in procs:
+        out = p.communicate(timeout=600)[0]
+        assert p.returncode == 0, out[-4000:]
+    return [np.load(o) for o in outs]
+
+
+def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
+    def cfg(iterations, resume=None):
+        def for_process(port, i):
+            # constant learning rate: annealing depends on num_iterations, which the resume extends
+            c = {**two_process_cfg(port, i), "training": {**CFG["training"], "num_iterations": iterations,
+                                                            "eval_interval": 2, "eval_episodes": 2,
+                                                            "anneal_lr": False}}
+            return {**c, "resume": resume} if resume else c
+        return for_process
+
+    run = tmp_path / "run"
+    run_two(cfg(4), run, [tmp_path / "a0.npz", tmp_path / "a1.npz"])
+    assert sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit()) == [2, 4]
+    resumed = run_two(cfg(6, resume=str(run)), run, [tmp_path / "b0.npz", tmp_path / "b1.npz"])
+    straight = run_two(cfg(6), tmp_path / "straight", [tmp_path / "c0.npz", tmp_path / "c1.npz"])
+    for key in resumed[0].files:
+        np.testing.assert_array_equal(resumed[0][key], resumed[1][key])
+        np.testing.assert_array_equal(resumed[0][key], straight[0][key])  # bit-identical resume
