@@ -1,7 +1,6 @@
 """PPO learns: CartPole (discrete) and Pendulum (continuous) to their thresholds."""
 
 import jax
-import numpy as np
 
 from evorl.workflows import PPOWorkflow
 

@@ -3,7 +3,6 @@ and that optional backends are never imported unless asked for."""
 
 import io
 import json
-import math
 import struct
 import subprocess
 import sys

@@ -1,5 +1,6 @@
-"""``RLWorkflow`` (config, env, agent, evaluation, logging) and ``OnPolicyWorkflow``, the
-one training loop PPO, A2C and IMPALA share.
+"""``OnPolicyWorkflow``, the one training loop PPO, A2C and IMPALA share, on top of
+``RLWorkflow`` (config, env, agent, recorders; defined in :mod:`evorl.workflows.rl_base`
+and importable from here).
 
 One iteration: roll out ``T`` steps in ``B`` envs, update the observation statistics, let
 the agent compute its targets (GAE, or nothing when its loss computes V-trace), then run
@@ -17,87 +18,41 @@ gradients, observation statistics and metrics are reduced over the device axis.
 
 from __future__ import annotations
 
-import importlib
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import struct
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.agent import Agent, AgentState, hparams_as_arrays
-from evorl.checkpoint import CheckpointConfig
-from evorl.config import (
-    ConfigError,
-    DistributedConfig,
-    EnvConfig,
-    TrainingConfig,
-    extract_sweeps,
-    parse_section,
-    require,
-    sweep_variants,
-    to_plain,
-    unknown_key_error,
-)
-from evorl.distributed import agent_gradient_update, axis_index, is_main_process, pmax, pmean, psum
-from evorl.distributed import initialize as initialize_distributed
-from evorl.envs import EnvState, VectorEnv, create_env
+from evorl.agent import AgentState, hparams_as_arrays
+from evorl.config import require, sweep_variants
+from evorl.distributed import agent_gradient_update, axis_index, pmax, pmean, psum
+from evorl.envs import EnvState
 from evorl.evaluator import Evaluator
-from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
-from evorl.rollout import EpisodeStats, Trajectory, rollout
-from evorl.workflows.population import aggregate_metrics, apply_variant, check_axes_are_data
-from evorl.workflows.workflow import Workflow
+from evorl.rollout import Trajectory, rollout
+from evorl.workflows.loop_utils import (
+    acting_state,
+    broadcast_prefix,
+    init_lagged_params,
+    jit_rarely_run,
+    make_optimizer,
+    set_learning_rate,
+    summarize,
+)
+from evorl.workflows.population import aggregate_metrics, apply_variant
+from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
+    SWEEPABLE_TRAINING_KEYS,
+    TOP_LEVEL_KEYS,
+    ExperimentConfig,
+    RLWorkflow,
+    resolve_workflow_cls,
+)
 
 DEVICE_AXIS = "devices"
-
-
-@dataclass(frozen=True)
-class ExperimentConfig:
-    workflow_cls: str
-    seed: int
-    env: EnvConfig
-    agent: Any  # the workflow's agent config dataclass (first value of any swept key)
-    training: TrainingConfig
-    #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
-    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
-    distributed: DistributedConfig = DistributedConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    logging: LoggingConfig = LoggingConfig()
-    #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
-    output_dir: str | None = None
-    #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
-    resume: str | None = None
-
-
-TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
-                  "output_dir", "resume")
-#: Training keys that may take a list (one agent per value): they are data in the program.
-SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
-
-
-def resolve_workflow_cls(name: str | type) -> type:
-    """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class."""
-    if isinstance(name, type):
-        return name
-    module_name, _, attr = str(name).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        from evorl.workflows import WORKFLOWS
-
-        raise ConfigError(
-            f"workflow_cls {name!r} cannot be imported ({e}). Known workflows: "
-            + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS)
-        ) from None
-    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
-        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass.")
-    return cls
 
 
 @struct.dataclass
@@ -111,105 +66,6 @@ class OnPolicyState:
     #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
     #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
     lagged_params: Any = None
-
-
-class RLWorkflow(Workflow):
-    """Holds the parsed config, the env and the agent; subclasses define the training loop.
-
-    A concrete algorithm sets ``agent_config_cls`` (the dataclass of its ``agent:`` keys) and
-    ``build_agent(env, agent_cfg, training)``.
-    """
-
-    agent_config_cls: ClassVar[type]
-    #: Training keys whose default differs for this algorithm (applied when the config
-    #: does not set them), e.g. A2C's one gradient step per rollout.
-    training_defaults: ClassVar[dict[str, Any]] = {}
-
-    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent,
-                 enable_multi_devices: bool = False, recorders: list[Recorder] | None = None):
-        self.config = config
-        self.env = env
-        self.agent = agent
-        self.enable_multi_devices = enable_multi_devices
-        self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
-        #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
-        #: its ``maybe_save(state, iteration)`` after each chunk.
-        self.checkpointer = None
-
-    @classmethod
-    def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
-        raise NotImplementedError
-
-    @classmethod
-    def parse_config(cls, cfg: Any) -> ExperimentConfig:
-        """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
-        cfg = to_plain(cfg)
-        if not isinstance(cfg, Mapping):
-            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
-        for key in cfg:
-            if key not in TOP_LEVEL_KEYS:
-                raise unknown_key_error(str(key), list(TOP_LEVEL_KEYS), "")
-        workflow_cls = cfg.get("workflow_cls", f"{cls.__module__}.{cls.__qualname__}")
-        named = resolve_workflow_cls(workflow_cls)
-        if named is not cls:
-            raise ConfigError(
-                f"workflow_cls {workflow_cls!r} names {named.__name__}, but the config is being "
-                f"built by {cls.__name__}; use {named.__name__}.build_from_config."
-            )
-        seed = cfg.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ConfigError(f"'seed' = {seed!r} must be an integer.")
-        for key in ("output_dir", "resume"):
-            if cfg.get(key) is not None and not isinstance(cfg[key], str):
-                raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
-        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent")
-        training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
-        training, training_axes = extract_sweeps(training, TrainingConfig, "training", SWEEPABLE_TRAINING_KEYS)
-        config = ExperimentConfig(
-            workflow_cls=str(workflow_cls),
-            seed=seed,
-            env=parse_section(EnvConfig, cfg.get("env"), "env"),
-            agent=parse_section(cls.agent_config_cls, agent, "agent"),
-            training=parse_section(TrainingConfig, training, "training"),
-            sweep=tuple(agent_axes + training_axes),
-            distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
-            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
-            logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
-            output_dir=cfg.get("output_dir"),
-            resume=cfg.get("resume"),
-        )
-        config.checkpoint.check_against(config.training.eval_interval)
-        return config
-
-    @classmethod
-    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
-        """Validates ``cfg`` and builds the workflow. With ``enable_multi_devices`` (or
-        ``distributed.multi_devices``, or several processes) training is data-parallel over
-        every device of every process."""
-        config = cls.parse_config(cfg)
-        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
-        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
-        env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
-        agent = cls.build_agent(env, config.agent, config.training)
-        cls.check_config(config, agent, num_devices=jax.device_count() if enable_multi_devices else 1)
-        check_axes_are_data(config.sweep, lambda variant: cls.variant_hparams(env, config, variant))
-        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
-
-    @classmethod
-    def variant_hparams(cls, env: VectorEnv, config: ExperimentConfig, variant: dict[str, float]) -> Any:
-        """The agent hyperparameters (data) of one variant of a hyperparameter sweep."""
-        agent_cfg, training = apply_variant(config.agent, config.training, variant)
-        return cls.build_agent(env, agent_cfg, training).default_hparams()
-
-    @classmethod
-    def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
-        """Cross-key checks, before anything is compiled."""
-
-    def write_metrics(self, metrics: dict[str, float], step: int) -> None:
-        if not is_main_process():
-            return
-        for recorder in self.recorders:
-            recorder.write(metrics, step)
 
 
 class OnPolicyWorkflow(RLWorkflow):
@@ -316,7 +172,7 @@ class OnPolicyWorkflow(RLWorkflow):
             lambda spec: NamedSharding(self.mesh, spec), self._state_specs(),
             is_leaf=lambda x: isinstance(x, P),
         )
-        return _broadcast_prefix(shardings, state)
+        return broadcast_prefix(shardings, state)
 
     def place(self, state: OnPolicyState) -> OnPolicyState:
         """``state`` on the devices the compiled programs expect (a no-op when it already is)."""
@@ -521,68 +377,3 @@ class OnPolicyWorkflow(RLWorkflow):
             if self.checkpointer is not None:
                 self.checkpointer.maybe_save(state, done)
         return state
-
-
-def jit_rarely_run(fn, **jit_kwargs):
-    """``jax.jit`` with XLA's backend optimisations off, for programs that run once or rarely
-    (state initialisation, evaluation), where compile time dominates: this roughly halves
-    their compile time on the CPU."""
-    return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0}, **jit_kwargs)
-
-
-def summarize(totals: dict, num_iterations: int) -> dict[str, np.ndarray]:
-    """Host-side metrics of a chunk (per agent for a population): means per iteration,
-    episode means over the episodes that ended (NaN if none did)."""
-    totals = {k: np.asarray(v, np.float64) for k, v in totals.items()}
-    count = totals.pop("episode_count")
-    return_sum = totals.pop("episode_return_sum")
-    length_sum = totals.pop("episode_length_sum")
-    metrics = {f"train/{k}": v if k.startswith("max_") else v / num_iterations for k, v in totals.items()}
-    with np.errstate(invalid="ignore", divide="ignore"):
-        metrics["train/episode_return"] = np.where(count > 0, return_sum / count, np.nan)
-        metrics["train/episode_length"] = np.where(count > 0, length_sum / count, np.nan)
-    metrics["train/episodes"] = count
-    return metrics
-
-
-def init_lagged_params(params: Any, actor_lag: int) -> Any:
-    """``actor_lag`` copies of ``params`` (leaves ``[actor_lag, ...]``), or None for no lag."""
-    if actor_lag == 0:
-        return None
-    return jax.tree.map(lambda x: jnp.broadcast_to(x, (actor_lag,) + x.shape), params)
-
-
-def acting_state(agent_state: AgentState, lagged_params: Any) -> tuple[AgentState, Any]:
-    """The state the rollout acts with (the oldest snapshot) and the snapshots shifted by one
-    with the current parameters appended; ``(agent_state, None)`` without lag."""
-    if lagged_params is None:
-        return agent_state, None
-    oldest = jax.tree.map(lambda x: x[0], lagged_params)
-    shifted = jax.tree.map(
-        lambda past, now: jnp.concatenate([past[1:], now[None]]), lagged_params, agent_state.params
-    )
-    return agent_state.replace(params=oldest), shifted
-
-
-def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
-    """Global-norm clipping then Adam; the learning rate lives in the optimiser state
-    (``optax.inject_hyperparams``) so it is data: annealed per iteration, vmappable."""
-
-    def optimizer(learning_rate):
-        clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
-        return optax.chain(*clip, optax.adam(learning_rate, eps=tc.adam_eps))
-
-    return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
-
-
-def set_learning_rate(opt_state, learning_rate: jax.Array):
-    hyperparams = {**opt_state.hyperparams, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
-    return opt_state._replace(hyperparams=hyperparams)
-
-
-def _broadcast_prefix(prefix_tree: Any, full_tree: Any) -> Any:
-    """Expands a pytree prefix (e.g. one sharding per state field) to ``full_tree``'s leaves."""
-    return jax.tree.map(
-        lambda p, sub: jax.tree.map(lambda _: p, sub), prefix_tree, full_tree,
-        is_leaf=lambda x: isinstance(x, NamedSharding),
-    )

@@ -1,0 +1,176 @@
+"""``RLWorkflow``: a parsed, validated experiment config with its env, agent and recorders.
+
+:meth:`RLWorkflow.build_from_config` is the one entry point from a config (a dict or
+OmegaConf): it validates every section (unknown keys, types, values, hyperparameter lists)
+before anything is compiled, starts ``jax.distributed`` when asked, and builds the env and
+the agent. The training loop itself is :class:`~evorl.workflows.rl_workflow.OnPolicyWorkflow`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+
+from evorl.agent import Agent
+from evorl.checkpoint import CheckpointConfig
+from evorl.config import (
+    ConfigError,
+    DistributedConfig,
+    EnvConfig,
+    TrainingConfig,
+    extract_sweeps,
+    parse_section,
+    to_plain,
+    unknown_key_error,
+)
+from evorl.distributed import initialize as initialize_distributed
+from evorl.distributed import is_main_process
+from evorl.envs import VectorEnv, create_env
+from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
+from evorl.workflows.population import apply_variant, check_axes_are_data
+from evorl.workflows.workflow import Workflow
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    workflow_cls: str
+    seed: int
+    env: EnvConfig
+    agent: Any  # the workflow's agent config dataclass (first value of any swept key)
+    training: TrainingConfig
+    #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
+    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    distributed: DistributedConfig = DistributedConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
+    output_dir: str | None = None
+    #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
+    resume: str | None = None
+
+
+TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
+                  "output_dir", "resume")
+#: Training keys that may take a list (one agent per value): they are data in the program.
+SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
+
+
+def resolve_workflow_cls(name: str | type) -> type:
+    """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class."""
+    if isinstance(name, type):
+        return name
+    module_name, _, attr = str(name).rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as e:
+        from evorl.workflows import WORKFLOWS
+
+        raise ConfigError(
+            f"workflow_cls {name!r} cannot be imported ({e}). Known workflows: "
+            + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS)
+        ) from None
+    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
+        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass.")
+    return cls
+
+
+class RLWorkflow(Workflow):
+    """Holds the parsed config, the env and the agent; subclasses define the training loop.
+
+    A concrete algorithm sets ``agent_config_cls`` (the dataclass of its ``agent:`` keys) and
+    ``build_agent(env, agent_cfg, training)``.
+    """
+
+    agent_config_cls: ClassVar[type]
+    #: Training keys whose default differs for this algorithm (applied when the config
+    #: does not set them), e.g. A2C's one gradient step per rollout.
+    training_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent,
+                 enable_multi_devices: bool = False, recorders: list[Recorder] | None = None):
+        self.config = config
+        self.env = env
+        self.agent = agent
+        self.enable_multi_devices = enable_multi_devices
+        self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
+        #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
+        #: its ``maybe_save(state, iteration)`` after each chunk.
+        self.checkpointer = None
+
+    @classmethod
+    def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
+        raise NotImplementedError
+
+    @classmethod
+    def parse_config(cls, cfg: Any) -> ExperimentConfig:
+        """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
+        cfg = to_plain(cfg)
+        if not isinstance(cfg, Mapping):
+            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+        for key in cfg:
+            if key not in TOP_LEVEL_KEYS:
+                raise unknown_key_error(str(key), list(TOP_LEVEL_KEYS), "")
+        workflow_cls = cfg.get("workflow_cls", f"{cls.__module__}.{cls.__qualname__}")
+        named = resolve_workflow_cls(workflow_cls)
+        if named is not cls:
+            raise ConfigError(
+                f"workflow_cls {workflow_cls!r} names {named.__name__}, but the config is being "
+                f"built by {cls.__name__}; use {named.__name__}.build_from_config."
+            )
+        seed = cfg.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool):
+            raise ConfigError(f"'seed' = {seed!r} must be an integer.")
+        for key in ("output_dir", "resume"):
+            if cfg.get(key) is not None and not isinstance(cfg[key], str):
+                raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
+        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent")
+        training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
+        training, training_axes = extract_sweeps(training, TrainingConfig, "training", SWEEPABLE_TRAINING_KEYS)
+        config = ExperimentConfig(
+            workflow_cls=str(workflow_cls),
+            seed=seed,
+            env=parse_section(EnvConfig, cfg.get("env"), "env"),
+            agent=parse_section(cls.agent_config_cls, agent, "agent"),
+            training=parse_section(TrainingConfig, training, "training"),
+            sweep=tuple(agent_axes + training_axes),
+            distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
+            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
+            logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
+            output_dir=cfg.get("output_dir"),
+            resume=cfg.get("resume"),
+        )
+        config.checkpoint.check_against(config.training.eval_interval)
+        return config
+
+    @classmethod
+    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
+        """Validates ``cfg`` and builds the workflow. With ``enable_multi_devices`` (or
+        ``distributed.multi_devices``, or several processes) training is data-parallel over
+        every device of every process."""
+        config = cls.parse_config(cfg)
+        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
+        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
+        env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
+        agent = cls.build_agent(env, config.agent, config.training)
+        cls.check_config(config, agent, num_devices=jax.device_count() if enable_multi_devices else 1)
+        check_axes_are_data(config.sweep, lambda variant: cls.variant_hparams(env, config, variant))
+        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    @classmethod
+    def variant_hparams(cls, env: VectorEnv, config: ExperimentConfig, variant: dict[str, float]) -> Any:
+        """The agent hyperparameters (data) of one variant of a hyperparameter sweep."""
+        agent_cfg, training = apply_variant(config.agent, config.training, variant)
+        return cls.build_agent(env, agent_cfg, training).default_hparams()
+
+    @classmethod
+    def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
+        """Cross-key checks, before anything is compiled."""
+
+    def write_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if not is_main_process():
+            return
+        for recorder in self.recorders:
+            recorder.write(metrics, step)
