@@ -8,8 +8,9 @@ For every entry of the set (``benchmarks/suites.py``) the config is loaded from
 ``configs/``, the overrides applied, and the workflow built and compiled once; each seed
 then trains from ``PRNGKey(seed)`` with the same compiled program. Reported per entry:
 env steps, wall time (training only, mean over seeds), compile time, steps/s, and the
-final greedy evaluation return (mean and std over seeds of each seed's mean return).
-An algorithm whose workflow cannot be imported yet is skipped with a message.
+final greedy evaluation return (mean and std over seeds of each seed's mean return), each
+seed's final return, and where the entry has a target, the env steps and training seconds
+at which each seed's periodic evaluation first reached it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ class Result:
     eval_return_std: float
     target: float | None
     per_seed: list[float]
+    #: Per seed: (env steps, training seconds) of the first evaluation >= target, or None.
+    first_reached: list[tuple[int, float] | None]
 
     @property
     def met(self) -> str:
@@ -67,24 +70,44 @@ def load_config(name: str, overrides: dict) -> dict:
     return cfg
 
 
-def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result | None:
+class FirstReached:
+    """Recorder: the env steps and training seconds at which the evaluation return first
+    reached ``target`` (``start()`` before each seed's training)."""
+
+    def __init__(self, target: float | None):
+        self.target = target
+        self.start()
+
+    def start(self) -> None:
+        self.reached: tuple[int, float] | None = None
+        self._t0 = time.perf_counter()
+
+    def init(self, config) -> None:
+        pass
+
+    def write(self, metrics: dict[str, float], step: int) -> None:
+        value = metrics.get("eval/episode_return")
+        if self.target is not None and self.reached is None and value is not None and value >= self.target:
+            self.reached = (int(step), time.perf_counter() - self._t0)
+
+    def close(self) -> None:
+        pass
+
+
+def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
     import jax
     import numpy as np
 
-    from evorl.config import ConfigError
     from evorl.recorders import ConsoleRecorder
     from evorl.workflows import resolve_workflow_cls
 
     cfg = load_config(bench.config, bench.overrides)
-    try:
-        workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
-    except ConfigError as e:
-        print(f"SKIP {bench.name}: {e}", flush=True)
-        return None
+    workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
+    first = FirstReached(bench.target)
     workflow = workflow_cls.build_from_config(
-        cfg, recorders=[ConsoleRecorder(prefix=f"[{bench.name}] ")]
+        cfg, recorders=[ConsoleRecorder(prefix=f"[{bench.name}] "), first]
     )
-    returns, walls, compile_s = [], [], None
+    returns, walls, reached, compile_s = [], [], [], None
     for seed in seeds:
         state = workflow.init(jax.random.PRNGKey(seed))
         if compile_s is None:  # the training chunk, plus the evaluation's first (compiling) call
@@ -94,9 +117,11 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result | None:
             compile_s = time.perf_counter() - start
             print(f"[{bench.name}] compiled in {compile_s:.1f}s", flush=True)
         start = time.perf_counter()
+        first.start()
         state = workflow.learn(state)
         jax.block_until_ready(state)
         walls.append(time.perf_counter() - start)
+        reached.append(first.reached)
         returns.append(workflow.evaluate(state)["eval/episode_return"])
         print(f"[{bench.name}] seed {seed}: eval return {returns[-1]:.2f} in {walls[-1]:.1f}s", flush=True)
     tc = workflow.config.training
@@ -114,6 +139,7 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result | None:
         eval_return_std=float(np.std(returns)),
         target=bench.target,
         per_seed=[float(r) for r in returns],
+        first_reached=reached,
     )
 
 
@@ -121,16 +147,26 @@ def markdown_table(results: list[Result], title: str) -> str:
     lines = [
         f"## {title}",
         "",
-        "| env | algorithm | env steps | seeds | wall time (s) | compile (s) | steps/s | eval return (mean ± std) | target | met |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|:-:|",
+        "| env | algorithm | env steps | seeds | wall time (s) | compile (s) | steps/s "
+        "| eval return (mean ± std) | per seed | target | met | target first reached (per seed) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---|",
     ]
     for r in results:
         target = "" if r.target is None else f"{r.target:g}"
+        per_seed = ", ".join(f"{x:.1f}" for x in r.per_seed)
         lines.append(
             f"| {r.env} | {r.algorithm} | {r.env_steps:,} | {r.seeds} | {r.wall_s:.0f} | {r.compile_s:.0f} "
-            f"| {r.steps_per_s:,.0f} | {r.eval_return_mean:.1f} ± {r.eval_return_std:.1f} | {target} | {r.met} |"
+            f"| {r.steps_per_s:,.0f} | {r.eval_return_mean:.1f} ± {r.eval_return_std:.1f} | {per_seed} "
+            f"| {target} | {r.met} | {first_reached_text(r)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def first_reached_text(r: Result) -> str:
+    """``"0.6M steps / 31 s; never"``: per seed, the first evaluation at or above the target."""
+    if r.target is None:
+        return ""
+    return "; ".join("never" if x is None else f"{x[0] / 1e6:.2f}M steps / {x[1]:.0f} s" for x in r.first_reached)
 
 
 def plot(results: list[Result], path: Path) -> bool:
@@ -168,29 +204,29 @@ def main(argv=None) -> int:
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
     entries = [b for b in SUITES[args.suite] if args.only in b.name]
-    results = []
+    results, failures = [], []
     start = time.perf_counter()
     for bench in entries:
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else bench.seeds
         try:
-            result = run_benchmark(bench, seeds)
+            results.append(run_benchmark(bench, seeds))
         except Exception as e:  # one broken entry must not lose the others' figures
-            print(f"FAIL {bench.name}: {type(e).__name__}: {e}", flush=True)
-            result = None
-        if result is not None:
-            results.append(result)
+            failures.append(f"{bench.name}: {type(e).__name__}: {e}")
+            print(f"FAIL {failures[-1]}", flush=True)
     total = time.perf_counter() - start
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     title = f"Benchmark set '{args.suite}' ({total / 60:.1f} min total, {os.cpu_count()} CPUs)"
     table = markdown_table(results, title)
+    if failures:
+        table += "\nFailed entries (exit status 1):\n\n" + "".join(f"* {f}\n" for f in failures)
     (out / f"{args.suite}.md").write_text(table)
     (out / f"{args.suite}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     plotted = plot(results, out / f"{args.suite}.png") if results else False
     print("\n" + table)
     print(f"wrote {out / args.suite}.md, .json{', .png' if plotted else ''}")
-    return 0
+    return 1 if failures else 0
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ action repeat and reward scaling for every backend alike. ``terminated`` is the 
 env's ``done`` (e.g. the hopper falling); the time limit is reported as ``truncated``.
 
 Physics backends are brax's own: ``mjx`` (MuJoCo XLA), ``generalized``, ``positional``
-and ``spring`` (swimmer supports only ``generalized``). Measured on the 2-core CPU this
+and ``spring`` (swimmer supports only ``generalized``, whose fluid model in brax 0.14 fails
+on jax 0.10: ``create_env`` raises with that reason). Measured on the 2-core CPU this
 was written on (64 envs, steps/s, under load from other jobs):
 
 =================  ======  ===========  ==========  ======
@@ -20,7 +21,8 @@ inverted_pendulum  41k     66k          54k         116k
 The default is ``mjx``: full MuJoCo dynamics (what published brax results use) and the
 fastest accurate pipeline for contact-rich bodies such as ant. ``spring`` is faster
 still and compiles 2-4x quicker, but is an approximate impulse-based simulator; configs
-choose it explicitly where that is fine (the pendulums, reacher). Environment
+choose it explicitly where that is fine (the pendulums). Not for reacher: PPO plateaus
+at -30 on spring and passes -10 on ``generalized`` (benchmarks/README.md). Environment
 construction itself is slow on CPU (tens of seconds for mjx, mostly brax building the
 model with eager JAX ops).
 """
@@ -71,6 +73,11 @@ def resolve_backend(env_name: str, backend: str | None) -> str:
     return backend
 
 
+def _uses_fluid(sys, backend: str) -> bool:
+    """Whether the ``generalized`` pipeline applies brax's fluid drag (viscosity/density)."""
+    return backend == "generalized" and bool(float(sys.viscosity) > 0 or float(sys.density) > 0)
+
+
 def _strong(tree):
     """Strips weak types so reset and step states have identical avals (one compilation)."""
     return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.result_type(x)), tree)
@@ -103,6 +110,27 @@ class BraxEnv(VectorEnv):
         self.obs_space = Box(np.full(obs_size, -np.inf, np.float32), np.full(obs_size, np.inf, np.float32))
         act_size = int(self._env.action_size)
         self.action_space = Box(-np.ones(act_size, np.float32), np.ones(act_size, np.float32))
+        if _uses_fluid(self._env.sys, self.backend):
+            self._check_fluid_step()
+
+    def _check_fluid_step(self):
+        """brax 0.14's fluid model (``brax/fluid.py``, used by swimmer) calls
+        ``jnp.clip(a_min=...)``, which jax 0.10 removed: fail here with the reason instead
+        of deep inside the first compiled training step. Traced only (no compilation)."""
+        import brax
+
+        state = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0))
+        action = jax.ShapeDtypeStruct((self.action_space.shape[0],), jnp.float32)
+        try:
+            jax.eval_shape(self._env.step, state, action)
+        except TypeError as err:
+            if "a_min" not in str(err):
+                raise
+            raise RuntimeError(
+                f"brax {brax.__version__} cannot step {self.env_name!r} with jax {jax.__version__}: its fluid "
+                "model (brax/fluid.py) calls jnp.clip(a_min=...), which jax 0.10 removed. This is a brax bug; "
+                "use a brax release that fixes it or another env."
+            ) from err
 
     def _reset_one(self, key):
         state = _strong(self._env.reset(key))
