@@ -46,6 +46,22 @@ def _host_copy(x: Any) -> np.ndarray:
     return np.array(x)
 
 
+# orbax refuses to write arrays with no elements, and environment states have some (mjx's
+# ``act`` for a model without actuator activations). They carry no data, only a shape that the
+# restore template knows, so one element stands in for them on disk.
+def _writable(x: np.ndarray) -> np.ndarray:
+    return np.zeros((1,), x.dtype) if x.size == 0 else x
+
+
+def _on_disk(leaf: Any) -> Any:
+    struct = jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
+    return jax.ShapeDtypeStruct((1,), leaf.dtype) if leaf.size == 0 else struct
+
+
+def _refill(leaf: Any, restored: Any) -> Any:
+    return np.zeros(leaf.shape, leaf.dtype) if leaf.size == 0 else restored
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be restored (corrupt, or made by an incompatible run)."""
 
@@ -116,7 +132,7 @@ class Checkpointer:
 
         # Host copies: the training loop donates (reuses) the device buffers of ``state``
         # while the background thread is still writing.
-        host_state = jax.tree.map(_host_copy, state)
+        host_state = jax.tree.map(lambda x: _writable(_host_copy(x)), state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
                 "iteration": iteration, "config": self.run_config}
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -156,12 +172,13 @@ class Checkpointer:
             raise CheckpointError(f"No checkpoint {step} in {self.directory}; complete checkpoints: {steps}.")
         meta = self.read_meta(step)
         self.check_compatible(meta, step)
-        abstract = jax.tree.map(self._ocp.utils.to_shape_dtype_struct, template)
+        abstract = jax.tree.map(_on_disk, template)
         try:
             restored = self.manager.restore(step, args=self._ocp.args.Composite(
                 state=self._ocp.args.StandardRestore(abstract))).state
         except Exception as e:
             raise self._corrupt(step, e) from None
+        restored = jax.tree.map(_refill, template, restored)
         _check_same_structure(template, restored, self.directory / str(step))
         return restored, meta
 

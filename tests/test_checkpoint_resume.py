@@ -160,3 +160,27 @@ def test_new_run_refuses_a_folder_with_checkpoints(finished_run, tiny_cfg):
 def test_resume_needs_a_checkpoint(tiny_cfg, tmp_path):
     with pytest.raises(CheckpointError, match="no complete checkpoint"):
         run_experiment({**tiny_cfg, "resume": str(tmp_path)})
+
+
+def test_zero_size_leaves_round_trip(tmp_path):
+    """orbax cannot write arrays without elements; mjx env states have them (``act`` of a model
+    without actuator activations, e.g. reacher): they are saved and restored with their shape."""
+    from evorl.checkpoint import CheckpointConfig, Checkpointer
+
+    pytest.importorskip("brax")
+    from evorl.envs import create_env
+
+    env = create_env({"env_type": "brax", "env_name": "reacher", "backend": "mjx"}, parallel=2)
+    env_state = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
+    empty = [leaf for leaf in jax.tree.leaves(env_state) if leaf.size == 0]
+    assert empty, "the mjx reacher state has no zero-size leaf any more: pick another example"
+
+    state = {"params": np.arange(6, dtype=np.float32).reshape(2, 3),
+             "act": np.zeros(empty[0].shape, empty[0].dtype), "none": np.zeros((0,), np.int32)}
+    ckpt = Checkpointer(tmp_path / "ckpt", CheckpointConfig(), eval_interval=1, num_iterations=1, run_config={})
+    ckpt.save(state, 1)
+    ckpt.close()
+    restored, meta = Checkpointer(tmp_path / "ckpt", CheckpointConfig(), eval_interval=1,
+                                  num_iterations=1, run_config={}).restore(state)
+    assert meta["iteration"] == 1
+    assert_states_identical(state, restored)
