@@ -93,8 +93,12 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
 
     existing = checkpoint_dir(run_dir) if run_dir is not None else None
     if not config.resume and existing is not None and existing.is_dir() and any(existing.iterdir()):
-        raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
-                              f"that run, or choose another folder.")
+        if any(p.name.isdigit() for p in existing.iterdir()):
+            raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
+                                  f"that run, or choose another folder.")
+        raise CheckpointError(f"{existing} holds only unfinished checkpoint saves "
+                              f"({', '.join(sorted(p.name for p in existing.iterdir()))}): the run there stopped "
+                              f"during its first save and cannot be resumed. Delete {run_dir} or choose another folder.")
     use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
     plot = files_dir is not None and config.logging.plot
     _import_in_background(["orbax.checkpoint"] * use_checkpoints

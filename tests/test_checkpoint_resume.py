@@ -157,6 +157,14 @@ def test_new_run_refuses_a_folder_with_checkpoints(finished_run, tiny_cfg):
         run_experiment(tiny_cfg, output_dir=finished_run)
 
 
+def test_new_run_refuses_a_folder_with_only_an_unfinished_save(tiny_cfg, tmp_path):
+    unfinished = tmp_path / "checkpoints" / "10.orbax-checkpoint-tmp"
+    unfinished.mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="only unfinished checkpoint saves.*10.orbax-checkpoint-tmp.*cannot be resumed"):
+        run_experiment(tiny_cfg, output_dir=tmp_path)
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == [unfinished.name]
+
+
 def test_resume_needs_a_checkpoint(tiny_cfg, tmp_path):
     with pytest.raises(CheckpointError, match="no complete checkpoint"):
         run_experiment({**tiny_cfg, "resume": str(tmp_path)})
