@@ -241,12 +241,19 @@ class TrainingConfig:
     #: lag = one iteration's ``num_epochs x num_minibatches`` gradient steps): simulates
     #: IMPALA's decoupled actors on one machine. 0 acts with the current parameters.
     actor_lag: int = 0
+    #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``).
+    #: Shorter training episodes give more episode starts per step of data; the cut is a
+    #: truncation, so returns are bootstrapped from the value there and the learning target
+    #: is unchanged. Evaluation always plays full ``env.episode_length`` episodes.
+    train_episode_length: int | None = None
 
     def validate(self, where: str) -> None:
         for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
                     "eval_interval", "eval_episodes", "num_seeds"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
         require(self.actor_lag >= 0, f"{where}.actor_lag must be >= 0, got {self.actor_lag}.")
+        require(self.train_episode_length is None or self.train_episode_length >= 1,
+                f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
         require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
         require(self.max_grad_norm is None or self.max_grad_norm > 0,

@@ -78,3 +78,31 @@ def test_target_kl_stops_the_remaining_updates():
     # The first update sees ratio 1 (approx_kl = 0) and is applied; the second one's
     # approx_kl exceeds 1.5 x 1e-7, so it is not applied and the rest are skipped.
     assert metrics["train/gradient_steps"] == 1
+
+
+def test_train_episode_length_cuts_training_episodes_only():
+    """Pendulum never terminates: training episodes end (truncated) at train_episode_length,
+    evaluation episodes at env.episode_length; a longer training limit is refused."""
+    from evorl.config import ConfigError
+
+    cfg = {
+        "env": {"env_name": "Pendulum-v1", "env_type": "gymnax", "episode_length": 30},
+        "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},
+        "training": {"num_iterations": 4, "num_envs": 2, "rollout_length": 16, "num_minibatches": 2,
+                     "eval_interval": 4, "eval_episodes": 2, "train_episode_length": 12},
+    }
+    wf = PPOWorkflow.build_from_config(cfg, recorders=[])
+    assert (wf.env.episode_length, wf.evaluator.env.episode_length) == (12, 30)
+    state = wf.init(jax.random.PRNGKey(0))
+    state, metrics = wf.run_iterations(state, 4)
+    assert metrics["train/episode_length"] == 12  # 64 steps per env: 5 whole training episodes
+    # the cut is a truncation: bootstrapped, never a termination
+    env_state = wf.env.reset(jax.random.PRNGKey(1))
+    for _ in range(12):
+        env_state = wf.env.step(env_state, np.zeros((2, 1), np.float32))
+    assert bool(env_state.truncated.all()) and not bool(env_state.terminated.any())
+    assert float(wf.evaluate(state)["eval/episode_length"]) == 30
+
+    cfg["training"]["train_episode_length"] = 31
+    with pytest.raises(ConfigError, match="train_episode_length=31 must be <= the evaluation episodes' length 30"):
+        PPOWorkflow.build_from_config(cfg, recorders=[])

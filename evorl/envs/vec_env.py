@@ -73,6 +73,15 @@ class VectorEnv:
         clone.num_envs = int(num_envs)
         return clone
 
+    def with_episode_length(self, episode_length: int) -> "VectorEnv":
+        """The same environment with another time limit (agent steps)."""
+        if int(episode_length) < 1:
+            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.episode_length = int(episode_length)
+        return clone
+
     def _repeat_step(self, key, obs, backend_state, action):
         """``action_repeat`` backend steps with one action; stops changing once terminated.
 

@@ -78,13 +78,19 @@ class OnPolicyWorkflow(RLWorkflow):
             agent = agent.with_axis_name(DEVICE_AXIS)
         else:
             self.mesh, self.axis_name = None, None
-        super().__init__(config, env, agent, enable_multi_devices, recorders)
         tc = config.training
+        eval_env = env  # evaluation plays full episodes; training may cut them earlier
+        if tc.train_episode_length is not None:
+            require(tc.train_episode_length <= env.episode_length,
+                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
+                    f"episodes' length {env.episode_length} (env.episode_length).")
+            env = env.with_episode_length(tc.train_episode_length)
+        super().__init__(config, env, agent, enable_multi_devices, recorders)
         self.optimizer = make_optimizer(tc)
         self._gradient_update = agent_gradient_update(
             agent.loss, self.optimizer, axis_name=self.axis_name, has_aux=True
         )
-        self.evaluator = Evaluator(env, agent, tc.eval_episodes)
+        self.evaluator = Evaluator(eval_env, agent, tc.eval_episodes)
         # A population: num_seeds seeds x the variants of any hyperparameter sweep.
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = len(self.variants) * tc.num_seeds
