@@ -22,7 +22,8 @@ The default is ``mjx``: full MuJoCo dynamics (what published brax results use) a
 fastest accurate pipeline for contact-rich bodies such as ant. ``spring`` is faster
 still and compiles 2-4x quicker, but is an approximate impulse-based simulator; configs
 choose it explicitly where that is fine (the pendulums). Not for reacher: PPO plateaus
-at -30 on spring and passes -10 on ``generalized`` (benchmarks/README.md). Environment
+at -30 on spring and passes -10 on mjx (benchmarks/README.md; in that training run, one
+core, action_repeat 4, mjx gave 2x generalized's agent steps/s: 10.6k vs 5.4k). Environment
 construction itself is slow on CPU (tens of seconds for mjx, mostly brax building the
 model with eager JAX ops).
 """
