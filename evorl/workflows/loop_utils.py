@@ -16,9 +16,10 @@ from evorl.config import TrainingConfig
 
 
 def jit_rarely_run(fn, **jit_kwargs):
-    """``jax.jit`` with XLA's backend optimisations off, for programs that run once or rarely
-    (state initialisation, evaluation), where compile time dominates: this roughly halves
-    their compile time on the CPU."""
+    """``jax.jit`` with XLA's backend optimisations off, for programs that run once (state
+    initialisation), where compile time dominates: this roughly halves their compile time on
+    the CPU. Not for evaluation: unoptimised physics runs ~30x slower (a brax hopper
+    evaluation, 8 episodes of ~1000 steps on mjx, took 91 s instead of 2.7 s)."""
     return jax.jit(fn, compiler_options={"xla_backend_optimization_level": 0}, **jit_kwargs)
 
 

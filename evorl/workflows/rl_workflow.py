@@ -102,7 +102,7 @@ class OnPolicyWorkflow(RLWorkflow):
         evaluate, init = self.evaluator.evaluate, self._init_state
         if self.population:
             evaluate, init = jax.vmap(evaluate), jax.vmap(init)
-        self._evaluate = jit_rarely_run(evaluate)
+        self._evaluate = jax.jit(evaluate)  # runs at every eval_interval: optimised (see jit_rarely_run)
         self._init_fn, self._init_jit = init, None
         self._run_chunk = self._compile_chunk()
         self.compile_seconds: float | None = None
