@@ -53,9 +53,8 @@ def _writable(x: np.ndarray) -> np.ndarray:
     return np.zeros((1,), x.dtype) if x.size == 0 else x
 
 
-def _on_disk(leaf: Any) -> Any:
-    struct = jax.ShapeDtypeStruct(leaf.shape, leaf.dtype)
-    return jax.ShapeDtypeStruct((1,), leaf.dtype) if leaf.size == 0 else struct
+def _on_disk(leaf: Any) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct((1,) if leaf.size == 0 else leaf.shape, leaf.dtype)
 
 
 def _refill(leaf: Any, restored: Any) -> Any:

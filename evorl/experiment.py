@@ -92,13 +92,14 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     files_dir = run_dir if is_main_process() else None
 
     existing = checkpoint_dir(run_dir) if run_dir is not None else None
-    if not config.resume and existing is not None and existing.is_dir() and any(existing.iterdir()):
-        if any(p.name.isdigit() for p in existing.iterdir()):
+    saves = sorted(p.name for p in existing.iterdir()) if existing is not None and existing.is_dir() else []
+    if not config.resume and saves:
+        if any(name.isdigit() for name in saves):
             raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
                                   f"that run, or choose another folder.")
-        raise CheckpointError(f"{existing} holds only unfinished checkpoint saves "
-                              f"({', '.join(sorted(p.name for p in existing.iterdir()))}): the run there stopped "
-                              f"during its first save and cannot be resumed. Delete {run_dir} or choose another folder.")
+        raise CheckpointError(f"{existing} holds only unfinished checkpoint saves ({', '.join(saves)}): the run "
+                              f"there stopped during its first save and cannot be resumed. Delete {run_dir} or "
+                              f"choose another folder.")
     use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
     plot = files_dir is not None and config.logging.plot
     _import_in_background(["orbax.checkpoint"] * use_checkpoints

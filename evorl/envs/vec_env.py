@@ -66,21 +66,20 @@ class VectorEnv:
         """Steps every copy once with ``action`` ``[B, *action_shape]``; done copies reset."""
         return jax.vmap(self._step_with_reset)(state, action)
 
+    def _replace(self, **attributes: int) -> "VectorEnv":
+        clone = object.__new__(type(self))
+        clone.__dict__.update(self.__dict__, **attributes)
+        return clone
+
     def with_num_envs(self, num_envs: int) -> "VectorEnv":
         """The same environment with another number of parallel copies (e.g. for evaluation)."""
-        clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        clone.num_envs = int(num_envs)
-        return clone
+        return self._replace(num_envs=int(num_envs))
 
     def with_episode_length(self, episode_length: int) -> "VectorEnv":
         """The same environment with another time limit (agent steps)."""
         if int(episode_length) < 1:
             raise ValueError(f"episode_length must be >= 1, got {episode_length}")
-        clone = object.__new__(type(self))
-        clone.__dict__.update(self.__dict__)
-        clone.episode_length = int(episode_length)
-        return clone
+        return self._replace(episode_length=int(episode_length))
 
     def _repeat_step(self, key, obs, backend_state, action):
         """``action_repeat`` backend steps with one action; stops changing once terminated.
