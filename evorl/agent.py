@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -47,6 +48,9 @@ class Agent(ABC):
     #: Minibatches are whole sequences ``[T, b]`` (split along envs) instead of shuffled
     #: single transitions; needed when the loss recomputes targets along time (V-trace).
     sequence_minibatches: bool = False
+    #: The agent may end an iteration's updates early: the workflow then calls
+    #: :meth:`stop_updates` after every minibatch step.
+    stops_early: bool = False
 
     @abstractmethod
     def init(self, key: jax.Array) -> AgentState: ...
@@ -77,9 +81,10 @@ class Agent(ABC):
     def loss(self, agent_state: AgentState, batch: Trajectory, key: jax.Array):
         """Returns ``(scalar loss, dict of scalar metrics)``."""
 
-    def stop_updates(self, agent_state: AgentState, metrics: dict) -> jax.Array | None:
-        """A boolean to skip the rest of this iteration's updates, or None to never stop."""
-        return None
+    def stop_updates(self, agent_state: AgentState, metrics: dict) -> jax.Array:
+        """For an agent that declares ``stops_early``: a boolean, true to skip the rest of this
+        iteration's updates, from the metrics of the minibatch step just computed."""
+        raise NotImplementedError(f"{type(self).__name__} does not declare stops_early")
 
     def with_axis_name(self, axis_name: str | None) -> "Agent":
         """This agent with batch statistics in its loss reduced over the device axis
@@ -87,55 +92,78 @@ class Agent(ABC):
         return dataclasses.replace(self, axis_name=axis_name)
 
 
-def check_network_options(
-    action_space: Space, obs_space: Box, network: str, policy_distribution: str, state_dependent_std: bool
-) -> None:
-    """Config errors for the network / policy keywords actor-critic factories share."""
+@dataclass(frozen=True)
+class ActorCriticOptions:
+    """The network keywords every actor-critic factory takes (``agent:`` keys they share).
+
+    ``network``: the torso, "mlp" or "cnn" for image observations (see :mod:`evorl.networks`).
+    ``policy_distribution`` / ``state_dependent_std`` / ``init_log_std``: the Gaussian of
+    ``Box`` action spaces (see :mod:`evorl.distributions`); ``Discrete`` action spaces use
+    the categorical. ``normalize_obs``: running mean/std normalisation of observations.
+    """
+
+    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64)
+    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    network: str = "mlp"
+    policy_distribution: str = "clipped_gaussian"
+    state_dependent_std: bool = False
+    init_log_std: float = 0.0
+    normalize_obs: bool = False
+
+
+#: ``network_factory(action_space, obs_space, options) -> (policy_network, value_network)``;
+#: the policy network's output parametrises ``make_distribution(action_space, ...)``.
+NetworkFactory = Callable[[Space, Box, ActorCriticOptions], tuple[Network, Network]]
+
+
+def make_actor_critic_networks(action_space: Space, obs_space: Box,
+                               options: ActorCriticOptions) -> tuple[Network, Network]:
+    """The default :data:`NetworkFactory`: separate policy and value networks
+    (:func:`~evorl.networks.make_policy_network`, :func:`~evorl.networks.make_v_network`)."""
+    from evorl.networks import make_policy_network, make_v_network
+
+    o = options
+    policy = make_policy_network(action_space, obs_space, o.actor_hidden_layer_sizes, o.activation,
+                                 o.init_log_std, o.state_dependent_std, o.network)
+    value = make_v_network(obs_space, o.critic_hidden_layer_sizes, o.activation, o.network)
+    return policy, value
+
+
+def check_network_options(action_space: Space, obs_space: Box, options: ActorCriticOptions) -> None:
+    """Config errors for the network / policy keywords, naming the keys."""
     from evorl.config import require
     from evorl.distributions import GAUSSIANS
     from evorl.networks import NETWORKS
 
-    require(network in NETWORKS, f"Unknown agent.network {network!r}; valid: {', '.join(NETWORKS)}.")
-    require(network != "cnn" or len(obs_space.shape) == 3,
+    o = options
+    require(o.network in NETWORKS, f"Unknown agent.network {o.network!r}; valid: {', '.join(NETWORKS)}.")
+    require(o.network != "cnn" or len(obs_space.shape) == 3,
             f"agent.network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}.")
-    require(policy_distribution in GAUSSIANS,
-            f"Unknown agent.policy_distribution {policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
+    require(o.policy_distribution in GAUSSIANS,
+            f"Unknown agent.policy_distribution {o.policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
     if not isinstance(action_space, Box):
-        require(policy_distribution == "clipped_gaussian" and not state_dependent_std,
+        require(o.policy_distribution == "clipped_gaussian" and not o.state_dependent_std,
                 "agent.policy_distribution / agent.state_dependent_std apply to Box (continuous) action "
                 f"spaces; this env's action space is {action_space}.")
 
 
-def actor_critic_parts(
-    factory: str,
-    action_space: Space,
-    obs_space: Box | None,
-    actor_hidden_layer_sizes: tuple[int, ...],
-    critic_hidden_layer_sizes: tuple[int, ...],
-    activation: str,
-    network: str,
-    policy_distribution: str,
-    state_dependent_std: bool,
-    init_log_std: float,
-    normalize_obs: bool,
-) -> dict[str, Any]:
-    """The :class:`ActorCriticAgent` fields every actor-critic factory builds the same way
-    from its network keywords (validated first, with messages naming the keys)."""
-    from evorl.config import require
-    from evorl.networks import make_policy_network, make_v_network
+def build_actor_critic(agent_cls: type, factory: str, action_space: Space, obs_space: Box | None,
+                       network_factory: NetworkFactory | None, network_options: dict, hparams: Any,
+                       **agent_fields) -> "ActorCriticAgent":
+    """An :class:`ActorCriticAgent` subclass built the way every actor-critic factory builds
+    it: network keywords validated (:class:`ActorCriticOptions`), networks from
+    ``network_factory`` (default :func:`make_actor_critic_networks`), ``hparams`` as defaults."""
+    from evorl.config import parse_section, require
 
     require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
-    check_network_options(action_space, obs_space, network, policy_distribution, state_dependent_std)
-    return dict(
-        action_space=action_space,
-        obs_space=obs_space,
-        policy_network=make_policy_network(
-            action_space, obs_space, actor_hidden_layer_sizes, activation, init_log_std,
-            state_dependent_std, network,
-        ),
-        value_network=make_v_network(obs_space, critic_hidden_layer_sizes, activation, network),
-        normalize_obs=normalize_obs,
-        policy_distribution=policy_distribution,
+    options = parse_section(ActorCriticOptions, network_options, factory)
+    check_network_options(action_space, obs_space, options)
+    policy_network, value_network = (network_factory or make_actor_critic_networks)(action_space, obs_space, options)
+    return agent_cls(
+        action_space=action_space, obs_space=obs_space, policy_network=policy_network,
+        value_network=value_network, normalize_obs=options.normalize_obs,
+        policy_distribution=options.policy_distribution, hparams_defaults=hparams, **agent_fields,
     )
 
 
@@ -156,12 +184,15 @@ class ActorCriticAgent(Agent):
     axis_name: str | None = None
     #: Gaussian for ``Box`` actions: "clipped_gaussian" or "tanh_gaussian" (see distributions).
     policy_distribution: str = "clipped_gaussian"
+    #: The loss hyperparameters ``init`` puts into ``AgentState.hparams`` (the algorithm's
+    #: hyperparameter dataclass).
+    hparams_defaults: Any = None
 
     def __post_init__(self):
         object.__setattr__(self, "distribution", make_distribution(self.action_space, self.policy_distribution))
 
     def default_hparams(self) -> Any:
-        raise NotImplementedError
+        return self.hparams_defaults
 
     def init(self, key: jax.Array) -> AgentState:
         policy_key, value_key = jax.random.split(key)

@@ -130,14 +130,19 @@ def require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
-def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...]) -> type:
-    """A frozen config dataclass whose fields are ``fn``'s keyword parameters with defaults.
+def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...], include: type | None = None) -> type:
+    """A frozen config dataclass whose fields are ``fn``'s keyword parameters with defaults,
+    after the fields of the dataclass ``include`` (keywords ``fn`` takes as ``**kwargs``).
 
     The agent factories are the single source of truth for an algorithm's agent keys; this
     turns a factory's typed signature into its ``agent:`` config section.
     """
     hints = typing.get_type_hints(fn)
     fields = []
+    if include is not None:
+        include_hints = typing.get_type_hints(include)
+        fields += [(f.name, include_hints[f.name], dataclasses.field(default=f.default))
+                   for f in dataclasses.fields(include)]
     for p in inspect.signature(fn).parameters.values():
         if p.name in exclude or p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
             continue
@@ -199,6 +204,10 @@ class DistributedConfig:
     #: A process silent for this long is declared dead and the others stop with an error.
     heartbeat_timeout_seconds: int = 30
     initialization_timeout_seconds: int = 300
+    #: With several devices, what is split across them: ``envs`` (each agent's environments;
+    #: gradients averaged over devices) or ``population`` (whole agents on each device, no
+    #: communication: for populations, PBT and ES; ``num_seeds`` x variants must divide evenly).
+    layout: str = "envs"
 
     @property
     def multi_process(self) -> bool:
@@ -216,6 +225,8 @@ class DistributedConfig:
             require(0 <= self.process_id < self.num_processes,
                     f"{where}.process_id must be in [0, {self.num_processes}), got {self.process_id}.")
         require(self.heartbeat_timeout_seconds >= 1, f"{where}.heartbeat_timeout_seconds must be >= 1.")
+        require(self.layout in ("envs", "population"),
+                f"{where}.layout must be 'envs' or 'population', got {self.layout!r}.")
 
 
 @dataclass(frozen=True)
@@ -299,9 +310,10 @@ def extract_sweeps(
             continue
         if sweepable is not None and key not in sweepable:
             raise ConfigError(
-                f"'{where}.{key}' = {list(value)!r}: a list trains one agent per value, but {where}.{key} "
-                f"is not data inside the compiled program. Keys of {where} that can take a list: "
-                f"{', '.join(sweepable)}."
+                f"'{where}.{key}' cannot take a list ({list(value)!r}): a list trains one agent per value, "
+                f"but {where}.{key} is not a hyperparameter the compiled program reads as data (it shapes "
+                f"the networks or the program itself); sweep it with separate runs (a Hydra -m sweep). "
+                f"Keys of {where} that can take a list: {', '.join(sweepable)}."
             )
         require(len(value) >= 1, f"'{where}.{key}' is an empty list.")
         values = tuple(coerce(v, float, f"{where}.{key}[{i}]") for i, v in enumerate(value))

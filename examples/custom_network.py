@@ -4,11 +4,10 @@
     PYTHONPATH=examples evorl-train workflow_cls=custom_network.ResidualPPOWorkflow
 
 A network is any ``init(key) -> params`` / ``apply(params, obs) -> output`` pair
-(:class:`evorl.networks.Network`); the workflow subclass swaps them into PPO's agent and keeps
-PPO's loss, hyperparameters and config keys.
+(:class:`evorl.networks.Network`). A network factory builds the policy and value networks from
+the env's spaces and the agent's network keys (:class:`evorl.agent.ActorCriticOptions`); the
+workflow subclass declares it and keeps PPO's loss, hyperparameters and config keys.
 """
-
-import dataclasses
 
 import flax.linen as nn
 import jax.numpy as jnp
@@ -35,16 +34,16 @@ def as_network(module: nn.Module, obs_shape: tuple[int, ...], squeeze: bool = Fa
     return Network(init=lambda key: module.init(key, dummy), apply=apply)
 
 
+def residual_networks(action_space, obs_space, options):
+    """Policy logits and V(s) from residual MLPs of width ``actor_hidden_layer_sizes[0]``."""
+    width = options.actor_hidden_layer_sizes[0]
+    policy = as_network(ResidualMLP(width, action_space.n), obs_space.shape)
+    value = as_network(ResidualMLP(width, 1), obs_space.shape, squeeze=True)
+    return policy, value
+
+
 class ResidualPPOWorkflow(PPOWorkflow):
-    @classmethod
-    def build_agent(cls, env, agent_cfg, training):
-        agent = super().build_agent(env, agent_cfg, training)  # PPO's loss and hyperparameters
-        width = agent_cfg.actor_hidden_layer_sizes[0]
-        return dataclasses.replace(
-            agent,
-            policy_network=as_network(ResidualMLP(width, env.action_space.n), env.obs_space.shape),
-            value_network=as_network(ResidualMLP(width, 1), env.obs_space.shape, squeeze=True),
-        )
+    network_factory = staticmethod(residual_networks)
 
 
 if __name__ == "__main__":

@@ -40,10 +40,10 @@ def test_step_returns_metrics_and_keeps_state_types(workflow):
 def test_one_compiled_program_serves_every_chunk_length(workflow):
     state = workflow.init(jax.random.PRNGKey(1))
     workflow.compile(state)
-    compiled = workflow._run_chunk
+    compiled = workflow.executor._chunk
     state, _ = workflow.run_iterations(state, 3)
     state, _ = workflow.run_iterations(state, 1)
-    assert workflow._run_chunk is compiled and int(state.iteration) == 4
+    assert workflow.executor._chunk is compiled and int(state.iteration) == 4
 
 
 def test_chunking_does_not_change_the_result(workflow):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, actor_critic_parts
+from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
@@ -17,10 +17,17 @@ from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
 @struct.dataclass
 class A2CHParams:
+    """A2C's loss hyperparameters (data: a population may vary each field, see ``PPOHParams``)."""
+
     discount: float
     gae_lambda: float
     vf_coef: float
     ent_coef: float
+
+    def validated(self) -> "A2CHParams":
+        for name in ("vf_coef", "ent_coef"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        return self
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,11 +44,7 @@ class A2CAgent(ActorCriticAgent):
     of the rollout (``n = rollout_length - t``) or of the episode; ``gae_lambda < 1`` gives GAE.
     """
 
-    normalize_advantages: bool = False
-    hparams_defaults: A2CHParams | None = None
-
-    def default_hparams(self) -> A2CHParams:
-        return self.hparams_defaults
+    normalize_gae: bool = False
 
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
@@ -50,7 +53,7 @@ class A2CAgent(ActorCriticAgent):
         values = self.value_network.apply(agent_state.params["value"], obs)  # [N]
 
         advantages = batch.extras["advantages"]  # [N]
-        if self.normalize_advantages:
+        if self.normalize_gae:
             advantages = normalize_advantages(advantages, self.axis_name)
         log_prob = self.distribution.log_prob(dist_params, batch.actions)  # [N]
         policy_loss = -jnp.mean(log_prob * advantages)
@@ -72,55 +75,35 @@ class A2CAgent(ActorCriticAgent):
 def make_mlp_a2c_agent(
     action_space: Space,
     obs_space: Box | None = None,
-    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    activation: str = "tanh",
-    network: str = "mlp",
-    policy_distribution: str = "clipped_gaussian",
-    state_dependent_std: bool = False,
-    init_log_std: float = 0.0,
-    normalize_obs: bool = False,
-    normalize_advantages: bool = False,
+    normalize_gae: bool = False,
     vf_coef: float = 0.5,
     ent_coef: float = 0.01,
     discount: float = 0.99,
     gae_lambda: float = 1.0,
+    network_factory: NetworkFactory | None = None,
+    **network_options,
 ) -> A2CAgent:
-    """An A2C agent with separate MLP actor and critic (see :class:`A2CAgent`)."""
-    parts = actor_critic_parts(
-        "make_mlp_a2c_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
-        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
-    )
-    for name, value in (("vf_coef", vf_coef), ("ent_coef", ent_coef)):
-        require(value >= 0, f"{name} must be >= 0, got {value}.")
-    return A2CAgent(
-        **parts,
-        normalize_advantages=normalize_advantages,
-        hparams_defaults=A2CHParams(discount=discount, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef),
-    )
+    """An A2C agent (see :class:`A2CAgent`); networks as in
+    :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`."""
+    hparams = A2CHParams(discount=discount, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef).validated()
+    return build_actor_critic(A2CAgent, "make_mlp_a2c_agent", action_space, obs_space, network_factory,
+                              network_options, hparams, normalize_gae=normalize_gae)
 
 
 A2CAgentConfig = dataclass_from_signature(
-    "A2CAgentConfig", make_mlp_a2c_agent, exclude=("action_space", "obs_space", "discount", "gae_lambda")
+    "A2CAgentConfig", make_mlp_a2c_agent, include=ActorCriticOptions,
+    exclude=("action_space", "obs_space", "discount", "gae_lambda", "network_factory"),
 )
 
 
 class A2CWorkflow(OnPolicyWorkflow):
     """A2C: one synchronous gradient step on each rollout (``num_epochs = num_minibatches = 1``)."""
 
+    label = "A2C"
+    agent_factory = staticmethod(make_mlp_a2c_agent)
     agent_config_cls = A2CAgentConfig
+    hparams_cls = A2CHParams
     training_defaults = {"num_epochs": 1, "num_minibatches": 1}
-
-    @classmethod
-    def name(cls):
-        return "A2C"
-
-    @classmethod
-    def build_agent(cls, env, agent_cfg, training):
-        return make_mlp_a2c_agent(
-            env.action_space, env.obs_space, discount=training.gamma, gae_lambda=training.gae_lambda,
-            **vars(agent_cfg),
-        )
 
     @classmethod
     def check_config(cls, config, agent, num_devices):

@@ -15,10 +15,11 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl.agent import ActorCriticAgent, actor_critic_parts
+from evorl import metrics as M
+from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
-from evorl.utils.rl_toolkits import _check_time_major, explained_variance
+from evorl.utils.rl_toolkits import check_time_major, explained_variance
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
 
@@ -50,7 +51,7 @@ def compute_vtrace(
     truncated episode from ``V(final_obs)``, and the trace never crosses an episode end.
     With :math:`\rho = c = 1` (on-policy) these are the lambda-returns of GAE.
     """
-    _check_time_major(
+    check_time_major(
         rewards=rewards, values=values, next_values=next_values,
         terminated=terminated, truncated=truncated, log_rhos=log_rhos,
     )
@@ -92,7 +93,7 @@ def compute_pg_advantage(
     where :math:`v'_{t+1} = v_{t+1}` while the episode continues inside the trajectory and
     :math:`V(s'_t)` at an episode end or after the last step (:math:`v_T = V(s_T)`).
     """
-    _check_time_major(
+    check_time_major(
         rewards=rewards, values=values, next_values=next_values, vs=vs,
         terminated=terminated, truncated=truncated, log_rhos=log_rhos,
     )
@@ -105,14 +106,29 @@ def compute_pg_advantage(
 
 @struct.dataclass
 class IMPALAHParams:
+    """IMPALA's loss hyperparameters (data: a population may vary each field, see
+    ``PPOHParams``; ``discount`` and ``vtrace_lambda`` are ``training.gamma`` and
+    ``training.gae_lambda``). ``pg_rho_bar`` None means ``vtrace_rho_bar``."""
+
     discount: float
     vtrace_lambda: float
     vtrace_rho_bar: float
     vtrace_c_bar: float
-    pg_rho_bar: float
+    pg_rho_bar: float | None
     baseline_cost: float
     ent_coef: float
     kl_coef: float
+
+    def validated(self) -> "IMPALAHParams":
+        """Range checks, and ``pg_rho_bar`` filled in; returns the hyperparameters to use."""
+        hp = self.replace(pg_rho_bar=self.vtrace_rho_bar) if self.pg_rho_bar is None else self
+        for name in ("vtrace_rho_bar", "vtrace_c_bar", "pg_rho_bar"):
+            require(getattr(hp, name) > 0, f"{name} must be > 0 (.inf for no clipping), got {getattr(hp, name)}.")
+        require(hp.vtrace_c_bar <= hp.vtrace_rho_bar,
+                f"vtrace_c_bar={hp.vtrace_c_bar} must be <= vtrace_rho_bar={hp.vtrace_rho_bar} (V-trace's assumption).")
+        for name in ("baseline_cost", "ent_coef", "kl_coef"):
+            require(getattr(hp, name) >= 0, f"{name} must be >= 0, got {getattr(hp, name)}.")
+        return hp
 
 
 @dataclass(frozen=True, eq=False)
@@ -132,10 +148,6 @@ class IMPALAAgent(ActorCriticAgent):
 
     sequence_minibatches = True
     vtrace_correction: bool = True
-    hparams_defaults: IMPALAHParams | None = None
-
-    def default_hparams(self) -> IMPALAHParams:
-        return self.hparams_defaults
 
     def compute_actions(self, agent_state, obs, key):
         dist_params = self.policy_output(agent_state, obs)  # [B, num_params]
@@ -179,7 +191,7 @@ class IMPALAAgent(ActorCriticAgent):
             "entropy": entropy,
             "kl": kl,
             "mean_importance_ratio": jnp.mean(ratios),
-            "max_importance_ratio": jnp.max(ratios),
+            "max_importance_ratio": M.Metric(jnp.max(ratios), "max"),
             "rho_clip_fraction": jnp.mean((ratios > hp.vtrace_rho_bar).astype(jnp.float32)),
             "explained_variance": explained_variance(values, vs),
         }
@@ -189,14 +201,6 @@ class IMPALAAgent(ActorCriticAgent):
 def make_mlp_impala_agent(
     action_space: Space,
     obs_space: Box | None = None,
-    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    activation: str = "tanh",
-    network: str = "mlp",
-    policy_distribution: str = "clipped_gaussian",
-    state_dependent_std: bool = False,
-    init_log_std: float = 0.0,
-    normalize_obs: bool = False,
     vtrace_rho_bar: float = 1.0,
     vtrace_c_bar: float = 1.0,
     pg_rho_bar: float | None = None,
@@ -206,53 +210,34 @@ def make_mlp_impala_agent(
     kl_coef: float = 0.0,
     discount: float = 0.99,
     vtrace_lambda: float = 1.0,
+    network_factory: NetworkFactory | None = None,
+    **network_options,
 ) -> IMPALAAgent:
-    """An IMPALA agent with separate MLP actor and critic (see :class:`IMPALAAgent`).
+    """An IMPALA agent (see :class:`IMPALAAgent`); networks as in
+    :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`.
 
     ``pg_rho_bar`` clips the ratio of the policy-gradient term; None uses ``vtrace_rho_bar``
     as the paper does. ``.inf`` disables a clip.
     """
-    parts = actor_critic_parts(
-        "make_mlp_impala_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
-        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
-    )
-    pg_rho_bar = vtrace_rho_bar if pg_rho_bar is None else pg_rho_bar
-    for name, value in (("vtrace_rho_bar", vtrace_rho_bar), ("vtrace_c_bar", vtrace_c_bar),
-                        ("pg_rho_bar", pg_rho_bar)):
-        require(value > 0, f"{name} must be > 0 (.inf for no clipping), got {value}.")
-    require(vtrace_c_bar <= vtrace_rho_bar,
-            f"vtrace_c_bar={vtrace_c_bar} must be <= vtrace_rho_bar={vtrace_rho_bar} (V-trace's assumption).")
-    for name, value in (("baseline_cost", baseline_cost), ("ent_coef", ent_coef), ("kl_coef", kl_coef)):
-        require(value >= 0, f"{name} must be >= 0, got {value}.")
-    return IMPALAAgent(
-        **parts,
-        vtrace_correction=vtrace_correction,
-        hparams_defaults=IMPALAHParams(
-            discount=discount, vtrace_lambda=vtrace_lambda, vtrace_rho_bar=vtrace_rho_bar,
-            vtrace_c_bar=vtrace_c_bar, pg_rho_bar=pg_rho_bar, baseline_cost=baseline_cost,
-            ent_coef=ent_coef, kl_coef=kl_coef,
-        ),
-    )
+    hparams = IMPALAHParams(
+        discount=discount, vtrace_lambda=vtrace_lambda, vtrace_rho_bar=vtrace_rho_bar, vtrace_c_bar=vtrace_c_bar,
+        pg_rho_bar=pg_rho_bar, baseline_cost=baseline_cost, ent_coef=ent_coef, kl_coef=kl_coef,
+    ).validated()
+    return build_actor_critic(IMPALAAgent, "make_mlp_impala_agent", action_space, obs_space, network_factory,
+                              network_options, hparams, vtrace_correction=vtrace_correction)
 
 
 IMPALAAgentConfig = dataclass_from_signature(
-    "IMPALAAgentConfig", make_mlp_impala_agent,
-    exclude=("action_space", "obs_space", "discount", "vtrace_lambda"),
+    "IMPALAAgentConfig", make_mlp_impala_agent, include=ActorCriticOptions,
+    exclude=("action_space", "obs_space", "discount", "vtrace_lambda", "network_factory"),
 )
 
 
 class IMPALAWorkflow(OnPolicyWorkflow):
-    """IMPALA; V-trace's lambda is ``training.gae_lambda`` (the paper uses 1)."""
+    """IMPALA. V-trace's lambda is ``training.gae_lambda`` (the paper uses 1)."""
 
+    label = "IMPALA"
+    agent_factory = staticmethod(make_mlp_impala_agent)
     agent_config_cls = IMPALAAgentConfig
-
-    @classmethod
-    def name(cls):
-        return "IMPALA"
-
-    @classmethod
-    def build_agent(cls, env, agent_cfg, training):
-        return make_mlp_impala_agent(
-            env.action_space, env.obs_space, discount=training.gamma, vtrace_lambda=training.gae_lambda,
-            **vars(agent_cfg),
-        )
+    hparams_cls = IMPALAHParams
+    training_hparams = {"gamma": "discount", "gae_lambda": "vtrace_lambda"}

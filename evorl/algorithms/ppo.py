@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, actor_critic_parts
+from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
 from evorl.config import dataclass_from_signature, require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
@@ -17,6 +17,10 @@ from evorl.workflows.rl_workflow import OnPolicyWorkflow
 
 @struct.dataclass
 class PPOHParams:
+    """PPO's loss hyperparameters, float32 data in the compiled program: a population may give
+    each agent its own value of any field (``agent.<field>``; ``discount`` and ``gae_lambda``
+    are ``training.gamma`` and ``training.gae_lambda``)."""
+
     discount: float
     gae_lambda: float
     clip_epsilon: float
@@ -25,6 +29,16 @@ class PPOHParams:
     ent_coef: float
     kl_coef: float
     target_kl: float | None
+
+    def validated(self) -> "PPOHParams":
+        """Range checks (config errors naming the key); returns the hyperparameters to use."""
+        require(self.clip_epsilon > 0, f"clip_epsilon must be > 0, got {self.clip_epsilon}.")
+        require(self.value_clip_epsilon is None or self.value_clip_epsilon > 0,
+                f"value_clip_epsilon must be > 0 or null, got {self.value_clip_epsilon}.")
+        require(self.target_kl is None or self.target_kl > 0, f"target_kl must be > 0 or null, got {self.target_kl}.")
+        for name in ("vf_coef", "ent_coef", "kl_coef"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        return self
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,10 +59,8 @@ class PPOAgent(ActorCriticAgent):
     """
 
     normalize_gae: bool = True
-    hparams_defaults: PPOHParams | None = None
-
-    def default_hparams(self) -> PPOHParams:
-        return self.hparams_defaults
+    #: Declared by the factory: true when ``target_kl`` is set.
+    stops_early: bool = False
 
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
@@ -91,25 +103,12 @@ class PPOAgent(ActorCriticAgent):
         return loss, jax.lax.stop_gradient(metrics)
 
     def stop_updates(self, agent_state, metrics):
-        target_kl = agent_state.hparams.target_kl
-        if target_kl is None:
-            return None
-        if "approx_kl" not in metrics:
-            return jnp.zeros((), bool)
-        return metrics["approx_kl"] > 1.5 * target_kl
+        return metrics["approx_kl"] > 1.5 * agent_state.hparams.target_kl
 
 
 def make_mlp_ppo_agent(
     action_space: Space,
     obs_space: Box | None = None,
-    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    critic_hidden_layer_sizes: tuple[int, ...] = (64, 64),
-    activation: str = "tanh",
-    network: str = "mlp",
-    policy_distribution: str = "clipped_gaussian",
-    state_dependent_std: bool = False,
-    init_log_std: float = 0.0,
-    normalize_obs: bool = False,
     normalize_gae: bool = True,
     clip_epsilon: float = 0.2,
     value_clip_epsilon: float | None = None,
@@ -119,49 +118,30 @@ def make_mlp_ppo_agent(
     target_kl: float | None = None,
     discount: float = 0.99,
     gae_lambda: float = 0.95,
+    network_factory: NetworkFactory | None = None,
+    **network_options,
 ) -> PPOAgent:
-    """A PPO agent with separate actor and critic networks (see :class:`PPOAgent`).
-
-    ``network``: "mlp", or "cnn" for image observations (see :mod:`evorl.networks`).
-    ``policy_distribution`` / ``state_dependent_std``: the Gaussian of ``Box`` action spaces
-    (see :mod:`evorl.distributions`); ``Discrete`` action spaces use the categorical.
+    """A PPO agent (see :class:`PPOAgent`) with the networks of ``network_factory`` (default:
+    separate actor and critic MLPs) configured by ``network_options``, the keys of
+    :class:`~evorl.agent.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
+    ``network``, ``policy_distribution``, ``normalize_obs``, ...).
     """
-    parts = actor_critic_parts(
-        "make_mlp_ppo_agent", action_space, obs_space, actor_hidden_layer_sizes, critic_hidden_layer_sizes,
-        activation, network, policy_distribution, state_dependent_std, init_log_std, normalize_obs,
-    )
-    require(clip_epsilon > 0, f"clip_epsilon must be > 0, got {clip_epsilon}.")
-    require(value_clip_epsilon is None or value_clip_epsilon > 0,
-            f"value_clip_epsilon must be > 0 or null, got {value_clip_epsilon}.")
-    require(target_kl is None or target_kl > 0, f"target_kl must be > 0 or null, got {target_kl}.")
-    for name, value in (("vf_coef", vf_coef), ("ent_coef", ent_coef), ("kl_coef", kl_coef)):
-        require(value >= 0, f"{name} must be >= 0, got {value}.")
-    return PPOAgent(
-        **parts,
-        normalize_gae=normalize_gae,
-        hparams_defaults=PPOHParams(
-            discount=discount, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
-            value_clip_epsilon=value_clip_epsilon, vf_coef=vf_coef, ent_coef=ent_coef,
-            kl_coef=kl_coef, target_kl=target_kl,
-        ),
-    )
+    hparams = PPOHParams(discount=discount, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
+                         value_clip_epsilon=value_clip_epsilon, vf_coef=vf_coef, ent_coef=ent_coef,
+                         kl_coef=kl_coef, target_kl=target_kl).validated()
+    return build_actor_critic(PPOAgent, "make_mlp_ppo_agent", action_space, obs_space, network_factory,
+                              network_options, hparams, normalize_gae=normalize_gae,
+                              stops_early=target_kl is not None)
 
 
 PPOAgentConfig = dataclass_from_signature(
-    "PPOAgentConfig", make_mlp_ppo_agent, exclude=("action_space", "obs_space", "discount", "gae_lambda")
+    "PPOAgentConfig", make_mlp_ppo_agent, include=ActorCriticOptions,
+    exclude=("action_space", "obs_space", "discount", "gae_lambda", "network_factory"),
 )
 
 
 class PPOWorkflow(OnPolicyWorkflow):
+    label = "PPO"
+    agent_factory = staticmethod(make_mlp_ppo_agent)
     agent_config_cls = PPOAgentConfig
-
-    @classmethod
-    def name(cls):
-        return "PPO"
-
-    @classmethod
-    def build_agent(cls, env, agent_cfg, training):
-        return make_mlp_ppo_agent(
-            env.action_space, env.obs_space, discount=training.gamma, gae_lambda=training.gae_lambda,
-            **vars(agent_cfg),
-        )
+    hparams_cls = PPOHParams

@@ -3,7 +3,9 @@
 Agent ``i`` of a population trains variant ``i // num_seeds`` with seed ``i % num_seeds``;
 every leaf of the training state carries this leading ``[num_agents]`` axis. Seeds share
 their PRNG keys across variants (common random numbers: variants are compared on the same
-environment and initialisation noise). This module holds the host-side bookkeeping.
+environment and initialisation noise). This module holds the bookkeeping: which agent
+trains which variant, and the population's aggregated metrics. How the population runs (vmap,
+devices) is :mod:`evorl.workflows.execution`'s.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
-
-from evorl.config import ConfigError
 
 
 def apply_variant(agent_cfg: Any, training: Any, variant: dict[str, float]) -> tuple[Any, Any]:
@@ -23,27 +25,17 @@ def apply_variant(agent_cfg: Any, training: Any, variant: dict[str, float]) -> t
     return dataclasses.replace(agent_cfg, **agent_values), dataclasses.replace(training, **training_values)
 
 
-def check_axes_are_data(axes, build_hparams) -> None:
-    """Every swept key must change the hyperparameters the compiled program reads as data
-    (``build_hparams(variant)``), else all agents would silently train the first value."""
-    for name, values in axes:
-        if name == "training.learning_rate" or len(set(values)) < 2:
-            continue
-        first, second = (build_hparams({name: v}) for v in values[:2])
-        if _tree_equal(first, second):
-            raise ConfigError(
-                f"'{name}' cannot take a list: it is not a hyperparameter the compiled program reads "
-                f"as data (it shapes the networks or the program itself). Sweep it with separate runs "
-                f"(e.g. a Hydra -m sweep) instead."
-            )
-
-
-def _tree_equal(a, b) -> bool:
-    import jax
-
-    if jax.tree.structure(a) != jax.tree.structure(b):
-        return False
-    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+def population_inputs(key: jax.Array, per_variant: list[tuple[Any, float]], num_seeds: int):
+    """The per-agent ``(keys [N], hparams [N, ...], learning_rates [N])`` of a population:
+    agent ``v * num_seeds + s`` trains variant ``v`` (``per_variant[v] = (hparams, lr)``)
+    with the ``s``-th key split from ``key``, shared by all variants."""
+    seed_keys = jax.random.split(key, num_seeds)
+    keys = jnp.concatenate([seed_keys] * len(per_variant))
+    per_agent = [data for data in per_variant for _ in range(num_seeds)]
+    hparams = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, jnp.float32) for x in xs]),
+                           *[h for h, _ in per_agent])
+    learning_rates = jnp.asarray([lr for _, lr in per_agent], jnp.float32)
+    return keys, hparams, learning_rates
 
 
 def variant_label(variant: dict[str, float]) -> str:

@@ -8,14 +8,15 @@ the agent. The training loop itself is :class:`~evorl.workflows.rl_workflow.OnPo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import jax
 
-from evorl.agent import Agent
+from evorl.agent import Agent, NetworkFactory
 from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
@@ -24,6 +25,7 @@ from evorl.config import (
     TrainingConfig,
     extract_sweeps,
     parse_section,
+    sweep_variants,
     to_plain,
     unknown_key_error,
 )
@@ -31,7 +33,7 @@ from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
-from evorl.workflows.population import apply_variant, check_axes_are_data
+from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow
 
 @dataclass(frozen=True)
@@ -54,8 +56,8 @@ class ExperimentConfig:
 
 TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
                   "output_dir", "resume")
-#: Training keys that may take a list (one agent per value): they are data in the program.
-SWEEPABLE_TRAINING_KEYS = ("learning_rate", "gamma", "gae_lambda")
+#: Keys that were renamed: the old name gets an error naming the new one.
+RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
 
 
 def resolve_workflow_cls(name: str | type) -> type:
@@ -80,29 +82,60 @@ def resolve_workflow_cls(name: str | type) -> type:
 class RLWorkflow(Workflow):
     """Holds the parsed config, the env and the agent; subclasses define the training loop.
 
-    A concrete algorithm sets ``agent_config_cls`` (the dataclass of its ``agent:`` keys) and
-    ``build_agent(env, agent_cfg, training)``.
+    A concrete algorithm declares its agent: ``agent_factory`` (``make_mlp_*_agent``),
+    ``agent_config_cls`` (the dataclass of its ``agent:`` keys) and ``hparams_cls`` (its loss
+    hyperparameter dataclass, whose fields are the keys a population may vary).
     """
 
+    #: Short name in logs (default: the class name).
+    label: ClassVar[str | None] = None
+    #: ``agent_factory(action_space, obs_space, network_factory=..., **hparams from training,
+    #: **agent keys)``, e.g. ``make_mlp_ppo_agent``.
+    agent_factory: ClassVar[Callable[..., Agent]]
     agent_config_cls: ClassVar[type]
+    hparams_cls: ClassVar[type]
+    #: Training keys that are loss hyperparameters: ``{training key: hparams field}``.
+    training_hparams: ClassVar[dict[str, str]] = {"gamma": "discount", "gae_lambda": "gae_lambda"}
+    #: Builds the agent's networks (see :data:`evorl.agent.NetworkFactory`); None: the default MLPs/CNN.
+    network_factory: ClassVar[NetworkFactory | None] = None
     #: Training keys whose default differs for this algorithm (applied when the config
     #: does not set them), e.g. A2C's one gradient step per rollout.
     training_defaults: ClassVar[dict[str, Any]] = {}
 
-    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent,
-                 enable_multi_devices: bool = False, recorders: list[Recorder] | None = None):
+    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
         self.config = config
         self.env = env
         self.agent = agent
-        self.enable_multi_devices = enable_multi_devices
         self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
         #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
         #: its ``maybe_save(state, iteration)`` after each chunk.
         self.checkpointer = None
 
     @classmethod
+    def name(cls) -> str:
+        return cls.label or cls.__name__
+
+    @classmethod
     def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
-        raise NotImplementedError
+        hparams = {field: getattr(training, key) for key, field in cls.training_hparams.items()}
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
+                                 **hparams, **vars(agent_cfg))
+
+    @classmethod
+    def hparams_of(cls, agent_cfg: Any, training: TrainingConfig) -> Any:
+        """The loss hyperparameters (data) of an agent and training config, validated."""
+        names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
+        values = {name: getattr(agent_cfg, name) for name in names if hasattr(agent_cfg, name)}
+        values.update({field: getattr(training, key) for key, field in cls.training_hparams.items()})
+        return cls.hparams_cls(**values).validated()
+
+    @classmethod
+    def sweepable_keys(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The agent and training keys that may take a list (one agent per value): the
+        hyperparameters the compiled program reads as data, declared by ``hparams_cls``."""
+        fields = {f.name for f in dataclasses.fields(cls.hparams_cls)}
+        agent_keys = tuple(f.name for f in dataclasses.fields(cls.agent_config_cls) if f.name in fields)
+        return agent_keys, ("learning_rate", *cls.training_hparams)
 
     @classmethod
     def parse_config(cls, cfg: Any) -> ExperimentConfig:
@@ -126,9 +159,14 @@ class RLWorkflow(Workflow):
         for key in ("output_dir", "resume"):
             if cfg.get(key) is not None and not isinstance(cfg[key], str):
                 raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
-        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent")
+        for old, new in RENAMED_KEYS.items():
+            section, key = old.split(".")
+            if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
+                raise ConfigError(f"'{old}' was renamed '{new}'.")
+        agent_keys, training_keys = cls.sweepable_keys()
+        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent", agent_keys)
         training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
-        training, training_axes = extract_sweeps(training, TrainingConfig, "training", SWEEPABLE_TRAINING_KEYS)
+        training, training_axes = extract_sweeps(training, TrainingConfig, "training", training_keys)
         config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
@@ -143,6 +181,10 @@ class RLWorkflow(Workflow):
             resume=cfg.get("resume"),
         )
         config.checkpoint.check_against(config.training.eval_interval)
+        for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
+            agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
+            training_cfg.validate("training")
+            cls.hparams_of(agent_cfg, training_cfg)
         return config
 
     @classmethod
@@ -156,14 +198,7 @@ class RLWorkflow(Workflow):
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
         agent = cls.build_agent(env, config.agent, config.training)
         cls.check_config(config, agent, num_devices=jax.device_count() if enable_multi_devices else 1)
-        check_axes_are_data(config.sweep, lambda variant: cls.variant_hparams(env, config, variant))
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
-
-    @classmethod
-    def variant_hparams(cls, env: VectorEnv, config: ExperimentConfig, variant: dict[str, float]) -> Any:
-        """The agent hyperparameters (data) of one variant of a hyperparameter sweep."""
-        agent_cfg, training = apply_variant(config.agent, config.training, variant)
-        return cls.build_agent(env, agent_cfg, training).default_hparams()
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:

@@ -1,0 +1,223 @@
+"""The on-policy algorithm: one training iteration as a pure function of the training state.
+
+:func:`make_iteration` builds ``iteration(state) -> (state, metrics)`` from an env, an agent,
+an optimiser, the training config and the device axis name. Read top to bottom it is the
+whole algorithm PPO, A2C and IMPALA share:
+
+1. roll out ``T = rollout_length`` steps in the ``B`` environments (with the parameters of
+   ``actor_lag`` iterations ago when ``actor_lag > 0``);
+2. update the running observation statistics;
+3. let the agent add its targets to the trajectory (GAE; nothing when its loss computes
+   V-trace itself);
+4. set this iteration's learning rate (linear annealing);
+5. ``num_epochs`` passes over ``num_minibatches`` shuffled minibatches, one
+   :func:`~evorl.distributed.agent_gradient_update` each (skipping the rest of the
+   iteration once an agent that ``stops_early`` says so).
+
+How the iteration is run (a population of agents, devices, chunks of iterations in one
+compiled program) is the execution layer's business (:mod:`evorl.workflows.execution`);
+with ``axis_name`` set, the iteration is one device's share of a data-parallel step and
+reduces gradients, statistics and metrics over that axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax import lax
+
+from evorl import metrics as M
+from evorl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.config import TrainingConfig
+from evorl.distributed import agent_gradient_update, axis_index
+from evorl.envs import EnvState, VectorEnv
+from evorl.rollout import Trajectory, rollout
+
+
+@struct.dataclass
+class OnPolicyState:
+    key: jax.Array
+    agent_state: AgentState
+    opt_state: Any
+    env_state: EnvState  # leading axis [B] (split across devices when the envs are)
+    learning_rate: jax.Array  # [] base learning rate (annealed per iteration)
+    iteration: jax.Array  # [] int32, completed iterations
+    #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
+    #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
+    lagged_params: Any = None
+
+
+#: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.
+ENV_FIELDS = ("env_state",)
+
+
+def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
+    """Global-norm clipping then Adam; the learning rate lives in the optimiser state
+    (``optax.inject_hyperparams``) so it is data: annealed per iteration, vmappable."""
+
+    def optimizer(learning_rate):
+        clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
+        return optax.chain(*clip, optax.adam(learning_rate, eps=tc.adam_eps))
+
+    return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
+
+
+def set_learning_rate(opt_state, learning_rate: jax.Array):
+    hyperparams = {**opt_state.hyperparams, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
+    return opt_state._replace(hyperparams=hyperparams)
+
+
+def init_state(env: VectorEnv, agent: Agent, optimizer, actor_lag: int,
+               key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
+    """A fresh training state: agent with ``hparams``, optimiser, reset environments."""
+    key, agent_key, env_key = jax.random.split(key, 3)
+    agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
+    return OnPolicyState(
+        key=key,
+        agent_state=agent_state,
+        opt_state=optimizer.init(agent_state.params),
+        env_state=env.reset(env_key),
+        learning_rate=jnp.asarray(learning_rate, jnp.float32),
+        iteration=jnp.zeros((), jnp.int32),
+        lagged_params=init_lagged_params(agent_state.params, actor_lag),
+    )
+
+
+def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
+                   axis_name: str | None = None) -> Callable[[OnPolicyState], tuple[OnPolicyState, dict]]:
+    """One training iteration (see the module docstring); metrics are :class:`~evorl.metrics.Metric`
+    scalars, already reduced over ``axis_name``."""
+    gradient_update = agent_gradient_update(agent.loss, optimizer, axis_name=axis_name, has_aux=True)
+
+    def iteration(state: OnPolicyState) -> tuple[OnPolicyState, dict]:
+        key, rollout_key, update_key = jax.random.split(state.key, 3)
+        actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
+        local_envs = state.env_state.reward.shape[0]
+        env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
+        env_state, trajectory, episodes = rollout(
+            env, agent, actor_state, state.env_state, rollout_key, tc.rollout_length, env_ids
+        )  # trajectory [T, B, ...]
+        agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
+        trajectory = agent.compute_targets(agent_state, trajectory)
+
+        if tc.anneal_lr:  # linear decay to 0 at num_iterations (and 0 beyond, never negative)
+            frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
+        else:
+            frac = 1.0
+        opt_state = set_learning_rate(state.opt_state, state.learning_rate * frac)
+        agent_state, opt_state, loss_metrics = update_epochs(
+            agent, gradient_update, tc.num_epochs, tc.num_minibatches, axis_name,
+            agent_state, opt_state, trajectory, update_key,
+        )
+
+        metrics = {
+            **loss_metrics,
+            **M.over_devices({
+                "episode_return_sum": M.Metric(episodes.return_sum, "sum"),
+                "episode_length_sum": M.Metric(episodes.length_sum, "sum"),
+                "episode_count": M.Metric(episodes.count, "sum"),
+            }, axis_name),
+        }
+        state = state.replace(key=key, agent_state=agent_state, opt_state=opt_state,
+                              env_state=env_state, iteration=state.iteration + 1, lagged_params=lagged_params)
+        return state, metrics
+
+    return iteration
+
+
+def update_epochs(agent: Agent, gradient_update, num_epochs: int, num_minibatches: int, axis_name: str | None,
+                  agent_state: AgentState, opt_state, trajectory: Trajectory, key: jax.Array):
+    """``num_epochs`` passes of ``num_minibatches`` gradient steps on ``trajectory [T, B]``.
+
+    Returns ``(agent_state, opt_state, metrics)``: the loss metrics reduced over the steps
+    taken (each as it declares, see :mod:`evorl.metrics`) and ``gradient_steps``. An agent that
+    ``stops_early`` skips the remaining steps of the iteration once ``agent.stop_updates`` is
+    true; the step whose check fails is computed, not applied.
+    """
+
+    def minibatch_step(carry, inputs):
+        agent_state, opt_state, stopped = carry
+        batch, loss_key = inputs
+
+        def do_update(_):
+            (_, metrics), new_agent_state, new_opt_state = gradient_update(opt_state, agent_state, batch, loss_key)
+            metrics = M.over_devices(jax.tree.map(jnp.mean, metrics), axis_name)
+            return new_agent_state, new_opt_state, metrics
+
+        if stopped is None:  # an agent that never stops early
+            agent_state, opt_state, metrics = do_update(None)
+            return (agent_state, opt_state, None), (metrics, jnp.ones((), jnp.float32))
+        # Once stopped, skip the work.
+        shapes = jax.eval_shape(do_update, None)[2]
+        new_agent_state, new_opt_state, metrics = lax.cond(
+            stopped,
+            lambda _: (agent_state, opt_state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)),
+            do_update,
+            None,
+        )
+        stopped = stopped | agent.stop_updates(agent_state, {k: m.value for k, m in metrics.items()})
+        keep = lambda new, old: jnp.where(stopped, old, new)  # noqa: E731
+        agent_state = jax.tree.map(keep, new_agent_state, agent_state)
+        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+        return (agent_state, opt_state, stopped), (metrics, 1.0 - stopped.astype(jnp.float32))
+
+    def epoch(carry, epoch_key):
+        perm_key, loss_key = jax.random.split(epoch_key)
+        batches = shuffled_minibatches(trajectory, perm_key, num_minibatches, agent.sequence_minibatches)
+        return lax.scan(minibatch_step, carry, (batches, jax.random.split(loss_key, num_minibatches)))
+
+    stopped = jnp.zeros((), bool) if agent.stops_early else None
+    (agent_state, opt_state, _), (metrics, taken) = lax.scan(
+        epoch, (agent_state, opt_state, stopped), jax.random.split(key, num_epochs)
+    )  # metrics and taken [E, M]
+    metrics = M.over_steps(metrics, taken)
+    metrics["gradient_steps"] = M.Metric(jnp.sum(taken))
+    return agent_state, opt_state, metrics
+
+
+def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches: int,
+                         whole_sequences: bool) -> Trajectory:
+    """Shuffled minibatches ``[M, ...]``: of transitions ``[M, T*B/M, ...]``, or with
+    ``whole_sequences`` of sequences ``[M, T, B/M, ...]`` (envs shuffled, time kept)."""
+    m = num_minibatches
+    if whole_sequences:
+        num_envs = trajectory.rewards.shape[1]
+        perm = jax.random.permutation(key, num_envs)
+
+        def split(x):  # [T, B, ...] -> [M, T, B/M, ...]
+            x = jnp.take(x, perm, axis=1)
+            x = x.reshape((x.shape[0], m, num_envs // m) + x.shape[2:])
+            return jnp.swapaxes(x, 0, 1)
+    else:
+        n = trajectory.rewards.size
+        perm = jax.random.permutation(key, n)
+
+        def split(x):  # [T, B, ...] -> [M, T*B/M, ...]
+            x = jnp.take(x.reshape((n,) + x.shape[2:]), perm, axis=0)
+            return x.reshape((m, n // m) + x.shape[1:])
+
+    return jax.tree.map(split, trajectory)
+
+
+def init_lagged_params(params: Any, actor_lag: int) -> Any:
+    """``actor_lag`` copies of ``params`` (leaves ``[actor_lag, ...]``), or None for no lag."""
+    if actor_lag == 0:
+        return None
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (actor_lag,) + x.shape), params)
+
+
+def acting_state(agent_state: AgentState, lagged_params: Any) -> tuple[AgentState, Any]:
+    """The state the rollout acts with (the oldest snapshot) and the snapshots shifted by one
+    with the current parameters appended; ``(agent_state, None)`` without lag."""
+    if lagged_params is None:
+        return agent_state, None
+    oldest = jax.tree.map(lambda x: x[0], lagged_params)
+    shifted = jax.tree.map(
+        lambda past, now: jnp.concatenate([past[1:], now[None]]), lagged_params, agent_state.params
+    )
+    return agent_state.replace(params=oldest), shifted
