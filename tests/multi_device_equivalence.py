@@ -42,8 +42,9 @@ def main():
             f"{n}_devices": steps_to_reach(workflow_cls, cfg, n == 2, 3, 475.0, iterations, 10) for n in (1, 2)
         }))
         return
-    _, single, m1 = train(workflow_cls, cfg, False, iterations)
+    single_workflow, single, m1 = train(workflow_cls, cfg, False, iterations)
     workflow, multi, m2 = train(workflow_cls, cfg, True, iterations)
+    evals = [w.evaluate(s)["eval/episode_return"] for w, s in ((single_workflow, single), (workflow, multi))]
     diffs = jax.tree.map(
         lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), single.agent_state.params,
         multi.agent_state.params,
@@ -55,6 +56,8 @@ def main():
         "episodes": [m1["train/episodes"], m2["train/episodes"]],
         "loss": [m1["train/loss"], m2["train/loss"]],
         "env_devices": len(sharding.device_set),
+        "partition": str(sharding.spec),
+        "eval_return": evals,
     }))
 
 

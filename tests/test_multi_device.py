@@ -24,17 +24,25 @@ def run_two_devices(workflow_cls, cfg, iterations, *mode):
 CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 
 
-@pytest.mark.parametrize("workflow_cls, agent, training", [
-    ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}, {}),
-    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}),
-    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}),  # seeds x devices
+@pytest.mark.parametrize("workflow_cls, agent, training, layout", [
+    ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}, {}, "envs"),
+    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}, "envs"),
+    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}, "envs"),  # seeds x devices
+    # whole agents on each device: 2 of the 4 agents per device
+    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2], "normalize_obs": True}, {"num_seeds": 2}, "population"),
+    ("evorl.workflows.IMPALAWorkflow", {}, {"num_seeds": 2, "learning_rate": [1e-3, 3e-4]}, "population"),
 ])
-def test_two_devices_equal_one_device(workflow_cls, agent, training):
+def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     cfg = {"env": CARTPOLE, "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32], **agent},
-           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1, **training}}
+           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1, **training},
+           "distributed": {"layout": layout}}
     result = run_two_devices(workflow_cls, cfg, iterations=5)
     assert result["env_devices"] == 2
+    # envs: each agent's environments split (after the population axis, if any); population: agents split
+    expected = {"envs": "devices" if not training.get("num_seeds") else "None, 'devices'", "population": "'devices'"}
+    assert result["partition"].strip("P()").rstrip(",").replace('"', "'") in (expected[layout], f"'{expected[layout]}'"), result
     assert result["episodes"][0] == result["episodes"][1]
+    assert result["eval_return"][0] == pytest.approx(result["eval_return"][1], abs=1e-3)
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 

@@ -160,12 +160,14 @@ class Executor:
         iterations = jax.vmap(self._iterations, in_axes=(0, None)) if pl.population else self._iterations
         if pl.mesh is None:
             return jax.jit(iterations, donate_argnums=0)
-        metric_spec = P(DEVICE_AXIS) if pl.layout == "population" else P()
+        split_agents = pl.layout == "population"
 
         def sharded(state, num_iterations):
             specs = self.specs(state)
+            # Agents split: every output is per device, so there is no replication to check.
             return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P()),
-                                 out_specs=(specs, metric_spec))(state, num_iterations)
+                                 out_specs=(specs, P(DEVICE_AXIS) if split_agents else P()),
+                                 check_vma=not split_agents)(state, num_iterations)
 
         return jax.jit(sharded, donate_argnums=0)
 
@@ -196,5 +198,5 @@ class Executor:
         if pl.population:
             fn = jax.vmap(fn)
         if pl.mesh is not None and pl.layout == "population":
-            fn = jax.shard_map(fn, mesh=pl.mesh, in_specs=P(DEVICE_AXIS), out_specs=P(DEVICE_AXIS))
+            fn = jax.shard_map(fn, mesh=pl.mesh, in_specs=P(DEVICE_AXIS), out_specs=P(DEVICE_AXIS), check_vma=False)
         return jax.jit(fn)
