@@ -9,7 +9,11 @@ from jax import lax
 from evorl.distributed import pmean
 
 
-def _check_time_major(**arrays):
+def check_time_major(**arrays) -> None:
+    """Checks that the named arrays are time-major sequences ``[T, ...]`` of one shape.
+
+    Raises ``ValueError`` naming every array's shape if one has rank 0 or the shapes differ.
+    """
     shapes = {name: jnp.shape(a) for name, a in arrays.items()}
     first = next(iter(shapes.values()))
     if len(first) < 1:
@@ -40,7 +44,7 @@ def compute_gae(
     truncated episode from ``V(final_obs)``, and the trace never crosses an episode end.
     Returns ``(advantages, value_targets)`` with ``value_targets = A + V``, gradients stopped.
     """
-    _check_time_major(
+    check_time_major(
         rewards=rewards, values=values, next_values=next_values,
         terminated=terminated, truncated=truncated,
     )
