@@ -240,10 +240,6 @@ class TrainingConfig:
         require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
 
     @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.rollout_length
-
-    @property
     def env_steps_per_iteration(self) -> int:
         return self.num_envs * self.rollout_length
 
