@@ -223,5 +223,3 @@ def _version() -> str:
     from evorl import __version__
 
     return __version__
-
-
