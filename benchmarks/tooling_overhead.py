@@ -30,6 +30,7 @@ from evorl.checkpoint import CheckpointConfig, Checkpointer
 from evorl.experiment import resolved_config
 from evorl.plotting import plot_runs
 from evorl.recorders import LoggingConfig, make_recorders
+from evorl.run_folder import CURVE_PNG, checkpoint_dir
 from evorl.workflows import PPOWorkflow
 
 CONFIG = {
@@ -52,7 +53,7 @@ def timed_learn(workflow, recorders_and_checkpointer=None, run_dir=None) -> floa
     jax.block_until_ready(state)
     parts = {"learn": time.perf_counter() - start}
     if chain:  # as evorl.experiment does: plot while the last checkpoint is written
-        plot_runs([run_dir], run_dir / "learning_curve.png")
+        plot_runs([run_dir], run_dir / CURVE_PNG)
         parts["plot"] = time.perf_counter() - start - parts["learn"]
         chain.close()
         checkpointer.close()
@@ -66,7 +67,7 @@ def tooling(workflow, run_dir: Path, tensorboard: bool):
     tc = workflow.config.training
     chain = make_recorders(LoggingConfig(recorders=names), run_dir, prefix="[PPO] ",
                            total_steps=tc.num_iterations * tc.env_steps_per_iteration)
-    checkpointer = Checkpointer(run_dir / "checkpoints", CheckpointConfig(), tc.eval_interval, tc.num_iterations,
+    checkpointer = Checkpointer(checkpoint_dir(run_dir), CheckpointConfig(), tc.eval_interval, tc.num_iterations,
                                 resolved_config(workflow.config))
     return chain, checkpointer
 

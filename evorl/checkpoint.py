@@ -25,9 +25,9 @@ import jax
 import numpy as np
 
 from evorl.config import require
+from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 
 FORMAT_VERSION = 1
-CHECKPOINT_DIR = "checkpoints"
 #: The config sections that define the training trajectory: a resumed run must match the
 #: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
 TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
@@ -223,9 +223,3 @@ def _version() -> str:
     from evorl import __version__
 
     return __version__
-
-
-def checkpoint_dir(run_dir: Path | str) -> Path:
-    return Path(run_dir) / CHECKPOINT_DIR
-
-

@@ -86,7 +86,7 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from evorl.experiment import load_run_config
+    from evorl.run_folder import load_run_config
 
     cfg = OmegaConf.create(load_run_config(run_dir))
     for override in OverridesParser.create().parse_overrides(overrides):

@@ -130,6 +130,16 @@ def require(condition: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+def __getattr__(name: str) -> Any:
+    # ``EnvConfig`` lives with the envs (evorl.envs.config), which import this module: it is
+    # imported on first use so that ``from evorl.config import EnvConfig`` keeps working.
+    if name == "EnvConfig":
+        from evorl.envs.config import EnvConfig
+
+        return EnvConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...], include: type | None = None) -> type:
     """A frozen config dataclass whose fields are ``fn``'s keyword parameters with defaults,
     after the fields of the dataclass ``include`` (keywords ``fn`` takes as ``**kwargs``).
@@ -155,38 +165,6 @@ def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...], 
 # --------------------------------------------------------------------------------------
 # The sections every on-policy experiment shares.
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class EnvConfig:
-    env_name: str = "CartPole-v1"
-    env_type: str = "gymnax"
-    #: Time limit in (agent) steps (truncation); None keeps the environment's own.
-    episode_length: int | None = None
-    #: Learners see ``reward_scale * r``; logged and evaluation returns stay unscaled.
-    reward_scale: float = 1.0
-    #: Backend steps per agent step (the action is held, rewards are summed).
-    action_repeat: int = 1
-    #: brax only: physics backend (mjx, generalized, positional, spring); None = default.
-    backend: str | None = None
-
-    def validate(self, where: str) -> None:
-        from evorl.envs import ENV_TYPES, check_env_type_keys
-
-        require(self.env_type in ENV_TYPES, f"Unknown {where}.env_type {self.env_type!r}; valid: {', '.join(ENV_TYPES)}.")
-        require(self.episode_length is None or self.episode_length >= 1,
-                f"{where}.episode_length must be >= 1, got {self.episode_length}.")
-        require(self.reward_scale > 0, f"{where}.reward_scale must be > 0, got {self.reward_scale}.")
-        require(self.action_repeat >= 1, f"{where}.action_repeat must be >= 1, got {self.action_repeat}.")
-        try:
-            check_env_type_keys(self.env_type, dataclasses.asdict(self), where)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        if self.backend is not None:
-            from evorl.envs.brax_env import BRAX_BACKENDS
-
-            require(self.backend in BRAX_BACKENDS,
-                    f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
-
-
 @dataclass(frozen=True)
 class DistributedConfig:
     """Data parallelism over devices and processes (``jax.distributed``)."""
@@ -271,10 +249,6 @@ class TrainingConfig:
                 f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
         require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
         require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
-
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.rollout_length
 
     @property
     def env_steps_per_iteration(self) -> int:

@@ -29,10 +29,6 @@ class Categorical:
 
     n: int
 
-    @property
-    def num_params(self) -> int:
-        return self.n
-
     def sample(self, logits, key):
         return jax.random.categorical(key, logits, axis=-1)
 
@@ -68,10 +64,6 @@ class DiagGaussian:
     @property
     def dim(self) -> int:
         return int(self.low.shape[0])
-
-    @property
-    def num_params(self) -> int:
-        return 2 * self.dim
 
     def _split(self, params):
         mean, log_std = jnp.split(params, 2, axis=-1)

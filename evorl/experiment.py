@@ -6,26 +6,14 @@ output folder as the run folder); it works the same from Python without Hydra::
     run_experiment({"env": {...}, "training": {...}}, output_dir="runs/cartpole")
     run_experiment({..., "resume": "runs/cartpole"})   # continue from the newest checkpoint
 
-Run folder layout::
-
-    config.yaml           the resolved config, every key (resume reads it)
-    run.json              versions, devices, git commit, seed, start/end time, final evaluation
-    metrics.jsonl         one JSON object per logging point (always written)
-    metrics.csv           the same as a table (logging.recorders: csv)
-    tensorboard/          event files (logging.recorders: tensorboard)
-    checkpoints/<iter>/   orbax checkpoints of the whole training state
-    learning_curve.png    return vs env steps and vs wall time
+The run folder's layout is described in :mod:`evorl.run_folder`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import importlib
 import json
-import os
-import platform
-import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,12 +21,15 @@ from typing import Any
 
 import jax
 
-from evorl.checkpoint import CheckpointError, Checkpointer, checkpoint_dir
+from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process
-from evorl.recorders import METRICS_CSV, METRICS_JSONL, make_recorders, truncate_records
+from evorl.recorders import make_recorders
+from evorl.run_folder import (
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, checkpoint_dir, finish_run_info, load_run_config,
+    start_run_info, truncate_records, write_yaml,
+)
 
-CONFIG_YAML, RUN_JSON, CURVE_PNG = "config.yaml", "run.json", "learning_curve.png"
 #: Keys of the experiment config that locate a run rather than define it.
 RUN_LOCATION_KEYS = ("output_dir", "resume")
 
@@ -60,16 +51,6 @@ def resolved_config(config: Any) -> dict:
         section, key = name.split(".", 1)
         data[section][key] = list(values)
     return json.loads(json.dumps(data))  # tuples -> lists, as YAML and JSON store them
-
-
-def load_run_config(run_dir: Path | str) -> dict:
-    """The resolved config a run saved in its folder."""
-    import yaml
-
-    path = Path(run_dir) / CONFIG_YAML
-    if not path.is_file():
-        raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
-    return yaml.safe_load(path.read_text())
 
 
 def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: list | None = None) -> ExperimentResult:
@@ -124,11 +105,11 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     chain.recorders += list(recorders or []) if is_main_process() else []
     if files_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        _write_yaml(run_dir / CONFIG_YAML, run_config)
+        write_yaml(run_dir / CONFIG_YAML, run_config)
         if resumed_from is not None:
             for name in (METRICS_JSONL, METRICS_CSV):
                 truncate_records(run_dir / name, resumed_from * config.training.env_steps_per_iteration)
-        run_info = _start_run_info(run_dir, config, resumed_from)
+        run_info = start_run_info(run_dir, config, resumed_from)
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
@@ -152,10 +133,8 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         if checkpointer is not None:
             checkpointer.close()  # waits for a save in flight
         if files_dir is not None:
-            run_info.update(status=status, end_time=_now(), compile_seconds=workflow.compile_seconds)
-            if status == "finished":
-                run_info["final_eval"] = final
-            _write_json(run_dir / RUN_JSON, run_info)
+            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds,
+                            **({"final_eval": final} if status == "finished" else {}))
     return ExperimentResult(workflow, state, final, run_dir)
 
 
@@ -171,58 +150,6 @@ def _run_dir(config: Any, output_dir: str | Path | None) -> Path | None:
         return Path(config.resume)
     location = output_dir if output_dir is not None else config.output_dir
     return Path(location) if location is not None else None
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")
-
-
-def _git_commit() -> str | None:
-    """The commit of the evorl checkout in use (None for an installed package)."""
-    source = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-
-
-def _start_run_info(run_dir: Path, config: Any, resumed_from: int | None) -> dict:
-    from evorl import __version__
-
-    session = {"start_time": _now(), "hostname": platform.node(), "pid": os.getpid()}
-    path = run_dir / RUN_JSON
-    if resumed_from is not None and path.exists():
-        info = json.loads(path.read_text())
-        info.setdefault("resumes", []).append({**session, "from_iteration": resumed_from})
-    else:
-        info = {
-            "workflow": config.workflow_cls, "env": config.env.env_name, "seed": config.seed,
-            "evorl_version": __version__, "jax_version": jax.__version__, "python": platform.python_version(),
-            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
-            "git_commit": _git_commit(), **session,
-        }
-    info.update(status="running", end_time=None)
-    _write_json(path, info)
-    return info
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
-
-
-def _write_yaml(path: Path, data: dict) -> None:
-    import yaml
-
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    tmp.replace(path)
 
 
 def load_run(run_dir: str | Path, step: int | None = None, training: dict | None = None):

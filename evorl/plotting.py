@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evorl.recorders import METRICS_JSONL, read_jsonl
+from evorl.run_folder import CONFIG_YAML, METRICS_JSONL, load_run_config, read_jsonl
 
 #: Two-sided 95% Student t quantiles for 1..10 degrees of freedom.
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -48,8 +48,6 @@ def load_curve(run_dir: Path | str, metric: str) -> Curve:
 
 def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
     """Runs grouped by their config without ``seed``; labels name what tells groups apart."""
-    from evorl.experiment import CONFIG_YAML, load_run_config
-
     configs = {}
     for run_dir in run_dirs:
         cfg = load_run_config(run_dir) if (run_dir / CONFIG_YAML).is_file() else {"run": str(run_dir)}

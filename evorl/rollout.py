@@ -49,9 +49,6 @@ class EpisodeStats:
             count=self.count + jnp.sum(done),
         )
 
-    def __add__(self, other: "EpisodeStats") -> "EpisodeStats":
-        return jax.tree.map(jnp.add, self, other)
-
 
 def rollout(
     env,

@@ -1,6 +1,7 @@
 """PPO learns: CartPole (discrete) and Pendulum (continuous) to their thresholds."""
 
 import jax
+import pytest
 
 from evorl.workflows import PPOWorkflow
 
@@ -18,6 +19,7 @@ def steps_to_reach(workflow, seed, threshold, max_env_steps, eval_every):
     return None
 
 
+@pytest.mark.slow
 def test_ppo_cartpole_reaches_475_within_500k_steps_for_4_of_5_seeds():
     workflow = PPOWorkflow.build_from_config({
         "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
@@ -29,6 +31,7 @@ def test_ppo_cartpole_reaches_475_within_500k_steps_for_4_of_5_seeds():
     assert sum(r is not None for r in reached) >= 4, reached
 
 
+@pytest.mark.slow
 def test_ppo_pendulum_beats_minus_400_within_1m_steps():
     workflow = PPOWorkflow.build_from_config({
         "env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},

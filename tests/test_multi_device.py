@@ -46,6 +46,7 @@ def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow
 def test_two_devices_learn_cartpole_as_well_as_one():
     """With the usual shuffling (each device shuffles its own share): 3 seeds each reach a
     greedy return of 475 within 250k env steps, on 1 device and on 2."""

@@ -29,10 +29,6 @@ def pmax(x: Any, axis_name: str | None = None) -> Any:
     return x if axis_name is None else lax.pmax(x, axis_name)
 
 
-def pmin(x: Any, axis_name: str | None = None) -> Any:
-    return x if axis_name is None else lax.pmin(x, axis_name)
-
-
 def axis_index(axis_name: str | None = None) -> jax.Array | int:
     """This device's index on the axis (0 when ``axis_name`` is None)."""
     return 0 if axis_name is None else lax.axis_index(axis_name)

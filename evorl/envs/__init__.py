@@ -5,26 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evorl.envs.env import Env, EnvState
+from evorl.config import ConfigError
+from evorl.envs.config import ENV_TYPE_KEYS, ENV_TYPES, EnvConfig, check_env_type_keys
+from evorl.envs.env import EnvState
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.envs.vec_env import VectorEnv
-from evorl.config import ConfigError
 
-ENV_TYPES = ("gymnax", "brax")
-#: Config keys only one env type understands (``VectorEnv``'s own keys apply to all).
-ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {"gymnax": (), "brax": ("backend",)}
-
-__all__ = ["Box", "Discrete", "Env", "EnvState", "Space", "VectorEnv", "create_env", "ENV_TYPES", "ENV_TYPE_KEYS"]
-
-
-def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None:
-    """A key of another env type set to a value (not None) is an error naming both."""
-    for other, keys in ENV_TYPE_KEYS.items():
-        for key in keys:
-            if other != env_type and cfg.get(key) is not None:
-                raise ValueError(
-                    f"{where}.{key} is only valid with env_type {other!r}, not {env_type!r}."
-                )
+__all__ = [
+    "Box", "Discrete", "EnvState", "Space", "VectorEnv", "create_env", "EnvConfig", "ENV_TYPES", "ENV_TYPE_KEYS",
+]
 
 
 def _as_dict(env_cfg: Any) -> dict:
@@ -69,11 +58,7 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     foreign = {key for other, keys in ENV_TYPE_KEYS.items() if other != env_type for key in keys}
     kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}
     if env_type == "gymnax":
-        from evorl.envs.gymnax_env import GymnaxEnv
-
-        return GymnaxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
-    if env_type == "brax":
-        from evorl.envs.brax_env import BraxEnv
-
-        return BraxEnv(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
-    raise ConfigError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
+        from evorl.envs.gymnax_env import GymnaxEnv as backend_env
+    else:  # "brax", the other of ENV_TYPES
+        from evorl.envs.brax_env import BraxEnv as backend_env
+    return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)

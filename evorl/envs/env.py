@@ -1,7 +1,7 @@
-"""The vectorised environment interface every backend adapts to.
+"""The state of a vectorised environment, and what its fields mean.
 
-An :class:`Env` steps ``num_envs`` copies of one environment in lock step. Each copy
-resets itself when its episode ends; the step that ended it reports
+A :class:`~evorl.envs.vec_env.VectorEnv` steps ``num_envs`` copies of one environment in
+lock step. Each copy resets itself when its episode ends; the step that ended it reports
 
 * ``terminated``: the MDP reached a terminal state (bootstrap from nothing), or
 * ``truncated``: the episode hit its time limit (bootstrap from ``V(final_obs)``),
@@ -14,12 +14,10 @@ the running totals of the current episode including this step; on a step with
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import jax
 from flax import struct
-
-from evorl.envs.spaces import Space
 
 
 @struct.dataclass
@@ -39,16 +37,3 @@ class EnvState:
     @property
     def done(self) -> jax.Array:
         return self.terminated | self.truncated
-
-
-class Env(Protocol):
-    """What the rollout and the workflow need from an environment."""
-
-    num_envs: int
-    episode_length: int
-    obs_space: Space
-    action_space: Space
-
-    def reset(self, key: jax.Array) -> EnvState: ...
-
-    def step(self, state: EnvState, action: jax.Array) -> EnvState: ...

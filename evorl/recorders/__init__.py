@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from evorl.config import require
 from evorl.recorders.console import ConsoleRecorder, ProgressRecorder
-from evorl.recorders.files import CsvRecorder, JsonlRecorder, read_jsonl, truncate_records
+from evorl.recorders.files import CsvRecorder, JsonlRecorder
+from evorl.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
 
 __all__ = [
     "Recorder", "RecorderChain", "ConsoleRecorder", "ProgressRecorder", "JsonlRecorder", "CsvRecorder",
@@ -23,7 +24,6 @@ __all__ = [
 ]
 
 RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
-METRICS_JSONL, METRICS_CSV, TENSORBOARD_DIR = "metrics.jsonl", "metrics.csv", "tensorboard"
 
 
 class Recorder(Protocol):

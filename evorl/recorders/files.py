@@ -9,43 +9,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evorl.run_folder import read_jsonl
+
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no NaN / inf
     return value
-
-
-def read_jsonl(path: Path | str) -> list[dict]:
-    """The records of a ``metrics.jsonl`` file (a torn last line, from a kill, is skipped)."""
-    records = []
-    for line in Path(path).read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
-def truncate_records(path: Path, max_step: int) -> None:
-    """Drops the records logged after env step ``max_step`` (a resumed run rewrites them).
-
-    Works for ``.jsonl`` and ``.csv`` files; a missing file is left missing.
-    """
-    if not path.exists():
-        return
-    if path.suffix == ".jsonl":
-        kept = [json.dumps(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
-        path.write_text("".join(line + "\n" for line in kept))
-        return
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    fields = list(rows[0]) if rows else []
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if fields:
-            writer.writeheader()
-        writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
 
 
 class JsonlRecorder:

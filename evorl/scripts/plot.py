@@ -13,7 +13,7 @@ from pathlib import Path
 
 def find_runs(paths: list[str]) -> list[Path]:
     """Run folders (those holding ``metrics.jsonl``) at or below ``paths``, in order."""
-    from evorl.recorders import METRICS_JSONL
+    from evorl.run_folder import METRICS_JSONL
 
     runs: list[Path] = []
     for path in map(Path, paths):

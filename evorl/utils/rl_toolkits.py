@@ -9,7 +9,11 @@ from jax import lax
 from evorl.distributed import pmean
 
 
-def check_time_major(**arrays):
+def check_time_major(**arrays) -> None:
+    """Checks that the named arrays are time-major sequences ``[T, ...]`` of one shape.
+
+    Raises ``ValueError`` naming every array's shape if one has rank 0 or the shapes differ.
+    """
     shapes = {name: jnp.shape(a) for name, a in arrays.items()}
     first = next(iter(shapes.values()))
     if len(first) < 1:

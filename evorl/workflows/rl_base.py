@@ -21,7 +21,6 @@ from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
     DistributedConfig,
-    EnvConfig,
     TrainingConfig,
     extract_sweeps,
     parse_section,
@@ -32,6 +31,7 @@ from evorl.config import (
 from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
+from evorl.envs.config import EnvConfig
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
 from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow

@@ -1,0 +1,151 @@
+"""The run folder: what a training run writes, under which names, and how it is read back.
+
+Run folder layout::
+
+    config.yaml           the resolved config, every key (resume reads it)
+    run.json              versions, devices, git commit, seed, start/end time, final evaluation
+    metrics.jsonl         one JSON object per logging point (always written)
+    metrics.csv           the same as a table (logging.recorders: csv)
+    tensorboard/          event files (logging.recorders: tensorboard)
+    checkpoints/<iter>/   orbax checkpoints of the whole training state
+    learning_curve.png    return vs env steps and vs wall time
+
+Writers: :func:`evorl.experiment.run_experiment` (``config.yaml``, ``run.json``, the plot),
+the recorders (metrics files) and :class:`evorl.checkpoint.Checkpointer`; they take the
+names from here. This module imports no JAX at import time.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from evorl.config import ConfigError
+
+CONFIG_YAML = "config.yaml"
+RUN_JSON = "run.json"
+METRICS_JSONL = "metrics.jsonl"
+METRICS_CSV = "metrics.csv"
+TENSORBOARD_DIR = "tensorboard"
+CHECKPOINT_DIR = "checkpoints"
+CURVE_PNG = "learning_curve.png"
+
+
+def checkpoint_dir(run_dir: Path | str) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIR
+
+
+def load_run_config(run_dir: Path | str) -> dict:
+    """The resolved config a run saved in its folder."""
+    import yaml
+
+    path = Path(run_dir) / CONFIG_YAML
+    if not path.is_file():
+        raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
+    return yaml.safe_load(path.read_text())
+
+
+# --- metrics files ----------------------------------------------------------------------
+def read_jsonl(path: Path | str) -> list[dict]:
+    """The records of a ``metrics.jsonl`` file (a torn last line, from a kill, is skipped)."""
+    records = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def truncate_records(path: Path, max_step: int) -> None:
+    """Drops the records logged after env step ``max_step`` (a resumed run rewrites them).
+
+    Works for ``.jsonl`` and ``.csv`` files; a missing file is left missing.
+    """
+    if not path.exists():
+        return
+    if path.suffix == ".jsonl":
+        kept = [json.dumps(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+        path.write_text("".join(line + "\n" for line in kept))
+        return
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    fields = list(rows[0]) if rows else []
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if fields:
+            writer.writeheader()
+        writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+
+
+# --- atomic writes: a reader never sees half a file --------------------------------------
+def write_json(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.replace(path)
+
+
+def write_yaml(path: Path, data: dict) -> None:
+    import yaml
+
+    tmp = path.with_suffix(".yaml.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(path)
+
+
+# --- run.json -----------------------------------------------------------------------------
+def start_run_info(run_dir: Path, config: Any, resumed_from: int | None) -> dict:
+    """Writes ``run.json`` with ``status: running`` and returns its content.
+
+    A new run records what it ran on; a resumed one (``resumed_from`` = the checkpoint's
+    iteration) keeps the original record and appends this session to ``resumes``.
+    """
+    import jax
+
+    from evorl import __version__
+
+    session = {"start_time": _now(), "hostname": platform.node(), "pid": os.getpid()}
+    path = run_dir / RUN_JSON
+    if resumed_from is not None and path.exists():
+        info = json.loads(path.read_text())
+        info.setdefault("resumes", []).append({**session, "from_iteration": resumed_from})
+    else:
+        info = {
+            "workflow": config.workflow_cls, "env": config.env.env_name, "seed": config.seed,
+            "evorl_version": __version__, "jax_version": jax.__version__, "python": platform.python_version(),
+            "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+            "git_commit": _git_commit(), **session,
+        }
+    info.update(status="running", end_time=None)
+    write_json(path, info)
+    return info
+
+
+def finish_run_info(run_dir: Path, info: dict, status: str, **fields: Any) -> None:
+    """Rewrites ``run.json``: ``info`` with the final ``status``, the end time and ``fields``."""
+    info.update(status=status, end_time=_now(), **fields)
+    write_json(run_dir / RUN_JSON, info)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _git_commit() -> str | None:
+    """The commit of the evorl checkout in use (None for an installed package)."""
+    source = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "-C", str(source), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
