@@ -25,6 +25,7 @@ import jax
 import numpy as np
 
 from evorl.config import require
+from evorl.distributed import host_copy
 from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 
 FORMAT_VERSION = 1
@@ -34,16 +35,6 @@ TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
 #: Keys that may differ (a longer run, other logging; the state does not depend on them,
 #: except that ``num_iterations`` sets the learning-rate annealing of the iterations to come).
 RESUMABLE_CHANGES = ("training.num_iterations", "training.eval_interval", "training.eval_episodes")
-
-
-def _host_copy(x: Any) -> np.ndarray:
-    """The whole array on the host. An array split across processes (their environments)
-    is gathered first, so every process saves the same, complete state."""
-    if isinstance(x, jax.Array) and not x.is_fully_addressable:
-        from jax.experimental import multihost_utils
-
-        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-    return np.array(x)
 
 
 # orbax refuses to write arrays with no elements, and environment states have some (mjx's
@@ -131,7 +122,7 @@ class Checkpointer:
 
         # Host copies: the training loop donates (reuses) the device buffers of ``state``
         # while the background thread is still writing.
-        host_state = jax.tree.map(lambda x: _writable(_host_copy(x)), state)
+        host_state = jax.tree.map(lambda x: _writable(host_copy(x)), state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
                 "iteration": iteration, "config": self.run_config}
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -1,5 +1,7 @@
 """The workflow API: init / step / evaluate / learn, one compile for every chunk length."""
 
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -106,3 +108,51 @@ def test_train_episode_length_cuts_training_episodes_only():
     cfg["training"]["train_episode_length"] = 31
     with pytest.raises(ConfigError, match="train_episode_length=31 must be <= the evaluation episodes' length 30"):
         PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+def test_declared_capabilities_and_hyperparameters():
+    """What a population may vary and whether an agent stops early are declared, not probed."""
+    from evorl.algorithms.impala import IMPALAWorkflow
+    from evorl.algorithms.ppo import PPOWorkflow, make_mlp_ppo_agent
+    from evorl.envs.spaces import Box, Discrete
+
+    obs = Box(-np.ones(4, np.float32), np.ones(4, np.float32))
+    assert not make_mlp_ppo_agent(Discrete(2), obs).stops_early
+    assert make_mlp_ppo_agent(Discrete(2), obs, target_kl=0.01).stops_early
+    agent_keys, training_keys = PPOWorkflow.sweepable_keys()
+    assert set(agent_keys) == {"clip_epsilon", "value_clip_epsilon", "vf_coef", "ent_coef", "kl_coef", "target_kl"}
+    assert training_keys == ("learning_rate", "gamma", "gae_lambda")
+    # IMPALA: training.gae_lambda is V-trace's lambda; pg_rho_bar None follows vtrace_rho_bar per variant
+    config = IMPALAWorkflow.parse_config({"agent": {"vtrace_rho_bar": [1.0, 2.0]}})
+    hparams = [IMPALAWorkflow.hparams_of(dataclasses.replace(config.agent, vtrace_rho_bar=v), config.training)
+               for v in (1.0, 2.0)]
+    assert [h.pg_rho_bar for h in hparams] == [1.0, 2.0]
+    assert hparams[0].vtrace_lambda == config.training.gae_lambda
+
+
+def test_renamed_key_names_the_new_one():
+    from evorl.algorithms.a2c import A2CWorkflow
+    from evorl.config import ConfigError
+
+    with pytest.raises(ConfigError, match="'agent.normalize_advantages' was renamed 'agent.normalize_gae'"):
+        A2CWorkflow.parse_config({"agent": {"normalize_advantages": True}})
+
+
+def test_network_factory_builds_the_agents_networks():
+    from evorl.agent import make_actor_critic_networks
+    from evorl.algorithms.a2c import make_mlp_a2c_agent
+    from evorl.envs.spaces import Box, Discrete
+
+    seen = []
+
+    def factory(action_space, obs_space, options):
+        seen.append(options)
+        return make_actor_critic_networks(action_space, obs_space, options)
+
+    obs = Box(-np.ones(3, np.float32), np.ones(3, np.float32))
+    agent = make_mlp_a2c_agent(Discrete(2), obs, network_factory=factory, actor_hidden_layer_sizes=[5])
+    assert seen[0].actor_hidden_layer_sizes == (5,) and seen[0].critic_hidden_layer_sizes == (64, 64)
+    params = agent.init(jax.random.PRNGKey(0)).params
+    assert params["policy"]["params"]["Dense_0"]["kernel"].shape == (3, 5)
+    with pytest.raises(ValueError, match="actor_hidden_layer_size"):
+        make_mlp_a2c_agent(Discrete(2), obs, actor_hidden_layer_size=[5])

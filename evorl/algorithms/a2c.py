@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
-from evorl.config import dataclass_from_signature, require
+from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.config import require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
@@ -90,18 +90,11 @@ def make_mlp_a2c_agent(
                               network_options, hparams, normalize_gae=normalize_gae)
 
 
-A2CAgentConfig = dataclass_from_signature(
-    "A2CAgentConfig", make_mlp_a2c_agent, include=ActorCriticOptions,
-    exclude=("action_space", "obs_space", "discount", "gae_lambda", "network_factory"),
-)
-
-
 class A2CWorkflow(OnPolicyWorkflow):
     """A2C: one synchronous gradient step on each rollout (``num_epochs = num_minibatches = 1``)."""
 
     label = "A2C"
     agent_factory = staticmethod(make_mlp_a2c_agent)
-    agent_config_cls = A2CAgentConfig
     hparams_cls = A2CHParams
     training_defaults = {"num_epochs": 1, "num_minibatches": 1}
 
@@ -114,3 +107,7 @@ class A2CWorkflow(OnPolicyWorkflow):
             f"A2C takes one gradient step per rollout: set training.num_epochs=1 and "
             f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).",
         )
+
+
+#: The ``agent:`` config section of A2C (derived from ``make_mlp_a2c_agent``).
+A2CAgentConfig = A2CWorkflow.agent_config_cls

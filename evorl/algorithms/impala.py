@@ -16,8 +16,8 @@ from flax import struct
 from jax import lax
 
 from evorl import metrics as M
-from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
-from evorl.config import dataclass_from_signature, require
+from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.config import require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import check_time_major, explained_variance
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
@@ -227,17 +227,14 @@ def make_mlp_impala_agent(
                               network_options, hparams, vtrace_correction=vtrace_correction)
 
 
-IMPALAAgentConfig = dataclass_from_signature(
-    "IMPALAAgentConfig", make_mlp_impala_agent, include=ActorCriticOptions,
-    exclude=("action_space", "obs_space", "discount", "vtrace_lambda", "network_factory"),
-)
-
-
 class IMPALAWorkflow(OnPolicyWorkflow):
     """IMPALA. V-trace's lambda is ``training.gae_lambda`` (the paper uses 1)."""
 
     label = "IMPALA"
     agent_factory = staticmethod(make_mlp_impala_agent)
-    agent_config_cls = IMPALAAgentConfig
     hparams_cls = IMPALAHParams
     training_hparams = {"gamma": "discount", "gae_lambda": "vtrace_lambda"}
+
+
+#: The ``agent:`` config section of IMPALA (derived from ``make_mlp_impala_agent``).
+IMPALAAgentConfig = IMPALAWorkflow.agent_config_cls

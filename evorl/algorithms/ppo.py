@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, ActorCriticOptions, NetworkFactory, build_actor_critic
-from evorl.config import dataclass_from_signature, require
+from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.config import require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
@@ -134,14 +134,11 @@ def make_mlp_ppo_agent(
                               stops_early=target_kl is not None)
 
 
-PPOAgentConfig = dataclass_from_signature(
-    "PPOAgentConfig", make_mlp_ppo_agent, include=ActorCriticOptions,
-    exclude=("action_space", "obs_space", "discount", "gae_lambda", "network_factory"),
-)
-
-
 class PPOWorkflow(OnPolicyWorkflow):
     label = "PPO"
     agent_factory = staticmethod(make_mlp_ppo_agent)
-    agent_config_cls = PPOAgentConfig
     hparams_cls = PPOHParams
+
+
+#: The ``agent:`` config section of PPO (derived from ``make_mlp_ppo_agent``).
+PPOAgentConfig = PPOWorkflow.agent_config_cls

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 import optax
 from jax import lax
 
@@ -56,6 +57,16 @@ def initialize(cfg) -> bool:
 
 
 _initialized = {"done": False}
+
+
+def host_copy(x: Any) -> np.ndarray:
+    """A NumPy copy of the whole array on the host. An array split across processes (e.g.
+    their environments) is gathered first, so every process gets the same, complete array."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.array(x)
 
 
 def is_main_process() -> bool:

@@ -31,6 +31,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl import metrics as M
+from evorl.distributed import host_copy
 
 DEVICE_AXIS = "devices"
 #: How a mesh holds the training state: environments split, or agents split.
@@ -46,20 +47,8 @@ def jit_rarely_run(fn, **jit_kwargs):
 
 
 def to_host(tree: Any) -> Any:
-    """NumPy copies of ``tree``'s arrays; arrays split across processes are gathered first."""
-
-    def copy(x):
-        if isinstance(x, jax.Array) and not x.is_fully_addressable:
-            from jax.experimental import multihost_utils
-
-            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-        return np.asarray(x)
-
-    return jax.tree.map(copy, jax.device_get(tree) if _addressable(tree) else tree)
-
-
-def _addressable(tree: Any) -> bool:
-    return all(not isinstance(x, jax.Array) or x.is_fully_addressable for x in jax.tree.leaves(tree))
+    """NumPy copies of ``tree``'s arrays (arrays split across processes gathered first)."""
+    return jax.tree.map(host_copy, tree)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,18 +70,9 @@ class Placement:
         return self.num_agents > 1
 
     @property
-    def num_devices(self) -> int:
-        return 1 if self.mesh is None else self.mesh.size
-
-    @property
     def step_axis_name(self) -> str | None:
         """The device axis the step reduces over: set only when environments are split."""
         return DEVICE_AXIS if self.mesh is not None and self.layout == "envs" else None
-
-    @property
-    def envs_per_agent_split(self) -> int:
-        """Devices each agent's environments are split over."""
-        return self.num_devices if self.layout == "envs" else 1
 
 
 class Executor:

@@ -16,11 +16,12 @@ from typing import Any, ClassVar
 
 import jax
 
-from evorl.agent import Agent, NetworkFactory
+from evorl.agent import ActorCriticOptions, Agent, NetworkFactory
 from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
     DistributedConfig,
+    dataclass_from_signature,
     TrainingConfig,
     extract_sweeps,
     parse_section,
@@ -82,9 +83,10 @@ def resolve_workflow_cls(name: str | type) -> type:
 class RLWorkflow(Workflow):
     """Holds the parsed config, the env and the agent; subclasses define the training loop.
 
-    A concrete algorithm declares its agent: ``agent_factory`` (``make_mlp_*_agent``),
-    ``agent_config_cls`` (the dataclass of its ``agent:`` keys) and ``hparams_cls`` (its loss
-    hyperparameter dataclass, whose fields are the keys a population may vary).
+    A concrete algorithm declares its agent: ``agent_factory`` (``make_mlp_*_agent``) and
+    ``hparams_cls`` (its loss hyperparameter dataclass, whose fields are the keys a population
+    may vary). Its ``agent:`` config section, ``agent_config_cls``, is derived from them: the
+    factory's keyword parameters after the network keys of ``agent_options_cls``.
     """
 
     #: Short name in logs (default: the class name).
@@ -93,6 +95,8 @@ class RLWorkflow(Workflow):
     #: **agent keys)``, e.g. ``make_mlp_ppo_agent``.
     agent_factory: ClassVar[Callable[..., Agent]]
     agent_config_cls: ClassVar[type]
+    #: The keys the factory takes as ``**network_options``.
+    agent_options_cls: ClassVar[type] = ActorCriticOptions
     hparams_cls: ClassVar[type]
     #: Training keys that are loss hyperparameters: ``{training key: hparams field}``.
     training_hparams: ClassVar[dict[str, str]] = {"gamma": "discount", "gae_lambda": "gae_lambda"}
@@ -101,6 +105,14 @@ class RLWorkflow(Workflow):
     #: Training keys whose default differs for this algorithm (applied when the config
     #: does not set them), e.g. A2C's one gradient step per rollout.
     training_defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "agent_factory" in vars(cls) and "agent_config_cls" not in vars(cls):
+            cls.agent_config_cls = dataclass_from_signature(
+                f"{cls.name()}AgentConfig", cls.agent_factory, include=cls.agent_options_cls,
+                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams.values()),
+            )
 
     def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
         self.config = config
