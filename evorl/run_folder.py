@@ -48,7 +48,14 @@ def load_run_config(run_dir: Path | str) -> dict:
     path = Path(run_dir) / CONFIG_YAML
     if not path.is_file():
         raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
-    return yaml.safe_load(path.read_text())
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        problem = str(e).replace("\n", " ")
+        raise ConfigError(f"{path} cannot be read as YAML: {problem}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} does not hold a config mapping (got {type(cfg).__name__}).")
+    return cfg
 
 
 # --- metrics files ----------------------------------------------------------------------
