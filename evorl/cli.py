@@ -127,11 +127,16 @@ def allow_new_keys(argv: list[str]) -> list[str]:
     ]
 
 
+#: Exit status of ``evorl-train`` when training diverged (a bad config or checkpoint: 2).
+EXIT_DIVERGED = 3
+
+
 @contextlib.contextmanager
 def exit_on_config_error():
     """A bad config or an unusable checkpoint is the user's input, not a crash: one message on
-    stderr and exit status 2."""
+    stderr and exit status 2. Training that diverged: one message and exit status 3."""
     from evorl.checkpoint import CheckpointError
+    from evorl.workflows.health import TrainingDiverged
 
     try:
         yield
@@ -141,6 +146,9 @@ def exit_on_config_error():
     except CheckpointError as e:
         print(f"evorl: checkpoint error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except TrainingDiverged as e:
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_DIVERGED)
 
 
 def yaml_error_line(error: Any) -> str:

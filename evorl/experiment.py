@@ -113,7 +113,7 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
-    status = "failed"
+    status, reason = "failed", None
     chain.init(run_config)
     try:
         state = workflow.learn(state)
@@ -128,13 +128,16 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except Exception as e:  # e.g. TrainingDiverged: run.json says why the run failed
+        reason = f"{type(e).__name__}: {e}"
+        raise
     finally:
         chain.close()
         if checkpointer is not None:
             checkpointer.close()  # waits for a save in flight
         if files_dir is not None:
-            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds,
-                            **({"final_eval": final} if status == "finished" else {}))
+            outcome = {"final_eval": final} if status == "finished" else {"reason": reason} if reason else {}
+            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
     return ExperimentResult(workflow, state, final, run_dir)
 
 

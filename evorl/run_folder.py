@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -58,6 +59,26 @@ def load_run_config(run_dir: Path | str) -> dict:
     return cfg
 
 
+# --- strict JSON: no NaN / Infinity tokens, which other JSON readers reject -------------------
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (NumPy's too) replaced by None, NumPy scalars
+    by Python numbers, tuples by lists."""
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # NumPy / JAX scalars
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """Strict JSON text of ``value`` (see :func:`json_safe`)."""
+    return json.dumps(json_safe(value), allow_nan=False, **kwargs)
+
+
 # --- metrics files ----------------------------------------------------------------------
 def read_jsonl(path: Path | str) -> list[dict]:
     """The records of a ``metrics.jsonl`` file (a torn last line, from a kill, is skipped)."""
@@ -78,7 +99,7 @@ def truncate_records(path: Path, max_step: int) -> None:
     if not path.exists():
         return
     if path.suffix == ".jsonl":
-        kept = [json.dumps(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+        kept = [dumps_json(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
         path.write_text("".join(line + "\n" for line in kept))
         return
     with path.open(newline="") as f:
@@ -94,7 +115,7 @@ def truncate_records(path: Path, max_step: int) -> None:
 # --- atomic writes: a reader never sees half a file --------------------------------------
 def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.write_text(dumps_json(data, indent=2, default=str) + "\n")
     tmp.replace(path)
 
 

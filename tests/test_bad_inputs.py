@@ -228,7 +228,8 @@ CLI_CASES = {
     "brax_cartpole": (["env.env_type=brax"], "env.env_name"),
     "abstract_workflow": (["workflow_cls=evorl.workflows.Workflow"], "Known workflows"),
     "yaml_syntax": (["--config-path={dir}", "--config-name=syntax"], "syntax.yaml, line 6, column 1"),
-    "yaml_section_int": (["--config-path={dir}", "--config-name=section"], "config section 'training' must be a mapping"),
+    "yaml_section_int": (["--config-path={dir}", "--config-name=section"],
+                         "config section 'training' must be a mapping"),
 }
 
 
