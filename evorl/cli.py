@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -134,9 +135,11 @@ EXIT_DIVERGED = 3
 @contextlib.contextmanager
 def exit_on_config_error():
     """A bad config or an unusable checkpoint is the user's input, not a crash: one message on
-    stderr and exit status 2. Training that diverged: one message and exit status 3."""
+    stderr and exit status 2. Training that diverged: one message and exit status 3; stopped
+    by SIGTERM / SIGINT: one message and status 143 / 130."""
     from evorl.checkpoint import CheckpointError
     from evorl.workflows.health import TrainingDiverged
+    from evorl.workflows.rl_workflow import TrainingInterrupted
 
     try:
         yield
@@ -149,6 +152,9 @@ def exit_on_config_error():
     except TrainingDiverged as e:
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(EXIT_DIVERGED)
+    except TrainingInterrupted as e:  # by a signal: the shell's status for it (128 + its number)
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(128 + signal.Signals[e.reason] if e.reason in signal.Signals.__members__ else 1)
 
 
 def yaml_error_line(error: Any) -> str:

@@ -117,6 +117,9 @@ class RLWorkflow(Workflow):
         #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
         #: its ``maybe_save(state, iteration)`` after each chunk.
         self.checkpointer = None
+        #: Set to a reason (e.g. ``"SIGTERM"``, by ``evorl.experiment``'s signal handler) to make
+        #: ``learn`` stop at the end of its current chunk, checkpoint and raise ``TrainingInterrupted``.
+        self.stop_requested: str | None = None
 
     @classmethod
     def name(cls) -> str:

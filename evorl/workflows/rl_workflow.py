@@ -9,7 +9,8 @@ The workflow is the glue of three parts:
 * the execution layer (:class:`evorl.workflows.execution.Executor`): the population axis,
   placement over devices, chunks of ``eval_interval`` iterations compiled once;
 * the host loop here: ``learn`` runs a chunk, checks that every agent is still finite
-  (:mod:`evorl.workflows.health`), evaluates greedily, logs and checkpoints.
+  (:mod:`evorl.workflows.health`), evaluates greedily, logs and checkpoints; asked to stop
+  (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
 
 With ``training.actor_lag = k`` the rollout acts with the parameters of ``k`` iterations
 ago (IMPALA's decoupled actors simulated on one machine).
@@ -36,7 +37,8 @@ from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config 
     resolve_workflow_cls,
 )
 
-__all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "resolve_workflow_cls"]
+__all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "TrainingInterrupted",
+           "resolve_workflow_cls"]
 
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
 #: chunk); every other training metric must be finite.
@@ -201,9 +203,22 @@ class OnPolicyWorkflow(RLWorkflow):
                            steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
-            if self.checkpointer is not None:
-                self.checkpointer.maybe_save(state, done)
+            saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
+            if self.stop_requested is not None and done < tc.num_iterations:
+                if self.checkpointer is not None and not saved:
+                    self.checkpointer.save(state, done)
+                raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
         return state
+
+
+class TrainingInterrupted(Exception):
+    """``learn`` stopped early on request (``stop_requested``), at the end of a chunk."""
+
+    def __init__(self, reason: str, iteration: int, checkpointed: bool):
+        self.reason, self.iteration = reason, iteration
+        then = ("its state is checkpointed: continue with resume=<run folder>" if checkpointed
+                else "nothing was checkpointed (no run folder, or checkpoint.enabled=false)")
+        super().__init__(f"{reason}: training stopped after iteration {iteration}; {then}.")
 
 
 def train_metrics(per_iteration: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
