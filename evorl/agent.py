@@ -137,6 +137,11 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
     from evorl.networks import NETWORKS
 
     o = options
+    for key in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):
+        sizes = getattr(o, key)
+        require(len(sizes) >= 1 and all(s >= 1 for s in sizes),
+                f"agent.{key} = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64] "
+                f"(an empty list would make the network linear).")
     require(o.network in NETWORKS, f"Unknown agent.network {o.network!r}; valid: {', '.join(NETWORKS)}.")
     require(o.network != "cnn" or len(obs_space.shape) == 3,
             f"agent.network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}.")

@@ -11,6 +11,7 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -127,11 +128,18 @@ def allow_new_keys(argv: list[str]) -> list[str]:
     ]
 
 
+#: Exit status of ``evorl-train`` when training diverged (a bad config or checkpoint: 2).
+EXIT_DIVERGED = 3
+
+
 @contextlib.contextmanager
 def exit_on_config_error():
     """A bad config or an unusable checkpoint is the user's input, not a crash: one message on
-    stderr and exit status 2."""
+    stderr and exit status 2. Training that diverged: one message and exit status 3; stopped
+    by SIGTERM / SIGINT: one message and status 143 / 130."""
     from evorl.checkpoint import CheckpointError
+    from evorl.workflows.health import TrainingDiverged
+    from evorl.workflows.rl_workflow import TrainingInterrupted
 
     try:
         yield
@@ -141,11 +149,29 @@ def exit_on_config_error():
     except CheckpointError as e:
         print(f"evorl: checkpoint error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
+    except TrainingDiverged as e:
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_DIVERGED)
+    except TrainingInterrupted as e:  # by a signal: the shell's status for it (128 + its number)
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(128 + signal.Signals[e.reason] if e.reason in signal.Signals.__members__ else 1)
+
+
+def yaml_error_line(error: Any) -> str:
+    """A YAML syntax error (``yaml.MarkedYAMLError``) in one line: file, line, column, problem."""
+    mark, context = error.problem_mark, error.context_mark
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "a YAML file"
+    started = ""
+    if error.context and context is not None:
+        started = f" ({error.context} started at line {context.line + 1}, column {context.column + 1})"
+    return f"YAML syntax error in {where}: {error.problem}{started}."
 
 
 def train_main() -> None:
     """``evorl-train [--config-name=NAME] [key=value ...] [-m key=a,b ...]``."""
     import hydra
+    import yaml
+    from hydra.errors import CompactHydraException
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base=None)
     def main(cfg) -> None:
@@ -155,4 +181,20 @@ def train_main() -> None:
     sys.argv = allow_new_keys(sys.argv)
     if not any(arg.startswith("hydra.job.name=") for arg in sys.argv):
         sys.argv.append("hydra.job.name=train")  # Hydra would name the job (and its log) after this module
-    main()
+    # Hydra prints errors raised while it composes the config (a YAML syntax error in a config
+    # file) as tracebacks and exits 1; let them reach us instead, to report them in one line.
+    user_full_error = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        main()
+    except yaml.MarkedYAMLError as e:
+        print(f"evorl: config error: {yaml_error_line(e)}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except CompactHydraException as e:  # Hydra's own one-line errors, printed as Hydra prints them
+        if user_full_error:
+            raise
+        print(str(e) + (f"\n{e.__cause__}" if e.__cause__ is not None else ""), file=sys.stderr, flush=True)
+        sys.exit(1)
+    finally:
+        if user_full_error is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -3,7 +3,10 @@
 Every config section is a frozen dataclass; :func:`parse_section` turns a mapping (a
 plain dict or OmegaConf) into one, and fails before anything is compiled with a message
 that names the bad key or value: an unknown key with the closest valid one, a value of
-the wrong type, or a value out of range (each dataclass's ``validate``).
+the wrong type, a float that is not finite, or a value out of range (each dataclass's
+``validate``). A float field accepts ``.inf`` only when its annotation is
+:data:`FloatOrInf` (e.g. IMPALA's clipping thresholds, where ``.inf`` means no clipping);
+NaN is never a valid value.
 """
 
 from __future__ import annotations
@@ -11,15 +14,32 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import math
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+import numpy as np
 
 
 class ConfigError(ValueError):
     """A configuration key or value that cannot be used."""
+
+
+class _AllowInf:
+    """Marks a float config field for which ``+inf`` is meaningful (see :data:`FloatOrInf`)."""
+
+    def __repr__(self) -> str:
+        return "allow_inf"
+
+
+#: A float config field that accepts ``.inf`` (e.g. a clipping threshold: ``.inf`` = no
+#: clipping). Plain ``float`` fields must be finite.
+FloatOrInf = Annotated[float, _AllowInf()]
+#: YAML's spellings of the non-finite floats (Hydra passes ``x=.inf`` on as the string).
+_YAML_FLOATS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
 
 
 def to_plain(cfg: Any) -> Any:
@@ -41,13 +61,35 @@ def unknown_key_error(key: str, valid: list[str], where: str) -> ConfigError:
 
 
 def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) is Annotated:
+        return _type_name(typing.get_args(tp)[0])
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _allows_inf(tp: Any) -> bool:
+    return typing.get_origin(tp) is Annotated and any(isinstance(m, _AllowInf) for m in tp.__metadata__)
+
+
+def _check_finite(value: float, name: str, allow_inf: bool) -> float:
+    if math.isfinite(value) or (allow_inf and value == math.inf):
+        return value
+    valid = "a finite number or .inf (no limit)" if allow_inf else "a finite number"
+    raise ConfigError(f"'{name}' = {value} is not a valid value; it must be {valid}.")
 
 
 def coerce(value: Any, tp: Any, name: str) -> Any:
     """Checks ``value`` against the annotation ``tp`` (int, float, bool, str, tuples,
-    ``X | None``) and returns it in canonical form (lists become tuples, ints floats)."""
+    ``X | None``, :data:`FloatOrInf`) and returns it in canonical form (lists become
+    tuples, ints floats, NumPy scalars Python numbers). Floats must be finite, except
+    ``+inf`` for a :data:`FloatOrInf` field."""
+    if isinstance(value, np.generic):  # np.int64(8), np.float32(0.1), np.bool_(True)
+        value = value.item()
     origin = typing.get_origin(tp)
+    if origin is Annotated:
+        inner = typing.get_args(tp)[0]
+        if inner is not float:
+            raise TypeError(f"config annotation {tp!r} of '{name}' is not supported")
+        return _check_finite(_to_float(value, name), name, _allows_inf(tp))
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)
         if value is None and type(None) in args:
@@ -72,13 +114,7 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
         if isinstance(value, float) and value.is_integer():
             return int(value)
     elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
+        return _check_finite(_to_float(value, name), name, allow_inf=False)
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -97,16 +133,42 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected {_type_name(tp)}.")
 
 
-def parse_section(cls: type, data: Any, where: str) -> Any:
-    """Builds the dataclass ``cls`` from the mapping ``data`` (missing keys take defaults)."""
+def _to_float(value: Any, name: str) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        if value.strip().lower() in _YAML_FLOATS:
+            return _YAML_FLOATS[value.strip().lower()]
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected float.")
+
+
+def section_data(data: Any, where: str) -> dict:
+    """The config section ``data`` as a plain dict (None: empty); anything but a mapping is
+    an error naming the section."""
     data = to_plain(data)
     if data is None:
-        data = {}
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"config section '{where}' must be a mapping of keys to values, "
+                          f"got {type(data).__name__} {data!r}.")
+    return dict(data)
+
+
+def type_hints(cls: Any) -> dict[str, Any]:
+    """The annotations of a config dataclass or factory, :data:`FloatOrInf` markers kept."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+def parse_section(cls: type, data: Any, where: str) -> Any:
+    """Builds the dataclass ``cls`` from the mapping ``data`` (missing keys take defaults)."""
     if isinstance(data, cls):
         return data
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"config section '{where}' must be a mapping, got {type(data).__name__}.")
-    hints = typing.get_type_hints(cls)
+    data = section_data(data, where)
+    hints = type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     values = {}
     for key, value in data.items():
@@ -147,10 +209,10 @@ def dataclass_from_signature(name: str, fn: Callable, exclude: tuple[str, ...], 
     The agent factories are the single source of truth for an algorithm's agent keys; this
     turns a factory's typed signature into its ``agent:`` config section.
     """
-    hints = typing.get_type_hints(fn)
+    hints = type_hints(fn)
     fields = []
     if include is not None:
-        include_hints = typing.get_type_hints(include)
+        include_hints = type_hints(include)
         fields += [(f.name, include_hints[f.name], dataclasses.field(default=f.default))
                    for f in dataclasses.fields(include)]
     for p in inspect.signature(fn).parameters.values():
@@ -258,13 +320,15 @@ class TrainingConfig:
 # --------------------------------------------------------------------------------------
 # Hyperparameter axes: a list where a float is expected trains one agent per value.
 # --------------------------------------------------------------------------------------
-def _is_float_field(tp: Any) -> bool:
-    if tp is float:
-        return True
+def _float_arm(tp: Any) -> Any:
+    """The float annotation (``float`` or :data:`FloatOrInf`) of a float field, optionally
+    ``| None``; None for any other field."""
+    if tp is float or (typing.get_origin(tp) is Annotated and typing.get_args(tp)[0] is float):
+        return tp
     if typing.get_origin(tp) in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return args == [float]
-    return False
+        return _float_arm(args[0]) if len(args) == 1 else None
+    return None
 
 
 def extract_sweeps(
@@ -276,11 +340,11 @@ def extract_sweeps(
     ``[("where.key", (v1, v2, ...)), ...]``. ``sweepable`` limits which keys may be swept
     (None: every float field); a list for any other key is an error naming the ones that can.
     """
-    data = dict(to_plain(data) or {})
-    hints = typing.get_type_hints(cls)
+    data = section_data(data, where)
+    hints = type_hints(cls)
     axes = []
     for key, value in list(data.items()):
-        if not isinstance(value, (list, tuple)) or key not in hints or not _is_float_field(hints[key]):
+        if not isinstance(value, (list, tuple)) or key not in hints or _float_arm(hints[key]) is None:
             continue
         if sweepable is not None and key not in sweepable:
             raise ConfigError(
@@ -290,7 +354,7 @@ def extract_sweeps(
                 f"Keys of {where} that can take a list: {', '.join(sweepable)}."
             )
         require(len(value) >= 1, f"'{where}.{key}' is an empty list.")
-        values = tuple(coerce(v, float, f"{where}.{key}[{i}]") for i, v in enumerate(value))
+        values = tuple(coerce(v, _float_arm(hints[key]), f"{where}.{key}[{i}]") for i, v in enumerate(value))
         axes.append((f"{where}.{key}", values))
         data[key] = values[0]
     return data, axes

@@ -11,9 +11,12 @@ The run folder's layout is described in :mod:`evorl.run_folder`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import json
+import signal
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +64,7 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     are added to the ones ``logging`` names.
     """
     from evorl.workflows import resolve_workflow_cls
+    from evorl.workflows.rl_workflow import TrainingInterrupted
 
     cfg = to_plain(cfg)
     if not isinstance(cfg, dict) or "workflow_cls" not in cfg:
@@ -113,10 +117,11 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
-    status = "failed"
+    status, reason = "failed", None
     chain.init(run_config)
     try:
-        state = workflow.learn(state)
+        with stop_on_signals(workflow):
+            state = workflow.learn(state)
         # learn() evaluated the final state at its last logging point; evaluate only if it ran none
         final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
         final = final or workflow.evaluate(state)
@@ -125,17 +130,49 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
             from evorl.plotting import plot_runs
 
             plot_runs([run_dir], run_dir / CURVE_PNG)
-    except KeyboardInterrupt:
-        status = "interrupted"
+    except (KeyboardInterrupt, TrainingInterrupted) as e:
+        status, reason = "interrupted", f"{type(e).__name__}: {e}"
+        raise
+    except Exception as e:  # e.g. TrainingDiverged: run.json says why the run failed
+        reason = f"{type(e).__name__}: {e}"
         raise
     finally:
         chain.close()
         if checkpointer is not None:
             checkpointer.close()  # waits for a save in flight
         if files_dir is not None:
-            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds,
-                            **({"final_eval": final} if status == "finished" else {}))
+            outcome = {"final_eval": final} if status == "finished" else {"reason": reason} if reason else {}
+            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
     return ExperimentResult(workflow, state, final, run_dir)
+
+
+#: Signals that stop training at the next safe point (the end of the current chunk).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+@contextlib.contextmanager
+def stop_on_signals(workflow: Any):
+    """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current chunk (it
+    checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
+    (the signal's default action). Only in the main thread of a single-process run: the
+    processes of a multi-process run would stop at different chunks and wait for each other."""
+    if threading.current_thread() is not threading.main_thread() or jax.process_count() > 1:
+        yield
+        return
+
+    def request_stop(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
+        workflow.stop_requested = signal.Signals(signum).name
+        print(f"[{workflow.name()}] {workflow.stop_requested}: stopping after the current chunk of iterations "
+              f"(send it again to stop at once)", file=sys.stderr, flush=True)
+
+    previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _import_in_background(modules: list[str]) -> None:

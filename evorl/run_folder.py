@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import math
 import os
 import platform
 import subprocess
@@ -48,7 +49,34 @@ def load_run_config(run_dir: Path | str) -> dict:
     path = Path(run_dir) / CONFIG_YAML
     if not path.is_file():
         raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
-    return yaml.safe_load(path.read_text())
+    try:
+        cfg = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        problem = str(e).replace("\n", " ")
+        raise ConfigError(f"{path} cannot be read as YAML: {problem}") from None
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"{path} does not hold a config mapping (got {type(cfg).__name__}).")
+    return cfg
+
+
+# --- strict JSON: no NaN / Infinity tokens, which other JSON readers reject -------------------
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (NumPy's too) replaced by None, NumPy scalars
+    by Python numbers, tuples by lists."""
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # NumPy / JAX scalars
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """Strict JSON text of ``value`` (see :func:`json_safe`)."""
+    return json.dumps(json_safe(value), allow_nan=False, **kwargs)
 
 
 # --- metrics files ----------------------------------------------------------------------
@@ -71,7 +99,7 @@ def truncate_records(path: Path, max_step: int) -> None:
     if not path.exists():
         return
     if path.suffix == ".jsonl":
-        kept = [json.dumps(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
+        kept = [dumps_json(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
         path.write_text("".join(line + "\n" for line in kept))
         return
     with path.open(newline="") as f:
@@ -87,7 +115,7 @@ def truncate_records(path: Path, max_step: int) -> None:
 # --- atomic writes: a reader never sees half a file --------------------------------------
 def write_json(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    tmp.write_text(dumps_json(data, indent=2, default=str) + "\n")
     tmp.replace(path)
 
 

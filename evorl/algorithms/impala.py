@@ -17,7 +17,7 @@ from jax import lax
 
 from evorl import metrics as M
 from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
-from evorl.config import require
+from evorl.config import FloatOrInf, require
 from evorl.envs.spaces import Box, Space
 from evorl.utils.rl_toolkits import check_time_major, explained_variance
 from evorl.workflows.rl_workflow import OnPolicyWorkflow
@@ -201,9 +201,9 @@ class IMPALAAgent(ActorCriticAgent):
 def make_mlp_impala_agent(
     action_space: Space,
     obs_space: Box | None = None,
-    vtrace_rho_bar: float = 1.0,
-    vtrace_c_bar: float = 1.0,
-    pg_rho_bar: float | None = None,
+    vtrace_rho_bar: FloatOrInf = 1.0,
+    vtrace_c_bar: FloatOrInf = 1.0,
+    pg_rho_bar: FloatOrInf | None = None,
     vtrace_correction: bool = True,
     baseline_cost: float = 0.5,
     ent_coef: float = 0.01,

@@ -53,7 +53,7 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     cfg_length = cfg.pop("episode_length", None)
     episode_length = cfg_length if episode_length is None else episode_length
     if env_type not in ENV_TYPES:
-        raise ValueError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
+        raise ConfigError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
     check_env_type_keys(env_type, cfg)
     foreign = {key for other, keys in ENV_TYPE_KEYS.items() if other != env_type for key in keys}
     kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}

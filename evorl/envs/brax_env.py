@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from evorl.config import ConfigError
 from evorl.envs.spaces import Box
 from evorl.envs.vec_env import VectorEnv
 
@@ -58,7 +59,8 @@ def resolve_brax_name(env_name: str) -> str:
     if env_name not in valid:
         close = difflib.get_close_matches(env_name, valid, n=3)
         hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"Unknown brax env_name {env_name!r}.{hint} Valid names: {', '.join(valid)}.")
+        raise ConfigError(f"Unknown brax env_name {env_name!r} (env.env_name with env.env_type='brax').{hint} "
+                          f"Valid names: {', '.join(valid)}.")
     return env_name
 
 
@@ -68,9 +70,11 @@ def resolve_backend(env_name: str, backend: str | None) -> str:
     if backend is None:
         return DEFAULT_BACKEND if DEFAULT_BACKEND in supported else supported[0]
     if backend not in BRAX_BACKENDS:
-        raise ValueError(f"Unknown brax backend {backend!r}; valid backends: {', '.join(BRAX_BACKENDS)}.")
+        raise ConfigError(f"Unknown brax backend {backend!r} (env.backend); valid backends: "
+                          f"{', '.join(BRAX_BACKENDS)}.")
     if backend not in supported:
-        raise ValueError(f"brax {env_name} does not support backend {backend!r}; supported: {', '.join(supported)}.")
+        raise ConfigError(f"brax {env_name} does not support backend {backend!r}; supported: "
+                          f"{', '.join(supported)} (env.backend).")
     return backend
 
 

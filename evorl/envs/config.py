@@ -18,7 +18,7 @@ def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None
     for other, keys in ENV_TYPE_KEYS.items():
         for key in keys:
             if other != env_type and cfg.get(key) is not None:
-                raise ValueError(
+                raise ConfigError(
                     f"{where}.{key} is only valid with env_type {other!r}, not {env_type!r}."
                 )
 
@@ -42,10 +42,7 @@ class EnvConfig:
                 f"{where}.episode_length must be >= 1, got {self.episode_length}.")
         require(self.reward_scale > 0, f"{where}.reward_scale must be > 0, got {self.reward_scale}.")
         require(self.action_repeat >= 1, f"{where}.action_repeat must be >= 1, got {self.action_repeat}.")
-        try:
-            check_env_type_keys(self.env_type, dataclasses.asdict(self), where)
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
+        check_env_type_keys(self.env_type, dataclasses.asdict(self), where)
         if self.backend is not None:
             from evorl.envs.brax_env import BRAX_BACKENDS
 

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import csv
-import json
-import math
 import time
 from pathlib import Path
 from typing import Any
 
-from evorl.run_folder import read_jsonl
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None  # JSON has no NaN / inf
-    return value
+from evorl.run_folder import dumps_json, read_jsonl
 
 
 class JsonlRecorder:
-    """Appends ``{"step", "wall_time", **metrics}`` per logging point to ``path``.
+    """Appends ``{"step", "wall_time", **metrics}`` per logging point to ``path``, as strict
+    JSON (a non-finite value, e.g. a NaN return when no episode ended, is ``null``).
 
     ``wall_time`` counts seconds since the recorder was created, continuing from the last
     record of an existing file (a resumed run).
@@ -38,8 +31,8 @@ class JsonlRecorder:
 
     def write(self, metrics: dict[str, float], step: int) -> None:
         wall_time = self.time_offset + time.perf_counter() - self.start
-        record = {"step": step, "wall_time": round(wall_time, 4), **{k: _jsonable(v) for k, v in metrics.items()}}
-        self._file.write(json.dumps(record) + "\n")
+        record = {"step": step, "wall_time": round(wall_time, 4), **metrics}
+        self._file.write(dumps_json(record) + "\n")
         self._file.flush()
 
     def close(self) -> None:

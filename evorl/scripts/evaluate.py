@@ -36,6 +36,13 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     except (CheckpointError, ConfigError) as e:
         print(f"evorl-eval: {e}", file=sys.stderr)
         sys.exit(2)
+    labels = workflow.agent_labels()
+    nonfinite = [labels[i] for i, finite in enumerate(workflow.params_finite(state)) if not finite]
+    if nonfinite:
+        print(f"evorl-eval: checkpoint {iteration} of {args.run_dir} has non-finite parameters "
+              f"({', '.join(nonfinite)}): the training that wrote it diverged; evaluate an earlier "
+              f"checkpoint (--checkpoint).", file=sys.stderr)
+        sys.exit(2)
     metrics = workflow.evaluate(state)
     print(
         f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} greedy episodes: "

@@ -42,25 +42,33 @@ def variant_label(variant: dict[str, float]) -> str:
     return ",".join(f"{k.split('.', 1)[1]}={v:g}" for k, v in variant.items())
 
 
-def aggregate_metrics(per_agent: dict[str, np.ndarray], variants: list[dict], num_seeds: int) -> dict[str, float]:
+def aggregate_metrics(per_agent: dict[str, np.ndarray], variants: list[dict], num_seeds: int,
+                      may_be_nan: tuple[str, ...] = ()) -> dict[str, float]:
     """Scalar metrics of a population: each metric's mean over all agents (the usual key);
     for episode returns also the spread across agents (``key/std``, ``key/min``,
     ``key/max``) and, with several variants, each variant's mean over its seeds
-    (``key[clip_epsilon=0.1]``). NaN entries (no episode ended) are left out."""
+    (``key[clip_epsilon=0.1]``). The NaN entries of the ``may_be_nan`` metrics mean "nothing
+    measured" (no episode ended) and are left out; any other non-finite entry is kept, so
+    the aggregate shows it."""
     out: dict[str, float] = {}
     for key, values in per_agent.items():
         values = np.asarray(values, np.float64).reshape(len(variants), num_seeds)
-        out[key] = _nan_stat(np.mean, values)
+        stat = _measured_stat if key in may_be_nan else _stat
+        out[key] = stat(np.mean, values)
         if not key.endswith("episode_return"):
             continue
-        for stat, fn in (("std", np.std), ("min", np.min), ("max", np.max)):
-            out[f"{key}/{stat}"] = _nan_stat(fn, values)
+        for name, fn in (("std", np.std), ("min", np.min), ("max", np.max)):
+            out[f"{key}/{name}"] = stat(fn, values)
         if len(variants) > 1:
             for variant, row in zip(variants, values):
-                out[f"{key}[{variant_label(variant)}]"] = _nan_stat(np.mean, row)
+                out[f"{key}[{variant_label(variant)}]"] = stat(np.mean, row)
     return out
 
 
-def _nan_stat(fn, values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(fn(finite)) if finite.size else float("nan")
+def _stat(fn, values: np.ndarray) -> float:
+    return float(fn(values))
+
+
+def _measured_stat(fn, values: np.ndarray) -> float:
+    measured = values[~np.isnan(values)]
+    return float(fn(measured)) if measured.size else float("nan")

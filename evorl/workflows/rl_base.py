@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,8 +24,10 @@ from evorl.config import (
     DistributedConfig,
     dataclass_from_signature,
     TrainingConfig,
+    coerce,
     extract_sweeps,
     parse_section,
+    section_data,
     sweep_variants,
     to_plain,
     unknown_key_error,
@@ -59,24 +62,28 @@ TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distribut
                   "output_dir", "resume")
 #: Keys that were renamed: the old name gets an error naming the new one.
 RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
+#: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
+SEED_LIMIT = 2**32
 
 
 def resolve_workflow_cls(name: str | type) -> type:
-    """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class."""
-    if isinstance(name, type):
-        return name
-    module_name, _, attr = str(name).rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as e:
-        from evorl.workflows import WORKFLOWS
+    """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class: a
+    concrete algorithm workflow (an ``RLWorkflow`` subclass that declares its agent)."""
+    from evorl.workflows import WORKFLOWS
 
-        raise ConfigError(
-            f"workflow_cls {name!r} cannot be imported ({e}). Known workflows: "
-            + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS)
-        ) from None
+    known = "Known workflows: " + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS) + "."
+    cls = name
+    if not isinstance(name, type):
+        module_name, _, attr = str(name).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError(f"workflow_cls {name!r} cannot be imported ({e}). {known}") from None
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
-        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass.")
+        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass. {known}")
+    if not issubclass(cls, RLWorkflow) or inspect.isabstract(cls) or not hasattr(cls, "agent_factory"):
+        raise ConfigError(f"workflow_cls {name!r} is an abstract base class, not an algorithm that can "
+                          f"be trained. {known}")
     return cls
 
 
@@ -122,6 +129,9 @@ class RLWorkflow(Workflow):
         #: Set by ``evorl.experiment`` to an ``evorl.checkpoint.Checkpointer``: ``learn`` calls
         #: its ``maybe_save(state, iteration)`` after each chunk.
         self.checkpointer = None
+        #: Set to a reason (e.g. ``"SIGTERM"``, by ``evorl.experiment``'s signal handler) to make
+        #: ``learn`` stop at the end of its current chunk, checkpoint and raise ``TrainingInterrupted``.
+        self.stop_requested: str | None = None
 
     @classmethod
     def name(cls) -> str:
@@ -166,18 +176,25 @@ class RLWorkflow(Workflow):
                 f"built by {cls.__name__}; use {named.__name__}.build_from_config."
             )
         seed = cfg.get("seed", 0)
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise ConfigError(f"'seed' = {seed!r} must be an integer.")
+        try:
+            seed = coerce(seed, int, "seed")
+        except ConfigError:
+            raise ConfigError(f"'seed' = {seed!r} must be an integer in [0, 2**32).") from None
+        if not 0 <= seed < SEED_LIMIT:
+            raise ConfigError(f"'seed' = {seed} must be in [0, 2**32) (it becomes a 32-bit PRNG key).")
         for key in ("output_dir", "resume"):
-            if cfg.get(key) is not None and not isinstance(cfg[key], str):
-                raise ConfigError(f"'{key}' = {cfg[key]!r} must be a folder path or null.")
+            value = cfg.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"'{key}' = {value!r} must be a folder path or null.")
+            if isinstance(value, str) and not value.strip():
+                raise ConfigError(f"'{key}' = {value!r}: {key} must be a run folder path (or null), not empty.")
         for old, new in RENAMED_KEYS.items():
             section, key = old.split(".")
             if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
                 raise ConfigError(f"'{old}' was renamed '{new}'.")
         agent_keys, training_keys = cls.sweepable_keys()
         agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent", agent_keys)
-        training = {**cls.training_defaults, **(to_plain(cfg.get("training")) or {})}
+        training = {**cls.training_defaults, **section_data(cfg.get("training"), "training")}
         training, training_axes = extract_sweeps(training, TrainingConfig, "training", training_keys)
         config = ExperimentConfig(
             workflow_cls=str(workflow_cls),

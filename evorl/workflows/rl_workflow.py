@@ -8,7 +8,9 @@ The workflow is the glue of three parts:
   rollout, observation statistics, targets, epochs of minibatch updates);
 * the execution layer (:class:`evorl.workflows.execution.Executor`): the population axis,
   placement over devices, chunks of ``eval_interval`` iterations compiled once;
-* the host loop here: ``learn`` runs a chunk, evaluates greedily, logs and checkpoints.
+* the host loop here: ``learn`` runs a chunk, checks that every agent is still finite
+  (:mod:`evorl.workflows.health`), evaluates greedily, logs and checkpoints; asked to stop
+  (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
 
 With ``training.actor_lag = k`` the rollout acts with the parameters of ``k`` iterations
 ago (IMPALA's decoupled actors simulated on one machine).
@@ -25,8 +27,9 @@ import numpy as np
 from evorl.config import require, sweep_variants
 from evorl.evaluator import Evaluator
 from evorl.workflows.execution import Executor, Placement, to_host
+from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
 from evorl.workflows.on_policy import ENV_FIELDS, OnPolicyState, init_state, make_iteration, make_optimizer
-from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs
+from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
     ExperimentConfig,
@@ -34,7 +37,12 @@ from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config 
     resolve_workflow_cls,
 )
 
-__all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "resolve_workflow_cls"]
+__all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "TrainingInterrupted",
+           "resolve_workflow_cls"]
+
+#: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
+#: chunk); every other training metric must be finite.
+EPISODE_METRICS = ("train/episode_return", "train/episode_length")
 
 
 class OnPolicyWorkflow(RLWorkflow):
@@ -67,6 +75,7 @@ class OnPolicyWorkflow(RLWorkflow):
             self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
         self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement, ENV_FIELDS)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        self._params_finite = self.executor.map_agents(lambda s: tree_all_finite((s.params, s.obs_stats)))
 
     @classmethod
     def check_config(cls, config, agent, num_devices):
@@ -120,6 +129,28 @@ class OnPolicyWorkflow(RLWorkflow):
         state, metrics = self.executor.run(state, num_iterations)
         return state, self._aggregate(train_metrics(metrics))
 
+    def params_finite(self, state: OnPolicyState) -> np.ndarray:
+        """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
+        (``[1]`` for one agent), computed on the device."""
+        return np.reshape(to_host(self._params_finite(state.agent_state)), (self.num_agents,))
+
+    def agent_labels(self) -> list[str]:
+        """How errors name each agent: ``agent 3 (clip_epsilon=0.2, seed 1)``."""
+        if not self.population:
+            return ["the agent"]
+        seeds = self.config.training.num_seeds
+        labels = []
+        for i in range(self.num_agents):
+            variant, seed = self.variants[i // seeds], i % seeds
+            labels.append(f"agent {i} ({', '.join(filter(None, [variant_label(variant), f'seed {seed}']))})")
+        return labels
+
+    def check_health(self, state: OnPolicyState, per_agent_metrics: dict, iteration: int) -> None:
+        """Raises :class:`~evorl.workflows.health.TrainingDiverged` if any agent's parameters
+        or training metrics (``train_metrics``, per agent) are not finite."""
+        bad_metrics = nonfinite_metrics(per_agent_metrics, self.num_agents, exempt=EPISODE_METRICS)
+        check_finite(iteration, self.params_finite(state), bad_metrics, self.agent_labels())
+
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk ahead of time; returns the seconds it took."""
         return self.executor.compile(state)
@@ -131,7 +162,11 @@ class OnPolicyWorkflow(RLWorkflow):
         if not self.population:
             return {k: float(v) for k, v in metrics.items()}
         self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
-        return aggregate_metrics(metrics, self.variants, self.config.training.num_seeds)
+        out = aggregate_metrics(metrics, self.variants, self.config.training.num_seeds, may_be_nan=EPISODE_METRICS)
+        if any(key.startswith("train/") for key in metrics):
+            bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
+            out["train/nonfinite_agents"] = float(sum(1 for entries in bad if entries))
+        return out
 
     # --- evaluation -----------------------------------------------------------------------
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
@@ -157,17 +192,33 @@ class OnPolicyWorkflow(RLWorkflow):
         while done < tc.num_iterations:
             n = min(tc.eval_interval, tc.num_iterations - done)
             start = time.perf_counter()
-            state, metrics = self.run_iterations(state, n)
+            state, per_agent = self.executor.run(state, n)
             elapsed = time.perf_counter() - start
             done += n
+            per_agent = train_metrics(per_agent)
+            self.check_health(state, per_agent, done)  # before anything is logged or checkpointed
+            metrics = self._aggregate(per_agent)
             metrics.update(self.evaluate(state))
             metrics.update(iteration=done, env_steps=done * steps_per_iteration,
                            steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
             self.last_metrics = metrics
             self.write_metrics(metrics, done * steps_per_iteration)
-            if self.checkpointer is not None:
-                self.checkpointer.maybe_save(state, done)
+            saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
+            if self.stop_requested is not None and done < tc.num_iterations:
+                if self.checkpointer is not None and not saved:
+                    self.checkpointer.save(state, done)
+                raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
         return state
+
+
+class TrainingInterrupted(Exception):
+    """``learn`` stopped early on request (``stop_requested``), at the end of a chunk."""
+
+    def __init__(self, reason: str, iteration: int, checkpointed: bool):
+        self.reason, self.iteration = reason, iteration
+        then = ("its state is checkpointed: continue with resume=<run folder>" if checkpointed
+                else "nothing was checkpointed (no run folder, or checkpoint.enabled=false)")
+        super().__init__(f"{reason}: training stopped after iteration {iteration}; {then}.")
 
 
 def train_metrics(per_iteration: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -1,0 +1,150 @@
+"""NaN is noticed: training that diverges stops at the next logging point with an error
+naming the iteration, the agent and the metric; nothing non-finite is checkpointed; the run
+folder's JSON stays strict; evorl-eval refuses a non-finite checkpoint."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY
+
+from evorl.algorithms.ppo import PPOWorkflow
+from evorl.checkpoint import CheckpointConfig, Checkpointer
+from evorl.experiment import load_run, resolved_config, run_experiment
+from evorl.run_folder import checkpoint_dir, dumps_json
+from evorl.workflows.health import TrainingDiverged
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Adam steps of this size overflow the value loss within the first iteration.
+DIVERGING_LR = 1e30
+
+
+def strict_json(text: str):
+    """``json.loads`` that refuses NaN / Infinity tokens, as strict JSON readers do."""
+    def refuse(token):
+        raise AssertionError(f"non-standard JSON token {token}")
+    return json.loads(text, parse_constant=refuse)
+
+
+class PoisonedPPOWorkflow(PPOWorkflow):
+    """PPO whose parameters become NaN in the chunk that reaches iteration ``POISON_AT``
+    (its loss metrics stay finite: only the parameter check can notice)."""
+
+    POISON_AT = 4
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        run = self.executor.run
+
+        def poisoned_run(state, num_iterations):
+            state, metrics = run(state, num_iterations)
+            if int(state.iteration) >= self.POISON_AT:
+                params = jax.tree.map(lambda x: x * jnp.nan, state.agent_state.params)
+                state = state.replace(agent_state=state.agent_state.replace(params=params))
+            return state, metrics
+
+        self.executor.run = poisoned_run
+
+
+def test_diverging_run_stops_with_the_iteration_and_metric_and_run_json_says_failed(tiny_cfg, tmp_path):
+    tiny_cfg["training"]["learning_rate"] = DIVERGING_LR
+    with pytest.raises(TrainingDiverged) as info:
+        run_experiment(tiny_cfg, output_dir=tmp_path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("training diverged by iteration 1: the agent: non-finite parameters")
+    assert "train/value_loss=" in message and "training.learning_rate" in message
+    info_json = strict_json((tmp_path / "run.json").read_text())
+    assert info_json["status"] == "failed" and info_json["reason"].startswith("TrainingDiverged: training diverged")
+    assert not list(checkpoint_dir(tmp_path).glob("*"))  # the non-finite state was not saved
+    assert not (tmp_path / "metrics.jsonl").read_text()  # nor logged
+
+
+def test_the_newest_checkpoint_is_the_last_finite_state(tiny_cfg, tmp_path):
+    tiny_cfg["workflow_cls"] = f"{__name__}.PoisonedPPOWorkflow"
+    tiny_cfg["checkpoint"]["save_interval"] = 1
+    with pytest.raises(TrainingDiverged, match=r"by iteration 4: the agent: non-finite parameters\."):
+        run_experiment(tiny_cfg, output_dir=tmp_path)
+    assert sorted(int(p.name) for p in checkpoint_dir(tmp_path).iterdir()) == [1, 2, 3]
+    records = [strict_json(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [1, 2, 3]
+    workflow, state, iteration = load_run(tmp_path)
+    assert iteration == 3 and workflow.params_finite(state).all()
+    assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
+
+
+def test_a_diverging_agent_of_a_population_is_named(tiny_cfg):
+    tiny_cfg["training"].update(learning_rate=[3e-4, DIVERGING_LR], num_seeds=2)
+    with pytest.raises(TrainingDiverged) as info:
+        run_experiment(tiny_cfg)
+    message = str(info.value)
+    assert "agent 2 (learning_rate=1e+30, seed 0): non-finite parameters" in message
+    assert "agent 3 (learning_rate=1e+30, seed 1): non-finite parameters" in message
+    assert "agent 0" not in message and "agent 1 " not in message
+
+
+def test_population_metrics_count_nonfinite_agents_instead_of_dropping_them(tiny_cfg):
+    tiny_cfg["training"].update(learning_rate=[3e-4, DIVERGING_LR], num_seeds=2)
+    workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
+    state, metrics = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 1)
+    assert metrics["train/nonfinite_agents"] == 2
+    assert not np.isfinite(metrics["train/value_loss"])  # the mean shows the diverged agents
+    assert workflow.params_finite(state).tolist() == [True, True, False, False]
+
+
+def test_population_metrics_leave_out_only_the_returns_not_measured():
+    from evorl.workflows.population import aggregate_metrics
+
+    per_agent = {"train/episode_return": np.array([1.0, np.nan]), "train/loss": np.array([0.5, np.nan])}
+    out = aggregate_metrics(per_agent, [{}], 2, may_be_nan=("train/episode_return",))
+    assert out["train/episode_return"] == 1.0 and np.isnan(out["train/loss"])
+
+
+def test_run_folder_json_is_strict():
+    text = dumps_json({"a": float("nan"), "b": [np.float32(np.inf), 1.5], "c": {"d": np.float64(-np.inf)}, "e": (1, 2)})
+    assert strict_json(text) == {"a": None, "b": [None, 1.5], "c": {"d": None}, "e": [1, 2]}
+
+
+def test_evaluate_refuses_a_nonfinite_checkpoint(tiny_cfg, tmp_path, capsys):
+    from evorl.scripts.evaluate import main
+
+    tiny_cfg["training"]["num_iterations"] = 2
+    run_experiment(tiny_cfg, output_dir=tmp_path)
+    workflow, state, _ = load_run(tmp_path)
+    params = jax.tree.map(lambda x: x * jnp.nan, state.agent_state.params)
+    checkpointer = Checkpointer(checkpoint_dir(tmp_path), CheckpointConfig(max_to_keep=None), 1, 3,
+                                resolved_config(workflow.config))
+    checkpointer.save(state.replace(agent_state=state.agent_state.replace(params=params)), 3)
+    checkpointer.close()
+    with pytest.raises(SystemExit) as info:
+        main([str(tmp_path), "--episodes", "1"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evorl-eval: checkpoint 3 of ") and "has non-finite parameters (the agent)" in err
+    assert "\n" not in err
+    main([str(tmp_path), "--episodes", "1", "--checkpoint", "2"])  # the finite one still evaluates
+
+
+def test_diverging_run_through_the_cli_exits_3_with_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "EVORL_COMPILATION_CACHE": "0"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    overrides = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
+                 "training.rollout_length=16", "training.num_minibatches=2", "training.num_epochs=1",
+                 "training.eval_episodes=2", "training.eval_interval=1", "training.num_iterations=3",
+                 f"training.learning_rate={DIVERGING_LR}", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *overrides], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("evorl:")]
+    assert len(errors) == 1 and errors[0].startswith("evorl: training diverged by iteration 1: the agent"), proc.stderr
+    assert strict_json((run_dir / "run.json").read_text())["status"] == "failed"
+    assert not list(checkpoint_dir(run_dir).glob("*"))

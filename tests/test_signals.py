@@ -1,0 +1,85 @@
+"""SIGTERM / SIGINT stop training after the current chunk with a final checkpoint and run.json
+"interrupted"; a second signal stops the process at once."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import TINY
+
+from evorl.experiment import run_experiment
+from evorl.run_folder import checkpoint_dir, load_run_config
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+       "EVORL_COMPILATION_CACHE": "0"}
+ENV.pop("HYDRA_FULL_ERROR", None)
+
+
+def test_sigterm_stops_after_the_chunk_with_a_checkpoint_and_resumes(tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
+                 "training.rollout_length=16", "training.num_minibatches=2", "training.num_epochs=1",
+                 "training.eval_episodes=2", "training.eval_interval=1", "training.num_iterations=100000",
+                 "checkpoint.save_interval=1000", "logging.console=lines", "logging.plot=false",
+                 f"hydra.run.dir={run_dir}"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *overrides], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        for line in proc.stdout:
+            if "iter=3 " in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("evorl:")]
+    assert len(errors) == 1 and errors[0].startswith("evorl: SIGTERM: training stopped after iteration "), err
+    iteration = int(errors[0].split("after iteration ")[1].split(";")[0])
+    assert 3 <= iteration < 1000
+    # save_interval is 1000: the one checkpoint is the final one the signal asked for
+    assert sorted(int(p.name) for p in checkpoint_dir(run_dir).iterdir()) == [iteration]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "interrupted" and "SIGTERM" in info["reason"]
+
+    cfg = load_run_config(run_dir)
+    cfg["training"]["num_iterations"] = iteration + 1
+    cfg["logging"]["recorders"] = []
+    resumed = run_experiment({**cfg, "resume": str(run_dir)})
+    assert int(resumed.state.iteration) == iteration + 1
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    """Both signals come from a recorder at a known logging point: the first asks for a stop
+    after the chunk, the second (before it ends) kills the process with the signal."""
+    script = textwrap.dedent(f"""
+        import os, signal
+        from evorl.experiment import run_experiment
+
+        class SignalTwice:
+            def init(self, config): pass
+            def close(self): pass
+            def write(self, metrics, step):
+                if metrics["iteration"] == 3:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    print("first signal handled", flush=True)
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    print("still running after the second signal", flush=True)
+
+        run_experiment({TINY!r}, output_dir={str(tmp_path)!r}, recorders=[SignalTwice()])
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env=ENV)
+    assert proc.returncode == -signal.SIGTERM, proc.stdout + proc.stderr
+    assert "first signal handled" in proc.stdout and "still running" not in proc.stdout
+    assert "SIGTERM: stopping after the current chunk" in proc.stderr
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "running"  # killed, not stopped
+    # a stop after the chunk would have saved iteration 3 (the save of iteration 2 may have been
+    # cut short too: orbax writes in the background, and a killed save leaves only a temporary folder)
+    assert not [p.name for p in checkpoint_dir(tmp_path).iterdir() if p.name.startswith("3")]
