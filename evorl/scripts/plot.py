@@ -1,7 +1,9 @@
 """``evorl-plot RUN_DIR... [-o curves.png]``: learning curves of one or many runs.
 
 Each argument is a run folder or a folder holding run folders (a Hydra sweep folder);
-runs that differ only in their seed are drawn as one mean curve with a 95% band.
+runs that differ only in their seed are drawn as one curve: the interquartile mean over
+seeds (the mean below 4 seeds) with a 95% bootstrap confidence band. One group (e.g. one
+run) also shows its training return beside the evaluation return.
 """
 
 from __future__ import annotations
@@ -29,18 +31,19 @@ def main(argv: list[str] | None = None) -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders, or folders holding them (e.g. multirun/...)")
     parser.add_argument("-o", "--out", default="learning_curves.png", help="PNG to write (default: learning_curves.png)")
-    parser.add_argument("--metric", default="eval/episode_return",
-                        help="metric of metrics.jsonl to plot (default: eval/episode_return)")
+    parser.add_argument("--metric", action="append", dest="metrics",
+                        help="metric of metrics.jsonl to plot, may be repeated (default: eval/episode_return, "
+                             "and train/episode_return for a single group)")
     args = parser.parse_args(argv)
     from evorl.plotting import plot_runs
 
     try:
         runs = find_runs(args.runs)
-        out = plot_runs(runs, args.out, metric=args.metric)
+        plot = plot_runs(runs, args.out, metrics=args.metrics)
     except (FileNotFoundError, ValueError) as e:
         print(f"evorl-plot: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"{out} ({len(runs)} runs)")
+    print(f"{plot.path} ({len(runs)} runs)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,159 @@
+"""Learning curves: IQM and bootstrap band over seeds, common grids, tick labels, a run's own curve."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from evorl.plotting import EVAL_RETURN, TRAIN_RETURN, bootstrap_ci, iqm, plot_runs, short_count, time_unit
+
+
+def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4):
+    run_dir.mkdir(parents=True)
+    config = {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": seed, "env": {"env_name": "CartPole-v1"},
+              "training": {"learning_rate": learning_rate}}
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
+    train_return = [None] * len(steps) if train_return is None else train_return
+    number = lambda v: None if v is None else float(v)  # noqa: E731
+    lines = [json.dumps({"step": number(s), "wall_time": number(t), EVAL_RETURN: number(e), TRAIN_RETURN: number(r)})
+             for s, t, e, r in zip(steps, wall_time, eval_return, train_return)]
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    return run_dir
+
+
+def test_iqm_against_hand_computed_values():
+    # 8 runs: drop the 2 lowest (1, 2) and the 2 highest (7, 100), average 3, 4, 5, 6
+    assert iqm(np.array([5.0, 100.0, 1.0, 3.0, 7.0, 2.0, 6.0, 4.0])) == 4.5
+    # 5 runs: floor(5/4) = 1 dropped at each end
+    assert iqm(np.array([0.0, 10.0, 20.0, 30.0, 1000.0])) == 20.0
+    # fewer than 4 runs: nothing dropped, the mean; NaN (a run without data there) ignored
+    np.testing.assert_allclose(iqm(np.array([[1.0, 1.0], [2.0, np.nan], [6.0, 3.0]])), [3.0, 2.0])
+    assert np.isnan(iqm(np.array([np.nan, np.nan])))
+
+
+def test_iqm_matches_scipy_trim_mean():
+    stats = pytest.importorskip("scipy.stats")
+    values = np.random.default_rng(1).normal(size=(11, 7))
+    np.testing.assert_allclose(iqm(values), stats.trim_mean(values, 0.25, axis=0))
+
+
+def reference_bootstrap(values, reps, seed, confidence=0.95):
+    """The same resampling as bootstrap_ci, one point and one resample at a time."""
+    runs, points = values.shape
+    u = np.random.default_rng(seed).random((reps, runs))  # the same uniform draws, in the same order
+    low, high = np.full(points, np.nan), np.full(points, np.nan)
+    for g in range(points):
+        present = [v for v in values[:, g] if not np.isnan(v)]
+        n = len(present)
+        if n < 2:
+            continue
+        resampled = []
+        for r in range(reps):
+            draw = sorted(present[int(u[r, i] * n)] for i in range(n))
+            resampled.append(np.mean(draw[n // 4:n - n // 4]))
+        tail = 100 * (1 - confidence) / 2
+        low[g], high[g] = np.percentile(resampled, [tail, 100 - tail])
+    return low, high
+
+
+def test_bootstrap_matches_a_plain_loop():
+    values = np.random.default_rng(2).normal(size=(6, 5))
+    values[0, 1] = values[2, 1] = np.nan  # 4 runs with data at point 1
+    values[1:, 4] = np.nan  # 1 run at point 4: no band
+    low, high = bootstrap_ci(values, reps=300, seed=3, block=64)
+    ref_low, ref_high = reference_bootstrap(values, reps=300, seed=3)
+    np.testing.assert_allclose(low, ref_low)
+    np.testing.assert_allclose(high, ref_high)
+    assert np.isnan(low[4]) and np.all(low[:4] < iqm(values)[:4]) and np.all(iqm(values)[:4] < high[:4])
+
+
+def test_band_stays_inside_the_runs_range(tmp_path):
+    # CartPole-like: returns capped at 500, few seeds, one seed stuck low. A Student t band over
+    # 3 seeds at the last point (500, 500, 20) reaches 340 + 4.303 * 277 / sqrt(3) = 1028.
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 11) * 10_000
+    runs = [write_run(tmp_path / str(seed), steps, steps / 1e4, np.minimum(500, rng.uniform(0, 600, 10)), seed=seed)
+            for seed in range(3)]
+    for run_dir, last in zip(runs, (500, 500, 20)):
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        record = json.loads(lines[-1]) | {EVAL_RETURN: last}
+        (run_dir / "metrics.jsonl").write_text("\n".join(lines[:-1] + [json.dumps(record)]) + "\n")
+    plot = plot_runs(runs, tmp_path / "curves.png", metrics=EVAL_RETURN)
+    for curve in plot.curves:
+        band = curve.counts >= 2
+        assert band.all()
+        low_ok = curve.low[band] >= np.nanmin(curve.runs, axis=0)[band] - 1e-9
+        high_ok = curve.high[band] <= np.nanmax(curve.runs, axis=0)[band] + 1e-9
+        assert low_ok.all() and high_ok.all()
+        assert curve.high.max() <= 500 + 1e-9
+
+
+def test_group_with_non_overlapping_wall_times_keeps_every_group(tmp_path):
+    # group lr=0.001: seed 0 logged from 3 s to 4 s (fast compile), seed 1 from 5 s to 6 s,
+    # at different env steps; group lr=0.0005 overlaps. Cut to their common range, the first
+    # group used to become one point (invisible).
+    runs = [
+        write_run(tmp_path / "a0", [100, 200, 300], [3.0, 3.5, 4.0], [10, 20, 30], seed=0, learning_rate=1e-3),
+        write_run(tmp_path / "a1", [150, 300], [5.0, 6.0], [15, 35], seed=1, learning_rate=1e-3),
+        write_run(tmp_path / "b0", [100, 200, 300], [3.0, 4.0, 5.0], [1, 2, 3], seed=0),
+        write_run(tmp_path / "b1", [100, 200, 300], [3.5, 4.5, 5.5], [2, 3, 4], seed=1),
+    ]
+    plot = plot_runs(runs, tmp_path / "curves.png")
+    by_key = {(c.group, c.panel): c for c in plot.curves}
+    assert set(by_key) == {(g, p) for g in ("learning_rate=0.001", "learning_rate=0.0005")
+                           for p in ("env steps", "wall time")}
+    assert len(plot.curves) == 4  # several groups: the evaluation return only
+
+    wall = by_key["learning_rate=0.001", "wall time"]
+    np.testing.assert_allclose(wall.x, [3.0, 3.5, 4.0, 5.0, 6.0])
+    np.testing.assert_array_equal(wall.counts, [1, 1, 1, 1, 1])
+    np.testing.assert_allclose(wall.center, [10, 20, 30, 15, 35])
+    assert np.isnan(wall.low).all()  # no point has 2 runs: no band
+    steps = by_key["learning_rate=0.001", "env steps"]
+    np.testing.assert_allclose(steps.x, [100, 150, 200, 300])
+    np.testing.assert_array_equal(steps.counts, [1, 2, 2, 2])
+    # seed 1 interpolated at step 200: 15 + (35 - 15) * 50 / 150
+    np.testing.assert_allclose(steps.center, [10, 15, (20 + 15 + 20 / 3) / 2, (30 + 35) / 2])
+    both = by_key["learning_rate=0.0005", "wall time"]
+    np.testing.assert_array_equal(both.counts, [1, 2, 2, 2, 2, 1])  # x: 3, 3.5, 4, 4.5, 5, 5.5
+    assert np.isfinite(both.low[1:5]).all() and np.isnan(both.low[[0, 5]]).all()
+    for ax in plot.figure.axes:
+        labels = ax.get_legend_handles_labels()[1]
+        assert len(labels) == 2 and all("mean of 2 seeds, 95% CI" in label for label in labels)
+    # drawn: no point of the wall-time panel has both seeds, so the whole curve is the faint line
+    drawn = [line.get_ydata() for line in plot.figure.axes[1].get_lines()]
+    assert any(np.array_equal(y, [10, 20, 30, 15, 35]) for y in drawn)
+
+
+def test_env_step_ticks_are_short_labels(tmp_path):
+    assert [short_count(x) for x in (0, 500, 100_000, 120_000, 1_000_000, 1_500_000, 2e9)] == [
+        "0", "500", "100k", "120k", "1M", "1.5M", "2B"]
+    steps = np.linspace(0, 1_000_000, 40)
+    run = write_run(tmp_path / "run", steps, steps / 1e4, np.linspace(0, 500, 40))
+    plot = plot_runs([run], tmp_path / "curve.png")
+    ax = plot.figure.axes[0]
+    low, high = ax.get_xlim()
+    labels = ax.xaxis.get_major_formatter().format_ticks([t for t in ax.get_xticks() if low <= t <= high])
+    assert labels == ["0", "200k", "400k", "600k", "800k", "1M"]
+    assert ax.get_xlabel() == "env steps" and plot.figure.axes[1].get_xlabel() == "wall time [s] since each run's start"
+    assert [time_unit(t)[0] for t in (100, 1000, 100_000)] == ["s", "min", "h"]
+
+
+def test_run_curve_shows_training_and_evaluation_return(tmp_path):
+    run = write_run(tmp_path / "run", [1024, 2048, 3072], [2.0, 2.5, 3.0], [9, 150, 500], train_return=[20, None, 300])
+    plot = plot_runs([run], tmp_path / "learning_curve.png")
+    assert sorted((c.metric, c.panel) for c in plot.curves) == sorted(
+        (m, p) for m in (EVAL_RETURN, TRAIN_RETURN) for p in ("env steps", "wall time"))
+    train = next(c for c in plot.curves if c.metric == TRAIN_RETURN and c.panel == "env steps")
+    np.testing.assert_allclose(train.x, [1024, 3072])  # the chunk where no episode ended is left out
+    for ax in plot.figure.axes:
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert set(lines) == {"evaluation return (greedy policy): PPOWorkflow CartPole-v1",
+                              "training return (episodes ended in rollouts): PPOWorkflow CartPole-v1"}
+        styles = {label.partition(" ")[0]: line.get_linestyle() for label, line in lines.items()}
+        assert styles == {"evaluation": "-", "training": "--"}
+    assert ax.get_ylabel() == "episode return"
+
+    untrained = write_run(tmp_path / "untrained", [1024], [1.0], [9])  # no training return logged at all
+    assert {c.metric for c in plot_runs([untrained], tmp_path / "u.png").curves} == {EVAL_RETURN}
