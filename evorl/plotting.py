@@ -137,7 +137,18 @@ class GroupCurve:
 
 def aggregate(group: str, label: str, metric: str, panel: str, curves: Sequence[Curve],
               max_points: int = MAX_GRID_POINTS) -> GroupCurve:
-    """``curves`` (the runs of one group) on a common grid of the panel's x: IQM and 95% CI."""
+    """``curves`` (the runs of one group) on a common grid of the panel's x: IQM and 95% CI.
+
+    On the wall-time panel, runs that logged at the same env steps (the seeds of one config)
+    are aligned by logging point instead: point ``k`` is drawn at the runs' median wall time
+    of their ``k``-th record, so runs whose times do not overlap are still compared point
+    by point rather than each alone on its own stretch of the time axis.
+    """
+    if panel == "wall time" and len(curves) > 1 and all(np.array_equal(c.steps, curves[0].steps) for c in curves):
+        runs = np.stack([c.values for c in curves])  # [R, G]
+        grid = np.median(np.stack([c.wall_time for c in curves]), axis=0)  # [G], non-decreasing
+        low, high = bootstrap_ci(runs)
+        return GroupCurve(group, label, metric, panel, grid, runs, iqm(runs), low, high)
     xs, ys = [], []
     for curve in curves:
         x = PANELS[panel](curve)
@@ -273,8 +284,11 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metrics: Sequenc
         ax.grid(alpha=0.3)
     axes["env steps"].xaxis.set_major_formatter(FuncFormatter(short_count))
     handles, labels = axes["env steps"].get_legend_handles_labels()
-    ncols = 2 if len(linestyles) > 1 else 3
-    fig.legend(handles, labels, loc="lower center", fontsize="small", frameon=False, ncols=min(ncols, len(labels)))
+    ncols = 1 if max(map(len, labels)) > 60 else 2 if len(linestyles) > 1 else 3
+    ncols = min(ncols, len(labels))
+    rows = -(-len(labels) // ncols)
+    fig.subplots_adjust(bottom=0.14 + 0.055 * rows)  # room for the legend below the panels
+    fig.legend(handles, labels, loc="lower center", fontsize="small", frameon=False, ncols=ncols)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, dpi=100)
