@@ -134,10 +134,11 @@ EXIT_DIVERGED = 3
 
 @contextlib.contextmanager
 def exit_on_config_error():
-    """A bad config or an unusable checkpoint is the user's input, not a crash: one message on
-    stderr and exit status 2. Training that diverged: one message and exit status 3; stopped
+    """A bad config, an unusable checkpoint or a run folder in use by another run is the user's
+    input, not a crash: one message on stderr and exit status 2. Training that diverged: one message and exit status 3; stopped
     by SIGTERM / SIGINT: one message and status 143 / 130."""
     from evorl.checkpoint import CheckpointError
+    from evorl.run_folder import RunFolderInUse
     from evorl.workflows.health import TrainingDiverged
     from evorl.workflows.rl_workflow import TrainingInterrupted
 
@@ -148,6 +149,9 @@ def exit_on_config_error():
         sys.exit(2)
     except CheckpointError as e:
         print(f"evorl: checkpoint error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except RunFolderInUse as e:
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     except TrainingDiverged as e:
         print(f"evorl: {e}", file=sys.stderr, flush=True)

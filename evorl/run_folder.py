@@ -9,6 +9,7 @@ Run folder layout::
     tensorboard/          event files (logging.recorders: tensorboard)
     checkpoints/<iter>/   orbax checkpoints of the whole training state
     learning_curve.png    return vs env steps and vs wall time
+    run.lock              while a process writes the folder: its pid, host and start time
 
 Writers: :func:`evorl.experiment.run_experiment` (``config.yaml``, ``run.json``, the plot),
 the recorders (metrics files) and :class:`evorl.checkpoint.Checkpointer`; they take the
@@ -17,13 +18,17 @@ names from here. This module imports no JAX at import time.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
+import fcntl
 import json
 import math
 import os
 import platform
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +41,7 @@ METRICS_CSV = "metrics.csv"
 TENSORBOARD_DIR = "tensorboard"
 CHECKPOINT_DIR = "checkpoints"
 CURVE_PNG = "learning_curve.png"
+LOCK_FILE = "run.lock"
 
 
 def checkpoint_dir(run_dir: Path | str) -> Path:
@@ -125,6 +131,89 @@ def write_yaml(path: Path, data: dict) -> None:
     tmp = path.with_suffix(".yaml.tmp")
     tmp.write_text(yaml.safe_dump(data, sort_keys=False))
     tmp.replace(path)
+
+
+# --- one writer at a time ----------------------------------------------------------------
+class RunFolderInUse(RuntimeError):
+    """Another live process holds the run folder's lock."""
+
+
+class RunFolderLock:
+    """An exclusive ``flock`` on ``<run>/run.lock``, which holds the holder's pid, host and
+    start time (for the messages). The kernel drops the lock when its process ends, however
+    it ends, so a lock file left by a dead process is free and is taken over. Taken before
+    anything is written, released (and the file removed) when the run ends::
+
+        with RunFolderLock(run_dir):
+            ...  # write the run folder
+    """
+
+    def __init__(self, run_dir: Path | str):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunFolderLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RunFolderInUse(self._in_use_message()) from None
+            try:  # the holder before us may have removed the file while we waited for it
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        previous = _holder(os.read(fd, 4096))
+        if previous:
+            print(f"evorl: {self.path.parent}: taking over the lock of {_describe(previous)}, which has ended "
+                  f"(its run stopped without releasing it)", file=sys.stderr, flush=True)
+        record = {"pid": os.getpid(), "host": platform.node(), "start_time": _now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)  # while still locked: no one else has taken it
+        os.close(self._fd)
+        self._fd = None
+
+    def _in_use_message(self) -> str:
+        holder = None
+        for _ in range(20):  # the holder writes its record just after locking
+            with contextlib.suppress(OSError):
+                holder = _holder(self.path.read_bytes())
+            if holder:
+                break
+            time.sleep(0.05)
+        who = _describe(holder) if holder else "another process (its run.lock does not say which)"
+        return (f"{self.path.parent} is in use by {who}: only one run may write a run folder. Wait for it to "
+                f"end or stop it, or choose another folder.")
+
+
+def _holder(text: bytes) -> dict | None:
+    try:
+        holder = json.loads(text)
+    except ValueError:
+        return None
+    return holder if isinstance(holder, dict) and "pid" in holder else None
+
+
+def _describe(holder: dict) -> str:
+    return f"process {holder['pid']} on {holder.get('host')} (started {holder.get('start_time')})"
 
 
 # --- run.json -----------------------------------------------------------------------------
