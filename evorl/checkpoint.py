@@ -23,7 +23,10 @@ skipped, and nothing in the run folder is changed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,7 @@ import numpy as np
 from evorl.config import require
 from evorl.distributed import host_copy
 from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
+from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
 
 FORMAT_VERSION = 1
 #: The config sections that define the training trajectory: a resumed run must match the
@@ -63,6 +67,18 @@ def leaf_checksums(tree: Any) -> dict[str, str]:
     """``{leaf path: SHA-256 of its bytes}`` of a pytree of host arrays, as saved on disk."""
     return {jax.tree_util.keystr(path): hashlib.sha256(np.ascontiguousarray(leaf).data).hexdigest()
             for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+class _DropDiskFullLogs(logging.Filter):
+    """orbax logs a background save that failed, with its traceback, up to four times before
+    it raises the error in the training thread; a full disk is reported once, there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (is_disk_full(record.getMessage()) or (error is not None and is_disk_full(error)))
+
+
+_DISK_FULL_LOGS = _DropDiskFullLogs()
 
 
 class CheckpointError(RuntimeError):
@@ -117,6 +133,8 @@ class Checkpointer:
         self.interval = config.save_interval or eval_interval
         self.num_iterations = num_iterations
         self.run_config = run_config
+        self._in_flight: int | None = None  # the step of the save that may still be being written
+        logging.getLogger("absl").addFilter(_DISK_FULL_LOGS)
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=False,
@@ -138,13 +156,37 @@ class Checkpointer:
         host_state = jax.tree.map(lambda x: _writable(host_copy(x)), state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
                 "iteration": iteration, "config": self.run_config, "sha256": leaf_checksums(host_state)}
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.manager.save(iteration, args=self._ocp.args.Composite(
-            state=self._ocp.args.StandardSave(host_state), meta=self._ocp.args.JsonSave(meta)))
+        self.wait()  # for the previous save: an error of its background thread is raised here
+        with self._writing(iteration):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.manager.save(iteration, args=self._ocp.args.Composite(
+                state=self._ocp.args.StandardSave(host_state), meta=self._ocp.args.JsonSave(meta)))
+        self._in_flight = iteration
+
+    def wait(self) -> None:
+        """Waits for the save in flight (a full disk raises :class:`~evorl.run_folder.NoSpaceLeft`)."""
+        step, self._in_flight = self._in_flight, None
+        if step is not None:
+            with self._writing(step):
+                self.manager.wait_until_finished()
+
+    @contextlib.contextmanager
+    def _writing(self, step: int):
+        """A full disk while saving ``step``: its half-written temporary folder is deleted (it
+        would never be used, and the space lets run.json record the failure)."""
+        try:
+            with writing(self.directory / str(step)):
+                yield
+        except NoSpaceLeft:
+            for partial in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+                shutil.rmtree(partial, ignore_errors=True)
+            raise
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
 
     # --- restoring ----------------------------------------------------------------------
     def steps(self) -> list[int]:

@@ -29,8 +29,8 @@ from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process
 from evorl.recorders import make_recorders
 from evorl.run_folder import (
-    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, RunFolderLock, checkpoint_dir, finish_run_info,
-    load_run_config, start_run_info, truncate_records, write_yaml,
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
+    finish_run_info, load_run_config, start_run_info, truncate_records, write_yaml, writing,
 )
 
 #: Keys of the experiment config that locate a run rather than define it.
@@ -126,32 +126,44 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
-    status, reason = "failed", None
+    status, error = "failed", None
     chain.init(run_config)
     try:
-        with stop_on_signals(workflow):
-            state = workflow.learn(state)
-        # learn() evaluated the final state at its last logging point; evaluate only if it ran none
-        final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
-        final = final or workflow.evaluate(state)
-        status = "finished"
-        if plot:  # while the last checkpoint is being written
-            from evorl.plotting import plot_runs
+        with contextlib.ExitStack() as closing:  # closes each, even when one fails (a full disk)
+            if checkpointer is not None:
+                closing.callback(checkpointer.close)  # waits for a save in flight
+            closing.callback(chain.close)
+            with stop_on_signals(workflow):
+                state = workflow.learn(state)
+            # learn() evaluated the final state at its last logging point; evaluate only if it ran none
+            final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
+            final = final or workflow.evaluate(state)
+            if plot:  # while the last checkpoint is being written
+                from evorl.plotting import plot_runs
 
-            plot_runs([run_dir], run_dir / CURVE_PNG)
+                with writing(run_dir / CURVE_PNG):
+                    plot_runs([run_dir], run_dir / CURVE_PNG)
+        status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
-        status, reason = "interrupted", f"{type(e).__name__}: {e}"
+        status, error = "interrupted", e
         raise
-    except Exception as e:  # e.g. TrainingDiverged: run.json says why the run failed
-        reason = f"{type(e).__name__}: {e}"
+    except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft: run.json says why the run failed
+        error = e
         raise
     finally:
-        chain.close()
-        if checkpointer is not None:
-            checkpointer.close()  # waits for a save in flight
         if files_dir is not None:
-            outcome = {"final_eval": final} if status == "finished" else {"reason": reason} if reason else {}
-            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
+            outcome = ({"final_eval": final} if status == "finished"
+                       else {"reason": f"{type(error).__name__}: {error}"} if error is not None else {})
+            try:
+                finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
+            except NoSpaceLeft as e:  # run.json keeps its previous content ("running")
+                if error is None:
+                    raise
+                if isinstance(error, NoSpaceLeft):
+                    error.unrecorded = True  # said in its message
+                else:  # the run's own error is the one to raise
+                    print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
+                          flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
 
 

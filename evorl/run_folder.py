@@ -21,7 +21,9 @@ from __future__ import annotations
 import contextlib
 import csv
 import datetime
+import errno
 import fcntl
+import io
 import json
 import math
 import os
@@ -106,31 +108,80 @@ def truncate_records(path: Path, max_step: int) -> None:
         return
     if path.suffix == ".jsonl":
         kept = [dumps_json(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
-        path.write_text("".join(line + "\n" for line in kept))
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
         return
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0]) if rows else []
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if fields:
-            writer.writeheader()
-        writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=fields)
+    if fields:
+        writer.writeheader()
+    writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+    write_text_atomic(path, table.getvalue())
+
+
+# --- a full disk: one error naming the file ----------------------------------------------
+class NoSpaceLeft(OSError):
+    """The device (or the quota) holding ``filename`` is full."""
+
+    def __init__(self, path: Path | str):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        #: Set when run.json could not record the failure either (it still says "running").
+        self.unrecorded = False
+
+    def __str__(self) -> str:
+        unrecorded = f"; {RUN_JSON} could not record the failure either (it still says 'running')"
+        return (f"no space left on device writing {self.filename}{unrecorded if self.unrecorded else ''}. Free "
+                f"some space there; a run it stopped continues from its newest complete checkpoint with "
+                f"resume=<run folder>.")
+
+
+def is_disk_full(error: BaseException | str) -> bool:
+    """An OSError ENOSPC / EDQUOT, or TensorStore's error (or log message) for one: orbax
+    writes through TensorStore, which raises ``ValueError: RESOURCE_EXHAUSTED: ... No space
+    left on device [os_error_code='28']``."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return any(f"[os_error_code='{code}']" in str(error) for code in (errno.ENOSPC, errno.EDQUOT))
+
+
+@contextlib.contextmanager
+def writing(path: Path | str):
+    """Turns a full disk while writing ``path`` into :class:`NoSpaceLeft` naming it (a failed
+    ``write()`` itself names no file)."""
+    try:
+        yield
+    except NoSpaceLeft:
+        raise
+    except Exception as e:
+        if is_disk_full(e):
+            raise NoSpaceLeft(path) from e
+        raise
 
 
 # --- atomic writes: a reader never sees half a file --------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes ``path`` through a temporary file renamed over it: if the write fails (a full
+    disk), ``path`` keeps its previous content and no temporary file is left behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with writing(path):
+            tmp.write_text(text)
+            tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps_json(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, dumps_json(data, indent=2, default=str) + "\n")
 
 
 def write_yaml(path: Path, data: dict) -> None:
     import yaml
 
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    tmp.replace(path)
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 # --- one writer at a time ----------------------------------------------------------------
