@@ -2,7 +2,13 @@
 
 A checkpoint is ``<run>/checkpoints/<iteration>/`` with two items: ``state`` (the training
 state pytree: parameters, optimiser state, observation statistics, env state, PRNG key,
-counters) and ``meta`` (format version, evorl version, iteration, the experiment config).
+counters) and ``meta`` (format version, evorl version, iteration, the experiment config, and
+the SHA-256 of every leaf of the state as saved).
+
+orbax checks the checksums of its index (OCDBT b-tree nodes) but not of the array data:
+bytes changed in a data file restore as other numbers without an error. So every restore
+recomputes the leaves' SHA-256 and compares them with the ones recorded at the save before
+the state is used. (Checkpoints written before the checksums were recorded restore unchecked.)
 
 Saves are atomic: orbax writes into a temporary folder and renames it into place only when
 every file is written, so a process killed mid-save leaves the previous checkpoints intact
@@ -17,6 +23,10 @@ skipped, and nothing in the run folder is changed.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +37,7 @@ import numpy as np
 from evorl.config import require
 from evorl.distributed import host_copy
 from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
+from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
 
 FORMAT_VERSION = 1
 #: The config sections that define the training trajectory: a resumed run must match the
@@ -50,6 +61,24 @@ def _on_disk(leaf: Any) -> jax.ShapeDtypeStruct:
 
 def _refill(leaf: Any, restored: Any) -> Any:
     return np.zeros(leaf.shape, leaf.dtype) if leaf.size == 0 else restored
+
+
+def leaf_checksums(tree: Any) -> dict[str, str]:
+    """``{leaf path: SHA-256 of its bytes}`` of a pytree of host arrays, as saved on disk."""
+    return {jax.tree_util.keystr(path): hashlib.sha256(np.ascontiguousarray(leaf).data).hexdigest()
+            for path, leaf in jax.tree_util.tree_leaves_with_path(tree)}
+
+
+class _DropDiskFullLogs(logging.Filter):
+    """orbax logs a background save that failed, with its traceback, up to four times before
+    it raises the error in the training thread; a full disk is reported once, there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (is_disk_full(record.getMessage()) or (error is not None and is_disk_full(error)))
+
+
+_DISK_FULL_LOGS = _DropDiskFullLogs()
 
 
 class CheckpointError(RuntimeError):
@@ -104,6 +133,8 @@ class Checkpointer:
         self.interval = config.save_interval or eval_interval
         self.num_iterations = num_iterations
         self.run_config = run_config
+        self._in_flight: int | None = None  # the step of the save that may still be being written
+        logging.getLogger("absl").addFilter(_DISK_FULL_LOGS)
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=False,
@@ -124,14 +155,38 @@ class Checkpointer:
         # while the background thread is still writing.
         host_state = jax.tree.map(lambda x: _writable(host_copy(x)), state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
-                "iteration": iteration, "config": self.run_config}
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.manager.save(iteration, args=self._ocp.args.Composite(
-            state=self._ocp.args.StandardSave(host_state), meta=self._ocp.args.JsonSave(meta)))
+                "iteration": iteration, "config": self.run_config, "sha256": leaf_checksums(host_state)}
+        self.wait()  # for the previous save: an error of its background thread is raised here
+        with self._writing(iteration):
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.manager.save(iteration, args=self._ocp.args.Composite(
+                state=self._ocp.args.StandardSave(host_state), meta=self._ocp.args.JsonSave(meta)))
+        self._in_flight = iteration
+
+    def wait(self) -> None:
+        """Waits for the save in flight (a full disk raises :class:`~evorl.run_folder.NoSpaceLeft`)."""
+        step, self._in_flight = self._in_flight, None
+        if step is not None:
+            with self._writing(step):
+                self.manager.wait_until_finished()
+
+    @contextlib.contextmanager
+    def _writing(self, step: int):
+        """A full disk while saving ``step``: its half-written temporary folder is deleted (it
+        would never be used, and the space lets run.json record the failure)."""
+        try:
+            with writing(self.directory / str(step)):
+                yield
+        except NoSpaceLeft:
+            for partial in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+                shutil.rmtree(partial, ignore_errors=True)
+            raise
 
     def close(self) -> None:
-        self.manager.wait_until_finished()
-        self.manager.close()
+        try:
+            self.wait()
+        finally:
+            self.manager.close()
 
     # --- restoring ----------------------------------------------------------------------
     def steps(self) -> list[int]:
@@ -143,9 +198,9 @@ class Checkpointer:
         try:
             meta = self.manager.restore(step, args=self._ocp.args.Composite(meta=self._ocp.args.JsonRestore())).meta
         except Exception as e:  # orbax raises many types for unreadable files
-            raise self._corrupt(step, e) from None
+            raise self._corrupt(step, _first_line(e)) from None
         if not isinstance(meta, dict) or "format_version" not in meta:
-            raise self._corrupt(step, ValueError("no evorl metadata"))
+            raise self._corrupt(step, "no evorl metadata")
         return meta
 
     def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict]:
@@ -167,7 +222,8 @@ class Checkpointer:
             restored = self.manager.restore(step, args=self._ocp.args.Composite(
                 state=self._ocp.args.StandardRestore(abstract))).state
         except Exception as e:
-            raise self._corrupt(step, e) from None
+            raise self._corrupt(step, _first_line(e)) from None
+        self._verify_checksums(meta, restored, step)
         restored = jax.tree.map(_refill, template, restored)
         _check_same_structure(template, restored, self.directory / str(step))
         return restored, meta
@@ -190,14 +246,29 @@ class Checkpointer:
                 + ", ".join(RESUMABLE_CHANGES) + "."
             )
 
-    def _corrupt(self, step: int, error: Exception) -> CheckpointError:
+    def _verify_checksums(self, meta: dict, restored: Any, step: int) -> None:
+        """Refuses a state whose leaves differ from the SHA-256s recorded at its save (a
+        checkpoint written before they were recorded has none: nothing to compare)."""
+        if "sha256" not in meta:
+            return
+        saved, now = meta["sha256"], leaf_checksums(restored)
+        differ = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+        if differ:
+            shown = ", ".join(differ[:3]) + (f" and {len(differ) - 3} more" if len(differ) > 3 else "")
+            raise self._corrupt(step, f"the data of {len(differ)} of its {len(now)} arrays does not match the "
+                                      f"SHA-256 recorded when it was saved: {shown}; its files were changed or "
+                                      f"damaged on disk")
+
+    def _corrupt(self, step: int, problem: str) -> CheckpointError:
         older = [s for s in self.steps() if s < step]
         hint = (f" The older complete checkpoint(s) {older} may still be good: move {self.directory / str(step)} "
                 f"out of the way to resume from {older[-1]}.") if older else ""
-        return CheckpointError(
-            f"Checkpoint {self.directory / str(step)} cannot be read ({type(error).__name__}: "
-            f"{str(error).splitlines()[0] if str(error) else ''}). It was not used and nothing was changed.{hint}"
-        )
+        return CheckpointError(f"Checkpoint {self.directory / str(step)} cannot be read ({problem}). "
+                               f"It was not used and nothing was changed.{hint}")
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
 
 
 def _check_same_structure(template: Any, restored: Any, where: Path) -> None:

@@ -29,8 +29,8 @@ from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process
 from evorl.recorders import make_recorders
 from evorl.run_folder import (
-    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, checkpoint_dir, finish_run_info, load_run_config,
-    start_run_info, truncate_records, write_yaml,
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
+    finish_run_info, load_run_config, start_run_info, truncate_records, write_yaml, writing,
 )
 
 #: Keys of the experiment config that locate a run rather than define it.
@@ -61,21 +61,30 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
 
     ``output_dir`` (or the config's ``output_dir``) is the run folder; with neither, nothing
     is written. ``resume=<run folder>`` continues that run in its own folder. ``recorders``
-    are added to the ones ``logging`` names.
+    are added to the ones ``logging`` names. While it runs, the run folder is locked: another
+    run into it (new or resumed) raises :class:`~evorl.run_folder.RunFolderInUse`.
     """
     from evorl.workflows import resolve_workflow_cls
-    from evorl.workflows.rl_workflow import TrainingInterrupted
 
     cfg = to_plain(cfg)
     if not isinstance(cfg, dict) or "workflow_cls" not in cfg:
         raise ConfigError("config needs 'workflow_cls' (e.g. evorl.workflows.PPOWorkflow).")
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     config = workflow.config
-    run_config = resolved_config(config)
     run_dir = _run_dir(config, output_dir)
-    # Only process 0 writes the run folder's files; every process takes part in checkpoints.
+    if config.resume and not run_dir.is_dir():
+        raise CheckpointError(f"resume={config.resume}: no such run folder.")
+    # Only process 0 writes the run folder's files (and locks it); every process takes part in checkpoints.
     files_dir = run_dir if is_main_process() else None
+    with RunFolderLock(files_dir) if files_dir is not None else contextlib.nullcontext():
+        return _run(workflow, run_dir, files_dir, recorders)
 
+
+def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None) -> ExperimentResult:
+    from evorl.workflows.rl_workflow import TrainingInterrupted
+
+    config = workflow.config
+    run_config = resolved_config(config)
     existing = checkpoint_dir(run_dir) if run_dir is not None else None
     saves = sorted(p.name for p in existing.iterdir()) if existing is not None and existing.is_dir() else []
     if not config.resume and saves:
@@ -117,32 +126,44 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
-    status, reason = "failed", None
+    status, error = "failed", None
     chain.init(run_config)
     try:
-        with stop_on_signals(workflow):
-            state = workflow.learn(state)
-        # learn() evaluated the final state at its last logging point; evaluate only if it ran none
-        final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
-        final = final or workflow.evaluate(state)
-        status = "finished"
-        if plot:  # while the last checkpoint is being written
-            from evorl.plotting import plot_runs
+        with contextlib.ExitStack() as closing:  # closes each, even when one fails (a full disk)
+            if checkpointer is not None:
+                closing.callback(checkpointer.close)  # waits for a save in flight
+            closing.callback(chain.close)
+            with stop_on_signals(workflow):
+                state = workflow.learn(state)
+            # learn() evaluated the final state at its last logging point; evaluate only if it ran none
+            final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
+            final = final or workflow.evaluate(state)
+            if plot:  # while the last checkpoint is being written
+                from evorl.plotting import plot_runs
 
-            plot_runs([run_dir], run_dir / CURVE_PNG)
+                with writing(run_dir / CURVE_PNG):
+                    plot_runs([run_dir], run_dir / CURVE_PNG)
+        status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
-        status, reason = "interrupted", f"{type(e).__name__}: {e}"
+        status, error = "interrupted", e
         raise
-    except Exception as e:  # e.g. TrainingDiverged: run.json says why the run failed
-        reason = f"{type(e).__name__}: {e}"
+    except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft: run.json says why the run failed
+        error = e
         raise
     finally:
-        chain.close()
-        if checkpointer is not None:
-            checkpointer.close()  # waits for a save in flight
         if files_dir is not None:
-            outcome = {"final_eval": final} if status == "finished" else {"reason": reason} if reason else {}
-            finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
+            outcome = ({"final_eval": final} if status == "finished"
+                       else {"reason": f"{type(error).__name__}: {error}"} if error is not None else {})
+            try:
+                finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
+            except NoSpaceLeft as e:  # run.json keeps its previous content ("running")
+                if error is None:
+                    raise
+                if isinstance(error, NoSpaceLeft):
+                    error.unrecorded = True  # said in its message
+                else:  # the run's own error is the one to raise
+                    print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
+                          flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
 
 

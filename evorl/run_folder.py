@@ -9,6 +9,7 @@ Run folder layout::
     tensorboard/          event files (logging.recorders: tensorboard)
     checkpoints/<iter>/   orbax checkpoints of the whole training state
     learning_curve.png    return vs env steps and vs wall time
+    run.lock              while a process writes the folder: its pid, host and start time
 
 Writers: :func:`evorl.experiment.run_experiment` (``config.yaml``, ``run.json``, the plot),
 the recorders (metrics files) and :class:`evorl.checkpoint.Checkpointer`; they take the
@@ -17,13 +18,19 @@ names from here. This module imports no JAX at import time.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
+import errno
+import fcntl
+import io
 import json
 import math
 import os
 import platform
 import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +43,7 @@ METRICS_CSV = "metrics.csv"
 TENSORBOARD_DIR = "tensorboard"
 CHECKPOINT_DIR = "checkpoints"
 CURVE_PNG = "learning_curve.png"
+LOCK_FILE = "run.lock"
 
 
 def checkpoint_dir(run_dir: Path | str) -> Path:
@@ -100,31 +108,163 @@ def truncate_records(path: Path, max_step: int) -> None:
         return
     if path.suffix == ".jsonl":
         kept = [dumps_json(r) for r in read_jsonl(path) if r.get("step", 0) <= max_step]
-        path.write_text("".join(line + "\n" for line in kept))
+        write_text_atomic(path, "".join(line + "\n" for line in kept))
         return
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     fields = list(rows[0]) if rows else []
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if fields:
-            writer.writeheader()
-        writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=fields)
+    if fields:
+        writer.writeheader()
+    writer.writerows(r for r in rows if float(r.get("step") or 0) <= max_step)
+    write_text_atomic(path, table.getvalue())
+
+
+# --- a full disk: one error naming the file ----------------------------------------------
+class NoSpaceLeft(OSError):
+    """The device (or the quota) holding ``filename`` is full."""
+
+    def __init__(self, path: Path | str):
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        #: Set when run.json could not record the failure either (it still says "running").
+        self.unrecorded = False
+
+    def __str__(self) -> str:
+        unrecorded = f"; {RUN_JSON} could not record the failure either (it still says 'running')"
+        return (f"no space left on device writing {self.filename}{unrecorded if self.unrecorded else ''}. Free "
+                f"some space there; a run it stopped continues from its newest complete checkpoint with "
+                f"resume=<run folder>.")
+
+
+def is_disk_full(error: BaseException | str) -> bool:
+    """An OSError ENOSPC / EDQUOT, or TensorStore's error (or log message) for one: orbax
+    writes through TensorStore, which raises ``ValueError: RESOURCE_EXHAUSTED: ... No space
+    left on device [os_error_code='28']``."""
+    if isinstance(error, OSError) and error.errno is not None:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    return any(f"[os_error_code='{code}']" in str(error) for code in (errno.ENOSPC, errno.EDQUOT))
+
+
+@contextlib.contextmanager
+def writing(path: Path | str):
+    """Turns a full disk while writing ``path`` into :class:`NoSpaceLeft` naming it (a failed
+    ``write()`` itself names no file)."""
+    try:
+        yield
+    except NoSpaceLeft:
+        raise
+    except Exception as e:
+        if is_disk_full(e):
+            raise NoSpaceLeft(path) from e
+        raise
 
 
 # --- atomic writes: a reader never sees half a file --------------------------------------
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes ``path`` through a temporary file renamed over it: if the write fails (a full
+    disk), ``path`` keeps its previous content and no temporary file is left behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with writing(path):
+            tmp.write_text(text)
+            tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(dumps_json(data, indent=2, default=str) + "\n")
-    tmp.replace(path)
+    write_text_atomic(path, dumps_json(data, indent=2, default=str) + "\n")
 
 
 def write_yaml(path: Path, data: dict) -> None:
     import yaml
 
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-    tmp.replace(path)
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False))
+
+
+# --- one writer at a time ----------------------------------------------------------------
+class RunFolderInUse(RuntimeError):
+    """Another live process holds the run folder's lock."""
+
+
+class RunFolderLock:
+    """An exclusive ``flock`` on ``<run>/run.lock``, which holds the holder's pid, host and
+    start time (for the messages). The kernel drops the lock when its process ends, however
+    it ends, so a lock file left by a dead process is free and is taken over. Taken before
+    anything is written, released (and the file removed) when the run ends::
+
+        with RunFolderLock(run_dir):
+            ...  # write the run folder
+    """
+
+    def __init__(self, run_dir: Path | str):
+        self.path = Path(run_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunFolderLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise RunFolderInUse(self._in_use_message()) from None
+            try:  # the holder before us may have removed the file while we waited for it
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        previous = _holder(os.read(fd, 4096))
+        if previous:
+            print(f"evorl: {self.path.parent}: taking over the lock of {_describe(previous)}, which has ended "
+                  f"(its run stopped without releasing it)", file=sys.stderr, flush=True)
+        record = {"pid": os.getpid(), "host": platform.node(), "start_time": _now()}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self.path.unlink(missing_ok=True)  # while still locked: no one else has taken it
+        os.close(self._fd)
+        self._fd = None
+
+    def _in_use_message(self) -> str:
+        holder = None
+        for _ in range(20):  # the holder writes its record just after locking
+            with contextlib.suppress(OSError):
+                holder = _holder(self.path.read_bytes())
+            if holder:
+                break
+            time.sleep(0.05)
+        who = _describe(holder) if holder else "another process (its run.lock does not say which)"
+        return (f"{self.path.parent} is in use by {who}: only one run may write a run folder. Wait for it to "
+                f"end or stop it, or choose another folder.")
+
+
+def _holder(text: bytes) -> dict | None:
+    try:
+        holder = json.loads(text)
+    except ValueError:
+        return None
+    return holder if isinstance(holder, dict) and "pid" in holder else None
+
+
+def _describe(holder: dict) -> str:
+    return f"process {holder['pid']} on {holder.get('host')} (started {holder.get('start_time')})"
 
 
 # --- run.json -----------------------------------------------------------------------------

@@ -192,3 +192,60 @@ def test_zero_size_leaves_round_trip(tmp_path):
                                   num_iterations=1, run_config={}).restore(state)
     assert meta["iteration"] == 1
     assert_states_identical(state, restored)
+
+
+def flip_bytes_in_largest_file(folder: Path, count: int = 64) -> Path:
+    """Inverts ``count`` bytes in the middle of the largest file under ``folder`` (the data of
+    the largest array: orbax keeps no checksum of array data, only of its index)."""
+    largest = max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data = bytearray(largest.read_bytes())
+    middle = len(data) // 2
+    data[middle:middle + count] = bytes(b ^ 0xFF for b in data[middle:middle + count])
+    largest.write_bytes(bytes(data))
+    return largest
+
+
+def saved_state(folder: Path):
+    """A state with arrays large enough (256 KiB) to be stored outside orbax's checksummed index."""
+    from evorl.checkpoint import CheckpointConfig, Checkpointer
+
+    rng = np.random.default_rng(0)
+    state = {"params": rng.normal(size=(256, 256)).astype(np.float32),
+             "adam_mu": (rng.normal(size=(256, 256)) * 1e-6).astype(np.float32), "count": np.int32(7)}
+    checkpointer = Checkpointer(folder, CheckpointConfig(max_to_keep=None), eval_interval=1, num_iterations=2,
+                                run_config={})
+    for step in (1, 2):
+        checkpointer.save(state, step)
+    checkpointer.close()
+    return state, Checkpointer(folder, CheckpointConfig(), eval_interval=1, num_iterations=2, run_config={})
+
+
+def test_changed_checkpoint_data_is_refused_naming_the_checkpoint_and_the_array(tmp_path):
+    state, checkpointer = saved_state(tmp_path / "ckpt")
+    restored, meta = checkpointer.restore(state)  # untouched: bit-identical
+    assert_states_identical(state, restored)
+    assert set(meta["sha256"]) == {"['adam_mu']", "['count']", "['params']"}
+
+    flip_bytes_in_largest_file(tmp_path / "ckpt" / "2")
+    before = snapshot(tmp_path / "ckpt")
+    with pytest.raises(CheckpointError) as info:
+        checkpointer.restore(state)
+    message = str(info.value)
+    assert f"Checkpoint {tmp_path / 'ckpt' / '2'} cannot be read" in message
+    assert "does not match the SHA-256 recorded when it was saved" in message
+    assert ("['params']" in message) != ("['adam_mu']" in message)  # the one array whose bytes changed
+    assert "move" in message and "resume from 1" in message
+    assert snapshot(tmp_path / "ckpt") == before
+    assert_states_identical(state, checkpointer.restore(state, step=1)[0])  # the older one is still good
+
+
+def test_checkpoint_without_recorded_checksums_still_restores(tmp_path):
+    """Checkpoints written before evorl recorded checksums (no ``sha256`` in meta) restore unchecked."""
+    state, checkpointer = saved_state(tmp_path / "ckpt")
+    meta_file = tmp_path / "ckpt" / "2" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    del meta["sha256"]
+    meta_file.write_text(json.dumps(meta))
+    restored, meta = checkpointer.restore(state)
+    assert "sha256" not in meta
+    assert_states_identical(state, restored)

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evorl.run_folder import dumps_json, read_jsonl
+from evorl.run_folder import dumps_json, read_jsonl, writing
 
 
 class JsonlRecorder:
@@ -32,13 +32,15 @@ class JsonlRecorder:
     def write(self, metrics: dict[str, float], step: int) -> None:
         wall_time = self.time_offset + time.perf_counter() - self.start
         record = {"step": step, "wall_time": round(wall_time, 4), **metrics}
-        self._file.write(dumps_json(record) + "\n")
-        self._file.flush()
+        with writing(self.path):
+            self._file.write(dumps_json(record) + "\n")
+            self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            with writing(self.path):
+                file.close()
 
 
 class CsvRecorder:
@@ -56,6 +58,10 @@ class CsvRecorder:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, metrics: dict[str, float], step: int) -> None:
+        with writing(self.path):
+            self._write(metrics, step)
+
+    def _write(self, metrics: dict[str, float], step: int) -> None:
         if self._writer is None:
             fields = None
             if self.path.exists() and self.path.stat().st_size:
@@ -71,5 +77,6 @@ class CsvRecorder:
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = self._writer = None
+            file, self._file, self._writer = self._file, None, None
+            with writing(self.path):
+                file.close()
