@@ -132,15 +132,20 @@ def allow_new_keys(argv: list[str]) -> list[str]:
 EXIT_DIVERGED = 3
 #: Exit status of ``evorl-train`` when the disk (or quota) was full.
 EXIT_NO_SPACE = 4
+#: Exit status of ``evorl-train`` when another process of a multi-process run stopped responding.
+EXIT_PEER_LOST = 5
 
 
 @contextlib.contextmanager
 def exit_on_config_error():
     """A bad config, an unusable checkpoint or a run folder in use by another run is the user's
     input, not a crash: one message on stderr and exit status 2. Training that diverged: one
-    message and exit status 3; a full disk: one message naming the file and status 4; stopped
-    by SIGTERM / SIGINT: one message and status 143 / 130."""
+    message and exit status 3; a full disk: one message naming the file and status 4; another
+    process that stopped responding: one message and status 5, at once (``os._exit``: JAX's
+    shutdown would wait for the lost process, then abort); stopped by SIGTERM / SIGINT: one
+    message and status 143 / 130."""
     from evorl.checkpoint import CheckpointError
+    from evorl.distributed import PeerLost
     from evorl.run_folder import NoSpaceLeft, RunFolderInUse, is_disk_full
     from evorl.workflows.health import TrainingDiverged
     from evorl.workflows.rl_workflow import TrainingInterrupted
@@ -165,6 +170,10 @@ def exit_on_config_error():
         error = e if isinstance(e, NoSpaceLeft) else NoSpaceLeft(e.filename or "a file it did not name")
         print(f"evorl: {error}", file=sys.stderr, flush=True)
         sys.exit(EXIT_NO_SPACE)
+    except PeerLost as e:
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(EXIT_PEER_LOST)
     except TrainingInterrupted as e:  # by a signal: the shell's status for it (128 + its number)
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(128 + signal.Signals[e.reason] if e.reason in signal.Signals.__members__ else 1)

@@ -26,7 +26,7 @@ import jax
 
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
-from evorl.distributed import is_main_process
+from evorl.distributed import is_main_process, peer_lost
 from evorl.recorders import make_recorders
 from evorl.run_folder import (
     CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
@@ -131,7 +131,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     try:
         with contextlib.ExitStack() as closing:  # closes each, even when one fails (a full disk)
             if checkpointer is not None:
-                closing.callback(checkpointer.close)  # waits for a save in flight
+                closing.push(_closer(checkpointer))
             closing.callback(chain.close)
             with stop_on_signals(workflow):
                 state = workflow.learn(state)
@@ -147,8 +147,10 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     except (KeyboardInterrupt, TrainingInterrupted) as e:
         status, error = "interrupted", e
         raise
-    except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft: run.json says why the run failed
-        error = e
+    except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft, PeerLost: run.json says why the run failed
+        error = peer_lost(e) or e
+        if error is not e:
+            raise error from e
         raise
     finally:
         if files_dir is not None:
@@ -165,6 +167,15 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
+
+
+def _closer(checkpointer: Checkpointer):
+    """Closes ``checkpointer`` (waiting for a save in flight) on leaving a ``with``, unless a lost
+    process would keep that save, and orbax's barriers, waiting for ever."""
+    def close(exc_type, error, traceback) -> None:
+        if not peer_lost(error):
+            checkpointer.close()
+    return close
 
 
 #: Signals that stop training at the next safe point (the end of the current chunk).

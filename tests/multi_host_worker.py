@@ -32,9 +32,11 @@ def experiment():
     cfg, run_dir, out_path = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
     import jax
 
+    from evorl.cli import exit_on_config_error
     from evorl.experiment import run_experiment
 
-    result = run_experiment(cfg, output_dir=run_dir)
+    with exit_on_config_error():  # as evorl-train
+        result = run_experiment(cfg, output_dir=run_dir)
     leaves = {str(i): np.asarray(x) for i, x in enumerate(jax.tree.leaves(result.state.agent_state.params))}
     np.savez(out_path, **leaves)
 

@@ -50,19 +50,27 @@ def test_two_processes_equal_one_process(tmp_path):
         np.testing.assert_allclose(results[0][key], results[2][key], rtol=1e-5, atol=1e-6)
 
 
+def kill_one_while_training(procs, progress):
+    """Kills process 1 once process 0 prints ``progress``; returns process 0's output and the
+    seconds it ran on after the kill."""
+    try:
+        line = ""
+        while progress not in line:
+            line = procs[0].stdout.readline()
+            assert line or procs[0].poll() is None, "process 0 ended early"
+        procs[1].kill()
+        killed = time.monotonic()
+        out, _ = procs[0].communicate(timeout=120)
+        return out, time.monotonic() - killed
+    finally:
+        for p in procs:
+            p.kill()
+
+
 def test_a_dead_process_stops_the_other_with_an_error(tmp_path):
     port = free_port()
     procs = [start(two_process_cfg(port, i, heartbeat=5), tmp_path / f"p{i}.npz", 100_000) for i in range(2)]
-    # wait until both train, then kill process 1
-    deadline = time.monotonic() + 300
-    line = ""
-    while "iteration 2 " not in line and time.monotonic() < deadline:
-        line = procs[0].stdout.readline()
-        assert line or procs[0].poll() is None, "process 0 ended early"
-    procs[1].kill()
-    start_wait = time.monotonic()
-    out, _ = procs[0].communicate(timeout=120)
-    waited = time.monotonic() - start_wait
+    out, waited = kill_one_while_training(procs, "iteration 2 ")
     assert procs[0].returncode != 0
     assert waited < 90, waited
     assert "Connection reset by peer" in out or "heartbeat timeout" in out, out[-3000:]
@@ -102,3 +110,23 @@ def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
     for key in resumed[0].files:
         np.testing.assert_array_equal(resumed[0][key], resumed[1][key])
         np.testing.assert_array_equal(resumed[0][key], straight[0][key])  # bit-identical resume
+
+
+def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path):
+    from evorl.cli import EXIT_PEER_LOST
+
+    def cfg(port, i):  # checkpoints at every logging point: the peer may die during a save too
+        return {**two_process_cfg(port, i), "logging": {"console": "lines", "recorders": ["console"], "plot": False},
+                "training": {**CFG["training"], "num_iterations": 100_000, "eval_interval": 1, "eval_episodes": 2}}
+
+    port, run_dir = free_port(), tmp_path / "run"
+    procs = [start_experiment(cfg(port, i), run_dir, tmp_path / f"p{i}.npz") for i in range(2)]
+    out, waited = kill_one_while_training(procs, "iter=3 ")
+    print(f"process 0 stopped {waited:.1f} s after process 1 was killed")
+    assert procs[0].returncode == EXIT_PEER_LOST, out[-4000:]
+    assert waited < 15, waited
+    assert "Traceback" not in out and "stack trace" not in out, out[-4000:]
+    errors = [line for line in out.splitlines() if line.startswith("evorl:")]
+    assert len(errors) == 1 and errors[0].startswith("evorl: process 1 of 2 stopped responding ("), out[-4000:]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "failed" and "process 1 of 2 stopped responding" in info["reason"]

@@ -58,7 +58,8 @@ def test_two_runs_racing_into_one_folder_one_runs_the_other_is_refused(tmp_path)
     assert line.startswith(f"evorl: {run_dir} is in use by process {winner.pid} on "), err
     assert "Wait for it to end or stop it, or choose another folder." in line
     assert json.loads((run_dir / "run.json").read_text())["pid"] == winner.pid
-    assert [json.loads(r)["iteration"] for r in (run_dir / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
+    records = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(r)["iteration"] for r in records] == [1, 2, 3, 4, 5, 6]  # one writer, not interleaved
     assert not (run_dir / LOCK_FILE).exists()  # released at the end
 
 
@@ -68,7 +69,8 @@ def test_a_lock_left_by_an_ended_process_is_taken_over(tiny_cfg, tmp_path, capfd
     (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": dead_pid, "host": "thishost", "start_time": "then"}))
     tiny_cfg["training"]["num_iterations"] = 2
     run_experiment(tiny_cfg, output_dir=tmp_path)
-    assert f"taking over the lock of process {dead_pid} on thishost (started then), which has ended" in capfd.readouterr().err
+    err = capfd.readouterr().err
+    assert f"taking over the lock of process {dead_pid} on thishost (started then), which has ended" in err
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "finished"
     assert not (tmp_path / LOCK_FILE).exists()
 

@@ -69,6 +69,35 @@ def host_copy(x: Any) -> np.ndarray:
     return np.array(x)
 
 
+class PeerLost(RuntimeError):
+    """Another process of a multi-process run stopped responding (it died, or its host did), so
+    the collectives cannot go on. JAX cannot shut down cleanly after this (its shutdown barrier
+    waits for the lost process, then aborts): leave the process with ``os._exit``, as
+    ``evorl-train`` does."""
+
+
+#: Parts of the messages of errors of the collectives (gloo on CPUs, NCCL on GPUs) and of the
+#: coordination service, and the signs among them that a peer is gone, the most telling first.
+COLLECTIVE_ERRORS = ("Gloo", "NCCL", "coordination service", "heartbeat")
+PEER_LOST_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "heartbeat timeout")
+
+
+def peer_lost(error: BaseException | None) -> PeerLost | None:
+    """The :class:`PeerLost` that ``error`` means, or None: in a multi-process run, an error of a
+    collective (JAX raises them as ``JaxRuntimeError`` or ``ValueError``) that names a lost
+    connection or missed heartbeats."""
+    text = str(error)
+    if error is None or jax.process_count() == 1 or not any(name in text for name in COLLECTIVE_ERRORS):
+        return None
+    sign = next((s for s in PEER_LOST_SIGNS if s in text), None)
+    if sign is None:
+        return None
+    count, index = jax.process_count(), jax.process_index()
+    who = f"process {1 - index} of 2" if count == 2 else f"one of the other {count - 1} processes (of {count})"
+    return PeerLost(f"{who} stopped responding ({sign}); process {index} stops too. Start all {count} processes "
+                    f"again with resume=<run folder> to continue from the newest complete checkpoint.")
+
+
 def is_main_process() -> bool:
     """Process 0 writes logs and checkpoints; the others only compute."""
     return jax.process_index() == 0
