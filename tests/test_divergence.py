@@ -15,6 +15,9 @@ import pytest
 from conftest import TINY
 
 from evorl.algorithms.ppo import PPOWorkflow
+from evorl.workflows.execution import Executor
+from evorl.workflows.on_policy import ENV_FIELDS
+from evorl.workflows.rl_workflow import chunk_health
 from evorl.checkpoint import CheckpointConfig, Checkpointer
 from evorl.experiment import load_run, resolved_config, run_experiment
 from evorl.run_folder import checkpoint_dir, dumps_json
@@ -33,23 +36,22 @@ def strict_json(text: str):
 
 
 class PoisonedPPOWorkflow(PPOWorkflow):
-    """PPO whose parameters become NaN in the chunk that reaches iteration ``POISON_AT``
-    (its loss metrics stay finite: only the parameter check can notice)."""
+    """PPO whose parameters become NaN at the end of iteration ``POISON_AT``, inside the
+    compiled chunk (its loss metrics stay finite: only the parameter check can notice)."""
 
     POISON_AT = 4
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        run = self.executor.run
+        step = self.executor.step
 
-        def poisoned_run(state, num_iterations):
-            state, metrics = run(state, num_iterations)
-            if int(state.iteration) >= self.POISON_AT:
-                params = jax.tree.map(lambda x: x * jnp.nan, state.agent_state.params)
-                state = state.replace(agent_state=state.agent_state.replace(params=params))
-            return state, metrics
+        def poisoned_step(state):
+            state, metrics = step(state)
+            poison = state.iteration >= self.POISON_AT
+            params = jax.tree.map(lambda x: jnp.where(poison, x * jnp.nan, x), state.agent_state.params)
+            return state.replace(agent_state=state.agent_state.replace(params=params)), metrics
 
-        self.executor.run = poisoned_run
+        self.executor = Executor(poisoned_step, self.placement, ENV_FIELDS, final_metrics=chunk_health)
 
 
 def test_diverging_run_stops_with_the_iteration_and_metric_and_run_json_says_failed(tiny_cfg, tmp_path):

@@ -78,8 +78,12 @@ class Placement:
 class Executor:
     """Runs ``step`` (one agent, one iteration) for a population on a placement, in chunks."""
 
-    def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = ()):
+    def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = (),
+                 final_metrics: Callable[[Any], dict] | None = None):
+        """``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
+        computed once at the end of the chunk inside the same program."""
         self.step = step
+        self.final_metrics = final_metrics
         self.placement = placement
         self.env_fields = env_fields
         self.compile_seconds: float | None = None
@@ -133,7 +137,10 @@ class Executor:
             state, metrics = self.step(state)
             return state, M.accumulate(totals, metrics)
 
-        return lax.fori_loop(0, num_iterations, body, (state, totals))
+        state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
+        if self.final_metrics is not None:
+            totals = {**totals, **M.declared(self.final_metrics(state))}
+        return state, totals
 
     def _build_chunk(self):
         pl = self.placement

@@ -22,7 +22,10 @@ import functools
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+
+from evorl import metrics as M
 
 from evorl.config import require, sweep_variants
 from evorl.evaluator import Evaluator
@@ -73,9 +76,10 @@ class OnPolicyWorkflow(RLWorkflow):
         for variant in self.variants:
             agent_cfg, training = apply_variant(config.agent, tc, variant)
             self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
-        self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement, ENV_FIELDS)
+        self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement, ENV_FIELDS,
+                                 final_metrics=chunk_health)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._params_finite = self.executor.map_agents(lambda s: tree_all_finite((s.params, s.obs_stats)))
+        self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
 
     @classmethod
     def check_config(cls, config, agent, num_devices):
@@ -132,6 +136,8 @@ class OnPolicyWorkflow(RLWorkflow):
     def params_finite(self, state: OnPolicyState) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
         (``[1]`` for one agent), computed on the device."""
+        if self._params_finite is None:
+            self._params_finite = self.executor.map_agents(lambda s: tree_all_finite((s.params, s.obs_stats)))
         return np.reshape(to_host(self._params_finite(state.agent_state)), (self.num_agents,))
 
     def agent_labels(self) -> list[str]:
@@ -145,11 +151,12 @@ class OnPolicyWorkflow(RLWorkflow):
             labels.append(f"agent {i} ({', '.join(filter(None, [variant_label(variant), f'seed {seed}']))})")
         return labels
 
-    def check_health(self, state: OnPolicyState, per_agent_metrics: dict, iteration: int) -> None:
+    def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
         """Raises :class:`~evorl.workflows.health.TrainingDiverged` if any agent's parameters
-        or training metrics (``train_metrics``, per agent) are not finite."""
+        (:func:`chunk_health`) or training metrics (``train_metrics``, per agent) are not finite."""
         bad_metrics = nonfinite_metrics(per_agent_metrics, self.num_agents, exempt=EPISODE_METRICS)
-        check_finite(iteration, self.params_finite(state), bad_metrics, self.agent_labels())
+        params_finite = np.reshape(per_agent_metrics[NONFINITE_PARAMS], (self.num_agents,)) == 0
+        check_finite(iteration, params_finite, bad_metrics, self.agent_labels())
 
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk ahead of time; returns the seconds it took."""
@@ -196,7 +203,7 @@ class OnPolicyWorkflow(RLWorkflow):
             elapsed = time.perf_counter() - start
             done += n
             per_agent = train_metrics(per_agent)
-            self.check_health(state, per_agent, done)  # before anything is logged or checkpointed
+            self.check_health(per_agent, done)  # before anything is logged or checkpointed
             metrics = self._aggregate(per_agent)
             metrics.update(self.evaluate(state))
             metrics.update(iteration=done, env_steps=done * steps_per_iteration,
@@ -209,6 +216,17 @@ class OnPolicyWorkflow(RLWorkflow):
                     self.checkpointer.save(state, done)
                 raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
         return state
+
+
+#: The metric :func:`chunk_health` adds to every chunk's (1: the returned state is not finite).
+NONFINITE_PARAMS = "train/nonfinite_params"
+
+
+def chunk_health(state: OnPolicyState) -> dict:
+    """Whether the state a chunk returns (the one checkpointed) has non-finite parameters or
+    observation statistics: computed inside the chunk's program, so it costs no extra compile."""
+    finite = tree_all_finite((state.agent_state.params, state.agent_state.obs_stats))
+    return {"nonfinite_params": M.Metric(1.0 - finite.astype(jnp.float32), "max")}
 
 
 class TrainingInterrupted(Exception):
