@@ -9,10 +9,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import jax
+import numpy as np
+import pytest
 from conftest import TINY
 
 from evorl.experiment import run_experiment
 from evorl.run_folder import checkpoint_dir, load_run_config
+from evorl.workflows.rl_workflow import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -83,3 +87,36 @@ def test_a_second_signal_stops_at_once(tmp_path):
     # a stop after the chunk would have saved iteration 3 (the save of iteration 2 may have been
     # cut short too: orbax writes in the background, and a killed save leaves only a temporary folder)
     assert not [p.name for p in checkpoint_dir(tmp_path).iterdir() if p.name.startswith("3")]
+
+
+class SignalAt:
+    """A recorder that sends ``signum`` to this process at logging point ``iteration``."""
+
+    def __init__(self, signum, iteration):
+        self.signum, self.iteration = signum, iteration
+
+    def init(self, config):
+        pass
+
+    def close(self):
+        pass
+
+    def write(self, metrics, step):
+        if metrics["iteration"] == self.iteration:
+            os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, signum):
+    """Stopped by the signal at iteration 2 of 6 (checkpointed then), resumed to 6: the same
+    parameters, optimiser state and env states as the run that was never stopped."""
+    cfg = {**TINY, "checkpoint": {"save_interval": 3}}  # the stop's checkpoint is the signal's own
+    with pytest.raises(TrainingInterrupted, match=f"{signal.Signals(signum).name}: training stopped after iteration 2"):
+        run_experiment(cfg, output_dir=tmp_path / "stopped", recorders=[SignalAt(signum, 2)])
+    assert sorted(int(p.name) for p in checkpoint_dir(tmp_path / "stopped").iterdir()) == [2]
+    assert json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "interrupted"
+    assert signal.getsignal(signum) is not None  # handlers restored after the run
+    resumed = run_experiment({**cfg, "resume": str(tmp_path / "stopped")})
+    straight = run_experiment(cfg, output_dir=tmp_path / "straight")
+    for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
