@@ -150,6 +150,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft, PeerLost: run.json says why the run failed
         error = peer_lost(e) or e
         if error is not e:
+            if files_dir is None and run_dir is not None:  # process 0 (which writes run.json) may be the lost one
+                record_peer_lost(run_dir, error)
             raise error from e
         raise
     finally:
@@ -167,6 +169,20 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
+
+
+def record_peer_lost(run_dir: Path, error: Exception) -> None:
+    """A surviving process of a multi-process run records the failure in the shared run
+    folder's ``run.json`` if it still says ``running`` (process 0, which writes it, may be the
+    process that was lost). Nothing happens where the folder is not visible to this process."""
+    path = run_dir / RUN_JSON
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    if info.get("status") == "running":
+        reason = f"{type(error).__name__}: {error} (recorded by process {jax.process_index()})"
+        finish_run_info(run_dir, info, "failed", reason=reason)
 
 
 def _closer(checkpointer: Checkpointer):

@@ -130,3 +130,35 @@ def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("evorl: process 1 of 2 stopped responding ("), out[-4000:]
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "failed" and "process 1 of 2 stopped responding" in info["reason"]
+
+
+def test_when_process_0_dies_the_survivor_stops_and_records_it_in_run_json(tmp_path):
+    """Process 0 writes the run folder; killed, it cannot record its end: process 1 does."""
+    from evorl.cli import EXIT_PEER_LOST
+
+    def cfg(port, i):
+        return {**two_process_cfg(port, i), "logging": {"console": "lines", "recorders": ["console"], "plot": False},
+                "training": {**CFG["training"], "num_iterations": 100_000, "eval_interval": 1, "eval_episodes": 2}}
+
+    port, run_dir = free_port(), tmp_path / "run"
+    procs = [start_experiment(cfg(port, i), run_dir, tmp_path / f"p{i}.npz") for i in range(2)]
+    try:
+        line = ""
+        while "iter=3 " not in line:  # process 0 prints the logs
+            line = procs[0].stdout.readline()
+            assert line or procs[0].poll() is None, "process 0 ended early"
+        procs[0].kill()
+        killed = time.monotonic()
+        out, _ = procs[1].communicate(timeout=120)
+        waited = time.monotonic() - killed
+    finally:
+        for p in procs:
+            p.kill()
+    print(f"process 1 stopped {waited:.1f} s after process 0 was killed")
+    assert procs[1].returncode == EXIT_PEER_LOST, out[-4000:]
+    assert waited < 15, waited
+    assert "Traceback" not in out and "stack trace" not in out, out[-4000:]
+    errors = [line for line in out.splitlines() if line.startswith("evorl:")]
+    assert len(errors) == 1 and errors[0].startswith("evorl: process 0 of 2 stopped responding ("), out[-4000:]
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "failed" and "recorded by process 1" in info["reason"], info
