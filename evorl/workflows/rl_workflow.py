@@ -172,7 +172,8 @@ class OnPolicyWorkflow(RLWorkflow):
         out = aggregate_metrics(metrics, self.variants, self.config.training.num_seeds, may_be_nan=EPISODE_METRICS)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
-            out["train/nonfinite_agents"] = float(sum(1 for entries in bad if entries))
+            params_bad = np.reshape(metrics.get(NONFINITE_PARAMS, np.zeros(self.num_agents)), (self.num_agents,)) > 0
+            out["train/nonfinite_agents"] = float(sum(bool(entries) or p for entries, p in zip(bad, params_bad)))
         return out
 
     # --- evaluation -----------------------------------------------------------------------
