@@ -44,3 +44,12 @@ class Evaluator:
         init = (env.reset(key), zeros, zeros, jnp.ones((self.num_episodes,), bool), jnp.zeros((), jnp.int32))
         _, returns, lengths, _, _ = lax.while_loop(cond, body, init)
         return returns, lengths
+
+
+def make_evaluator(env, agent: Agent, num_episodes: int):
+    """The evaluator for ``env``: compiled for JAX envs, stepped on the host for host envs."""
+    if env.on_host:
+        from evorl.evaluator_host import HostEvaluator  # noqa: F401  (merged from the host-env work)
+
+        return HostEvaluator(env, agent, num_episodes)
+    return Evaluator(env, agent, num_episodes)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from evorl.config import ConfigError, require
 
 ENV_TYPES = ("gymnax", "brax")
+#: Env types whose environments are stepped on the host (Python), not in compiled programs.
+HOST_ENV_TYPES = ("gymnasium", "envpool")
 #: Config keys only one env type understands (``VectorEnv``'s own keys apply to all).
 ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {"gymnax": (), "brax": ("backend",)}
 

@@ -31,6 +31,8 @@ class VectorEnv:
 
     obs_space: Space
     action_space: Space
+    #: Stepped in compiled programs (host envs, stepped in Python, declare True).
+    on_host = False
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         if int(num_envs) < 1:

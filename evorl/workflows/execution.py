@@ -19,6 +19,7 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -168,6 +169,14 @@ class Executor:
         """
         state, totals = self._chunk(self.place(state), np.int32(num_iterations))
         return state, M.per_iteration(to_host(totals), num_iterations)
+
+    def running(self, state: Any):
+        """Nothing runs outside the chunk programs (the actor-learner starts its actors here)."""
+        return contextlib.nullcontext(self)
+
+    def host_metrics(self) -> dict[str, float]:
+        """Figures measured on the host during the last chunk: none here."""
+        return {}
 
     def compile(self, state: Any) -> float:
         """Compiles the chunk ahead of time; returns (and keeps) the seconds it took."""

@@ -33,10 +33,10 @@ from jax import lax
 
 from evorl import metrics as M
 from evorl.agent import Agent, AgentState, hparams_as_arrays
-from evorl.config import TrainingConfig
+from evorl.config import TrainingConfig, require
 from evorl.distributed import agent_gradient_update, axis_index
 from evorl.envs import EnvState, VectorEnv
-from evorl.rollout import Trajectory, rollout
+from evorl.rollout import EpisodeStats, Trajectory, rollout
 
 
 @struct.dataclass
@@ -44,7 +44,9 @@ class OnPolicyState:
     key: jax.Array
     agent_state: AgentState
     opt_state: Any
-    env_state: EnvState  # leading axis [B] (split across devices when the envs are)
+    #: Leading axis [B] (split across devices when the envs are); None in the asynchronous
+    #: learner's state (its actors hold the environments).
+    env_state: EnvState | None
     learning_rate: jax.Array  # [] base learning rate (annealed per iteration)
     iteration: jax.Array  # [] int32, completed iterations
     #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
@@ -72,36 +74,45 @@ def set_learning_rate(opt_state, learning_rate: jax.Array):
     return opt_state._replace(hyperparams=hyperparams)
 
 
-def init_state(env: VectorEnv, agent: Agent, optimizer, actor_lag: int,
+def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
                key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
-    """A fresh training state: agent with ``hparams``, optimiser, reset environments."""
+    """A fresh training state: agent with ``hparams``, optimiser, reset environments (none
+    with ``env=None``: a learner whose actors own their environments)."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
     return OnPolicyState(
         key=key,
         agent_state=agent_state,
         opt_state=optimizer.init(agent_state.params),
-        env_state=env.reset(env_key),
+        env_state=None if env is None else env.reset(env_key),
         learning_rate=jnp.asarray(learning_rate, jnp.float32),
         iteration=jnp.zeros((), jnp.int32),
         lagged_params=init_lagged_params(agent_state.params, actor_lag),
     )
 
 
-def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
-                   axis_name: str | None = None) -> Callable[[OnPolicyState], tuple[OnPolicyState, dict]]:
-    """One training iteration (see the module docstring); metrics are :class:`~evorl.metrics.Metric`
-    scalars, already reduced over ``axis_name``."""
+def check_minibatches(tc: TrainingConfig, agent: Agent, envs_per_device: int) -> None:
+    """``training.num_minibatches`` must split one device's batch evenly: its transitions, or
+    (agents that learn from whole sequences) its environments."""
+    if agent.sequence_minibatches:
+        units, what = envs_per_device, "training.num_envs per device"
+    else:
+        units, what = envs_per_device * tc.rollout_length, "the batch (num_envs per device x rollout_length)"
+    require(units % tc.num_minibatches == 0,
+            f"training.num_minibatches={tc.num_minibatches} must divide {what} = {units}.")
+
+
+def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
+                        axis_name: str | None = None):
+    """What the learner does with a batch of rollouts ``trajectory [T, B]``: steps 2-5 of the
+    module docstring. Returns ``update(state, trajectory, key) -> (state, loss metrics)``
+    (``state.iteration`` counts the update; ``key`` drives the minibatch shuffles).
+
+    The fused iteration (:func:`make_iteration`) and the asynchronous learner
+    (:mod:`evorl.workflows.actor_learner`) both call it: one loss, one update."""
     gradient_update = agent_gradient_update(agent.loss, optimizer, axis_name=axis_name, has_aux=True)
 
-    def iteration(state: OnPolicyState) -> tuple[OnPolicyState, dict]:
-        key, rollout_key, update_key = jax.random.split(state.key, 3)
-        actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
-        local_envs = state.env_state.reward.shape[0]
-        env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
-        env_state, trajectory, episodes = rollout(
-            env, agent, actor_state, state.env_state, rollout_key, tc.rollout_length, env_ids
-        )  # trajectory [T, B, ...]
+    def update(state: OnPolicyState, trajectory: Trajectory, key: jax.Array) -> tuple[OnPolicyState, dict]:
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
         trajectory = agent.compute_targets(agent_state, trajectory)
 
@@ -112,19 +123,39 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransf
         opt_state = set_learning_rate(state.opt_state, state.learning_rate * frac)
         agent_state, opt_state, loss_metrics = update_epochs(
             agent, gradient_update, tc.num_epochs, tc.num_minibatches, axis_name,
-            agent_state, opt_state, trajectory, update_key,
+            agent_state, opt_state, trajectory, key,
         )
+        return state.replace(agent_state=agent_state, opt_state=opt_state, iteration=state.iteration + 1), loss_metrics
 
-        metrics = {
-            **loss_metrics,
-            **M.over_devices({
-                "episode_return_sum": M.Metric(episodes.return_sum, "sum"),
-                "episode_length_sum": M.Metric(episodes.length_sum, "sum"),
-                "episode_count": M.Metric(episodes.count, "sum"),
-            }, axis_name),
-        }
-        state = state.replace(key=key, agent_state=agent_state, opt_state=opt_state,
-                              env_state=env_state, iteration=state.iteration + 1, lagged_params=lagged_params)
+    return update
+
+
+def episode_metrics(episodes: EpisodeStats, axis_name: str | None) -> dict[str, M.Metric]:
+    """The sums over the episodes that ended, reduced over the device axis."""
+    return M.over_devices({
+        "episode_return_sum": M.Metric(episodes.return_sum, "sum"),
+        "episode_length_sum": M.Metric(episodes.length_sum, "sum"),
+        "episode_count": M.Metric(episodes.count, "sum"),
+    }, axis_name)
+
+
+def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
+                   axis_name: str | None = None) -> Callable[[OnPolicyState], tuple[OnPolicyState, dict]]:
+    """One training iteration (see the module docstring); metrics are :class:`~evorl.metrics.Metric`
+    scalars, already reduced over ``axis_name``."""
+    learner_update = make_learner_update(agent, optimizer, tc, axis_name)
+
+    def iteration(state: OnPolicyState) -> tuple[OnPolicyState, dict]:
+        key, rollout_key, update_key = jax.random.split(state.key, 3)
+        actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
+        local_envs = state.env_state.reward.shape[0]
+        env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
+        env_state, trajectory, episodes = rollout(
+            env, agent, actor_state, state.env_state, rollout_key, tc.rollout_length, env_ids
+        )  # trajectory [T, B, ...]
+        state, loss_metrics = learner_update(state, trajectory, update_key)
+        metrics = {**loss_metrics, **episode_metrics(episodes, axis_name)}
+        state = state.replace(key=key, env_state=env_state, lagged_params=lagged_params)
         return state, metrics
 
     return iteration

@@ -37,6 +37,7 @@ from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
 from evorl.envs.config import EnvConfig
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
+from evorl.workflows.actor_learner import RunnerConfig
 from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow
 
@@ -52,6 +53,8 @@ class ExperimentConfig:
     distributed: DistributedConfig = DistributedConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     logging: LoggingConfig = LoggingConfig()
+    #: How training runs: fused into compiled chunks, or actors and a learner.
+    runner: RunnerConfig = RunnerConfig()
     #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
     output_dir: str | None = None
     #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
@@ -59,7 +62,7 @@ class ExperimentConfig:
 
 
 TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
-                  "output_dir", "resume")
+                  "runner", "output_dir", "resume")
 #: Keys that were renamed: the old name gets an error naming the new one.
 RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
 #: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
@@ -206,6 +209,7 @@ class RLWorkflow(Workflow):
             distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
             checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
             logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
+            runner=parse_section(RunnerConfig, cfg.get("runner"), "runner"),
             output_dir=cfg.get("output_dir"),
             resume=cfg.get("resume"),
         )

@@ -28,10 +28,14 @@ import numpy as np
 from evorl import metrics as M
 
 from evorl.config import require, sweep_variants
-from evorl.evaluator import Evaluator
-from evorl.workflows.execution import Executor, Placement, to_host
+from evorl.envs.config import HOST_ENV_TYPES
+from evorl.evaluator import make_evaluator
+from evorl.workflows.actor_learner import ActorLearnerError, ActorLearnerExecutor, check_async_config, learner_placement
+from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
 from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
-from evorl.workflows.on_policy import ENV_FIELDS, OnPolicyState, init_state, make_iteration, make_optimizer
+from evorl.workflows.on_policy import (
+    ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
+)
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
@@ -63,27 +67,45 @@ class OnPolicyWorkflow(RLWorkflow):
                     f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
                     f"episodes' length {env.episode_length} (env.episode_length).")
             env = env.with_episode_length(tc.train_episode_length)
+        self.asynchronous = config.runner.asynchronous(env.on_host)
+        require(self.asynchronous or not env.on_host,
+                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
+                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = len(self.variants) * tc.num_seeds
-        self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
-        axis_name = self.placement.step_axis_name
+        if self.asynchronous:
+            learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
+            self.placement = Placement(1, None)
+            axis_name = None if learner_mesh is None else DEVICE_AXIS
+        else:
+            self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
+            axis_name = self.placement.step_axis_name
         if axis_name is not None:
             agent = agent.with_axis_name(axis_name)
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
-        self.evaluator = Evaluator(eval_env, agent, tc.eval_episodes)
         self._variant_data = []  # (hparams, learning rate) per variant
         for variant in self.variants:
             agent_cfg, training = apply_variant(config.agent, tc, variant)
             self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
-        self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement, ENV_FIELDS,
-                                 final_metrics=chunk_health)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        if self.asynchronous:
+            self.executor = ActorLearnerExecutor(
+                make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
+                learner_mesh, actor_devices, seed=config.seed, final_metrics=chunk_health)
+        else:
+            self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
+                                     ENV_FIELDS, final_metrics=chunk_health)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
+        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
+        self._evaluate = self.evaluator.evaluate if eval_env.on_host else self.executor.map_agents(self.evaluator.evaluate)
         self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
 
     @classmethod
     def check_config(cls, config, agent, num_devices):
         tc = config.training
+        if config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES):
+            check_async_config(config, agent, num_devices)
+            return
         if config.distributed.layout == "population":
             num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
             require(num_agents % num_devices == 0,
@@ -94,15 +116,7 @@ class OnPolicyWorkflow(RLWorkflow):
             tc.num_envs % num_devices == 0,
             f"training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).",
         )
-        per_device_envs = tc.num_envs // num_devices
-        if agent.sequence_minibatches:
-            units, what = per_device_envs, "training.num_envs per device"
-        else:
-            units, what = per_device_envs * tc.rollout_length, "the batch (num_envs per device x rollout_length)"
-        require(
-            units % tc.num_minibatches == 0,
-            f"training.num_minibatches={tc.num_minibatches} must divide {what} = {units}.",
-        )
+        check_minibatches(tc, agent, tc.num_envs // num_devices)
 
     @property
     def population(self) -> bool:
@@ -116,7 +130,8 @@ class OnPolicyWorkflow(RLWorkflow):
     def init(self, key: jax.Array) -> OnPolicyState:
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
-        init_one = functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.actor_lag)
+        env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
+        init_one = functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag)
         if not self.population:
             hparams, learning_rate = self._variant_data[0]
             return self.executor.init(init_one, key, hparams, learning_rate)
@@ -159,7 +174,8 @@ class OnPolicyWorkflow(RLWorkflow):
         check_finite(iteration, params_finite, bad_metrics, self.agent_labels())
 
     def compile(self, state: OnPolicyState) -> float:
-        """Compiles the training chunk ahead of time; returns the seconds it took."""
+        """Compiles the training chunk (or the learner's update) ahead of time; returns the
+        seconds it took."""
         return self.executor.compile(state)
 
     def step(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
@@ -192,31 +208,51 @@ class OnPolicyWorkflow(RLWorkflow):
     # --- the host loop --------------------------------------------------------------------
     def learn(self, state: OnPolicyState) -> OnPolicyState:
         tc = self.config.training
-        steps_per_iteration = tc.env_steps_per_iteration
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
             self.compile(state)
         self.last_metrics: dict[str, float] = {}
-        while done < tc.num_iterations:
-            n = min(tc.eval_interval, tc.num_iterations - done)
-            start = time.perf_counter()
-            state, per_agent = self.executor.run(state, n)
-            elapsed = time.perf_counter() - start
-            done += n
-            per_agent = train_metrics(per_agent)
-            self.check_health(per_agent, done)  # before anything is logged or checkpointed
-            metrics = self._aggregate(per_agent)
-            metrics.update(self.evaluate(state))
-            metrics.update(iteration=done, env_steps=done * steps_per_iteration,
-                           steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
-            self.last_metrics = metrics
-            self.write_metrics(metrics, done * steps_per_iteration)
-            saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
-            if self.stop_requested is not None and done < tc.num_iterations:
-                if self.checkpointer is not None and not saved:
-                    self.checkpointer.save(state, done)
-                raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
+        with self.executor.running(state):
+            while done < tc.num_iterations:
+                n = min(tc.eval_interval, tc.num_iterations - done)
+                try:
+                    state, done, saved = self._chunk(state, done, n)
+                except ActorLearnerError as e:  # keep what the learner reached, then fail with the actor's error
+                    if self.checkpointer is not None and e.state is not None:
+                        self.checkpointer.save(e.state, int(np.max(to_host(e.state.iteration))))
+                    raise
+                if self.stop_requested is not None and done < tc.num_iterations:
+                    if self.checkpointer is not None and not saved:
+                        self.checkpointer.save(state, done)
+                    raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
         return state
+
+    def _chunk(self, state: OnPolicyState, done: int, n: int) -> tuple[OnPolicyState, int, bool]:
+        """Up to ``n`` iterations (the asynchronous learner stops early on a stop request),
+        then the health check, evaluation, logging and checkpoint of the logging point.
+        Returns the state, the iterations done and whether it was checkpointed."""
+        steps_per_iteration = self.config.training.env_steps_per_iteration
+        start = time.perf_counter()
+        if self.asynchronous:
+            state, per_agent = self.executor.run(state, n, stop=lambda: self.stop_requested is not None)
+            n = int(to_host(state.iteration)) - done
+        else:
+            state, per_agent = self.executor.run(state, n)
+        elapsed = time.perf_counter() - start
+        if n == 0:
+            return state, done, False
+        done += n
+        per_agent = train_metrics(per_agent)
+        self.check_health(per_agent, done)  # before anything is logged or checkpointed
+        metrics = self._aggregate(per_agent)
+        metrics.update(self.executor.host_metrics())
+        metrics.update(self.evaluate(state))
+        metrics.update(iteration=done, env_steps=done * steps_per_iteration,
+                       steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
+        self.last_metrics = metrics
+        self.write_metrics(metrics, done * steps_per_iteration)
+        saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
+        return state, done, saved
 
 
 #: The metric :func:`chunk_health` adds to every chunk's (1: the returned state is not finite).

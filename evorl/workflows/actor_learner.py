@@ -1,0 +1,563 @@
+"""The asynchronous actor-learner (IMPALA's architecture), for host and JAX environments.
+
+What runs where:
+
+* **Actors**: ``runner.num_actors`` threads. Actor ``k`` owns ``num_envs / K`` environments
+  (global indices ``k B_k, ..., (k + 1) B_k - 1``): a host vector env (gymnasium, Atari,
+  envpool) stepped in Python with one jitted policy call per step, or a JAX env whose whole
+  rollout is one jitted call. It rolls out ``rollout_length`` steps with the newest parameters
+  it holds and puts ``(trajectory, episode sums, parameter version)`` on a bounded queue
+  (``runner.queue_size`` rollouts; a full queue blocks the actor).
+* **Learner**: the main thread. Each update takes ``K`` rollouts from the queue (whichever
+  actors sent them), concatenates them along the environment axis into one batch ``[T, B]``
+  and runs exactly the fused workflow's update on it
+  (:func:`~evorl.workflows.on_policy.make_learner_update`: the agent's ``loss``, GAE or
+  V-trace, :func:`~evorl.distributed.agent_gradient_update`), then publishes the new
+  parameters. The behaviour log-probabilities come with the trajectory, so IMPALA's V-trace
+  and PPO's ratio correct for the actors' lag.
+* **Policy lag** of a rollout: the learner updates made between the parameters it was acted
+  with and the update that learns from it (0: fully on-policy).
+* **Lockstep** (``runner.lockstep``): each actor waits for parameters newer than the last
+  ones it used, so every update learns from rollouts of the parameters just before it (lag
+  0): the synchronous baseline of the same code.
+
+Keys: the learner's update ``n`` uses ``split(key_{n-1}, 3) = (key_n, _, update_key_n)`` and
+actor ``k``'s rollout ``n`` uses ``split(actor_key_{n-1}, 3) = (actor_key_n, rollout_key_n,
+_)``, with actor 0's chain starting at the state's key and actor ``k``'s at ``fold_in(key,
+k)``. With one actor in lockstep on a JAX env this is exactly the fused
+:func:`~evorl.workflows.on_policy.make_iteration` (tested).
+
+Faults: an exception in an actor ends the run within the learner's next poll (50 ms) with
+that actor's traceback (:class:`ActorFailed`); a host env step that has not returned after
+``runner.env_step_timeout_seconds`` ends it with :class:`EnvStepTimeout`. Both carry the
+learner's newest state, which the workflow checkpoints before raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import queue
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from evorl import metrics as M
+from evorl.config import require
+from evorl.rollout import EpisodeStats, Trajectory, rollout
+from evorl.workflows.execution import DEVICE_AXIS, jit_rarely_run, to_host
+
+#: ``runner.mode``: ``auto`` is ``async`` for host environments and ``fused`` for JAX ones.
+RUNNER_MODES = ("auto", "fused", "async")
+#: How often a waiting learner or actor checks for failures, timeouts and stop requests.
+POLL_SECONDS = 0.05
+#: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).
+LAG_BUCKETS = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """The ``runner:`` config section: how training is executed."""
+
+    #: ``fused``: rollout and update in one compiled program per chunk (JAX envs only);
+    #: ``async``: actor threads and a learner (this module); ``auto``: ``async`` for host
+    #: environments (gymnasium, envpool), ``fused`` otherwise.
+    mode: str = "auto"
+    #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
+    num_actors: int = 2
+    #: Rollouts that may wait for the learner; actors block while the queue is full.
+    queue_size: int = 4
+    #: Actors wait for the parameters of every update (no lag): the synchronous baseline.
+    lockstep: bool = False
+    #: With ``distributed.multi_devices``: devices of the learner's mesh (the first ones);
+    #: actors run on the others (null: half of the devices, at least one).
+    learner_devices: int | None = None
+    #: A host environment step that takes longer than this ends the run (a stuck env).
+    env_step_timeout_seconds: float = 60.0
+
+    def validate(self, where: str) -> None:
+        require(self.mode in RUNNER_MODES, f"{where}.mode must be one of {', '.join(RUNNER_MODES)}, got {self.mode!r}.")
+        require(self.num_actors >= 1, f"{where}.num_actors must be >= 1, got {self.num_actors}.")
+        require(self.queue_size >= 1, f"{where}.queue_size must be >= 1, got {self.queue_size}.")
+        require(self.learner_devices is None or self.learner_devices >= 1,
+                f"{where}.learner_devices must be >= 1 or null, got {self.learner_devices}.")
+        require(self.env_step_timeout_seconds > 0,
+                f"{where}.env_step_timeout_seconds must be > 0, got {self.env_step_timeout_seconds}.")
+
+    def asynchronous(self, env_on_host: bool) -> bool:
+        return self.mode == "async" or (self.mode == "auto" and env_on_host)
+
+
+def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
+    """Cross-key checks of an asynchronous run, before anything is compiled."""
+    from evorl.workflows.on_policy import check_minibatches
+
+    tc, rc = config.training, config.runner
+    require(tc.num_seeds == 1 and not config.sweep,
+            "runner.mode=async trains one agent: training.num_seeds > 1 and hyperparameter lists need "
+            "runner.mode=fused (JAX envs).")
+    require(tc.actor_lag == 0,
+            f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async the "
+            f"lag is real (measured, logged as actors/policy_lag_*): remove training.actor_lag.")
+    require(not config.distributed.multi_process,
+            "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
+    require(tc.num_envs % rc.num_actors == 0,
+            f"training.num_envs={tc.num_envs} must be divisible by runner.num_actors={rc.num_actors} "
+            f"(each actor owns num_envs / num_actors environments).")
+    learner_devices = learner_device_count(num_devices, rc.learner_devices)
+    require(rc.learner_devices is None or rc.learner_devices <= num_devices,
+            f"runner.learner_devices={rc.learner_devices} but only {num_devices} devices are used.")
+    per_actor = tc.num_envs // rc.num_actors
+    require(per_actor % learner_devices == 0,
+            f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
+            f"the learner's {learner_devices} devices.")
+    check_minibatches(tc, agent, tc.num_envs // learner_devices)
+
+
+def learner_device_count(num_devices: int, learner_devices: int | None) -> int:
+    if num_devices == 1:
+        return 1
+    return learner_devices if learner_devices is not None else max(1, num_devices // 2)
+
+
+def learner_placement(multi_devices: bool, learner_devices: int | None) -> tuple[Mesh | None, list]:
+    """The learner's mesh (None: one device) and the actors' devices: with several devices,
+    the first ``learner_devices`` hold the learner and the others the actors (all of them
+    when the learner has every device)."""
+    devices = jax.devices() if multi_devices else jax.local_devices()[:1]
+    n = learner_device_count(len(devices), learner_devices)
+    mesh = Mesh(np.asarray(devices[:n]), (DEVICE_AXIS,)) if n > 1 else None
+    return mesh, devices[n:] or devices[:n]
+
+
+class ActorLearnerError(RuntimeError):
+    """The actor-learner stopped on a fault; ``state`` is the learner's newest state."""
+
+    state: Any = None
+
+
+class ActorFailed(ActorLearnerError):
+    """An actor thread raised; the message holds its traceback."""
+
+
+class EnvStepTimeout(ActorLearnerError):
+    """A host environment step did not return within ``runner.env_step_timeout_seconds``."""
+
+
+@dataclass
+class Rollout:
+    """What an actor puts on the queue."""
+
+    actor: int
+    version: int  # learner updates behind the parameters it was acted with
+    trajectory: Trajectory  # [T, B_k, ...]
+    episodes: EpisodeStats  # sums over the episodes that ended in it (host floats)
+
+
+class ParameterStore:
+    """The newest published agent state and its version (learner updates so far)."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._value: tuple[Any, int] | None = None
+
+    def publish(self, agent_state: Any, version: int) -> None:
+        with self._changed:
+            self._value = (agent_state, version)
+            self._changed.notify_all()
+
+    def newest(self, newer_than: int, stop: threading.Event) -> tuple[Any, int] | None:
+        """The newest ``(agent_state, version)`` with ``version > newer_than``, waiting for
+        one; None once ``stop`` is set."""
+        with self._changed:
+            while not stop.is_set():
+                if self._value is not None and self._value[1] > newer_than:
+                    return self._value
+                self._changed.wait(POLL_SECONDS)
+        return None
+
+
+class _TimedSteps:
+    """A host env whose ``step`` records when the step in progress started (None between
+    steps), so a stuck step can be noticed from another thread."""
+
+    def __init__(self, env: Any):
+        self._env = env
+        self.step_started: float | None = None
+
+    def step(self, actions):
+        self.step_started = time.monotonic()
+        try:
+            return self._env.step(actions)
+        finally:
+            self.step_started = None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+
+class JaxEnvActorRollout:
+    """A JAX env's environments of one actor: each rollout is one jitted call on ``device``."""
+
+    step_started = None  # a compiled rollout cannot hang in a Python env step
+
+    def __init__(self, rollout_fn: Callable, env_state: Any, env_ids: np.ndarray, device: Any):
+        self._rollout = rollout_fn
+        self.env_state = jax.device_put(env_state, device)
+        self.env_ids = jax.device_put(jnp.asarray(env_ids), device)
+
+    def __call__(self, agent_state, key):
+        self.env_state, trajectory, episodes = self._rollout(agent_state, self.env_state, key, self.env_ids)
+        return trajectory, episodes
+
+    def close(self):
+        pass
+
+
+class HostEnvActorRollout:
+    """A host vector env of one actor, stepped with one jitted policy call per step."""
+
+    def __init__(self, env: Any, agent: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
+        from evorl.rollout import host_rollout
+
+        self._host_rollout = host_rollout
+        self.env = _TimedSteps(env)
+        self.agent, self.rollout_length, self.env_ids = agent, rollout_length, np.asarray(env_ids)
+        self.env_state = None
+        self.seed = seed
+
+    @property
+    def step_started(self) -> float | None:
+        return self.env.step_started
+
+    def __call__(self, agent_state, key):
+        if self.env_state is None:
+            self.env_state = self.env.reset(self.seed)
+        self.env_state, trajectory, episodes = self._host_rollout(
+            self.env, self.agent, agent_state, self.env_state, key, self.rollout_length, self.env_ids)
+        return trajectory, episodes
+
+    def close(self):
+        self.env.close()
+
+
+class Actor(threading.Thread):
+    """One actor thread (see the module docstring); its counters are read by the learner."""
+
+    def __init__(self, index: int, act: Any, key: jax.Array, device: Any, params: ParameterStore,
+                 rollouts: queue.Queue, lockstep: bool, stop: threading.Event, failed: threading.Event):
+        super().__init__(name=f"evorl-actor-{index}", daemon=True)
+        self.index, self.act, self.device = index, act, device
+        self.key = jax.device_put(key, device)
+        self.params, self.rollouts, self.lockstep = params, rollouts, lockstep
+        self.stop, self.failed = stop, failed
+        self.error: str | None = None
+        self.busy_seconds = 0.0  # in rollouts
+        self.wait_seconds = 0.0  # for parameters or for room in the queue
+        self.rollouts_done = 0
+
+    def run(self):
+        try:
+            self._loop()
+        except BaseException as e:  # noqa: BLE001: any failure must reach the learner
+            self.error = "".join(traceback.format_exception(e))
+            self.failed.set()
+        finally:
+            with contextlib.suppress(Exception):
+                self.act.close()
+
+    def _loop(self):
+        last_version, local = -1, None
+        split = jax.jit(lambda k: jax.random.split(k, 3))
+        while not self.stop.is_set():
+            start = time.monotonic()
+            newest = self.params.newest(last_version if self.lockstep else -1, self.stop)
+            if newest is None:
+                return
+            agent_state, version = newest
+            if local is None or local[1] != version:
+                local = (jax.device_put(agent_state, self.device), version)
+            last_version = version
+            acting = time.monotonic()
+            self.wait_seconds += acting - start
+            keys = split(self.key)
+            self.key, rollout_key = keys[0], keys[1]
+            trajectory, episodes = self.act(local[0], rollout_key)
+            episodes = EpisodeStats(*(float(x) for x in (episodes.return_sum, episodes.length_sum, episodes.count)))
+            jax.block_until_ready(trajectory)
+            done = time.monotonic()
+            self.busy_seconds += done - acting
+            item = Rollout(self.index, version, trajectory, episodes)
+            while not self.stop.is_set():
+                try:
+                    self.rollouts.put(item, timeout=POLL_SECONDS)
+                    break
+                except queue.Full:
+                    continue
+            self.wait_seconds += time.monotonic() - done
+            self.rollouts_done += 1
+
+
+@dataclass
+class _ChunkLog:
+    """The learner's bookkeeping over one chunk of updates (host values)."""
+
+    lags: list[int] = dataclasses.field(default_factory=list)
+    queue_sizes: list[int] = dataclasses.field(default_factory=list)
+    learner_wait: float = 0.0
+    learner_busy: float = 0.0
+    episodes: list[EpisodeStats] = dataclasses.field(default_factory=list)
+
+
+class ActorLearnerExecutor:
+    """Runs the learner update against actor threads; the asynchronous counterpart of
+    :class:`~evorl.workflows.execution.Executor` with the same methods the workflow uses."""
+
+    def __init__(self, learner_update: Callable, env: Any, agent: Any, training: Any, runner: RunnerConfig,
+                 learner_mesh: Mesh | None, actor_devices: list, seed: int,
+                 final_metrics: Callable[[Any], dict] | None = None):
+        """``learner_update``: :func:`~evorl.workflows.on_policy.make_learner_update` (with the
+        mesh's axis name when ``learner_mesh`` is set); ``env``: the training env with
+        ``training.num_envs`` environments (each actor gets its share); ``seed`` seeds host
+        environments (env ``i`` gets ``seed + i``)."""
+        self.env, self.agent, self.training, self.runner = env, agent, training, runner
+        self.learner_mesh, self.actor_devices, self.seed = learner_mesh, actor_devices, seed
+        self.num_actors = runner.num_actors
+        self.envs_per_actor = training.num_envs // runner.num_actors
+        self.final_metrics = final_metrics
+        self.compile_seconds: float | None = None
+        self._initial_env_state = None
+        self._init_jit = None
+        self._actors: list[Actor] = []
+        self._log = _ChunkLog()
+        self._host_metrics: dict[str, float] = {}
+        if learner_mesh is None:
+            device = jax.local_devices()[0]
+            self._state_sharding = self._batch_sharding = jax.sharding.SingleDeviceSharding(device)
+        else:
+            self._state_sharding = NamedSharding(learner_mesh, P())
+            self._batch_sharding = NamedSharding(learner_mesh, P(None, DEVICE_AXIS))
+
+        def update(state, trajectories):
+            trajectory = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *trajectories)  # [T, B]
+            key, _, update_key = jax.random.split(state.key, 3)
+            state, metrics = learner_update(state, trajectory, update_key)
+            return state.replace(key=key), metrics
+
+        def step(state, totals, trajectories):
+            state, metrics = update(state, trajectories)
+            return state, M.accumulate(totals, metrics)
+
+        if learner_mesh is not None:
+            batch = P(None, DEVICE_AXIS)
+            update = jax.shard_map(update, mesh=learner_mesh, in_specs=(P(), batch), out_specs=(P(), P()))
+            step = jax.shard_map(step, mesh=learner_mesh, in_specs=(P(), P(), batch), out_specs=(P(), P()))
+        self._update_shapes = update  # for the metrics' structure (jax.eval_shape)
+        # No donation: the published agent state is read by actors while the next update runs.
+        self._step = jax.jit(step)
+        self._final = jax.jit(final_metrics) if final_metrics is not None else None
+        self._rollout_fn = None
+        if not getattr(env, "on_host", False):
+            env_k = env.with_num_envs(self.envs_per_actor)
+            length = training.rollout_length
+            self._rollout_fn = jax.jit(lambda agent_state, env_state, key, env_ids: rollout(
+                env_k, agent, agent_state, env_state, key, length, env_ids))
+
+    # --- state ----------------------------------------------------------------------------
+    def init(self, init_fn: Callable, *args) -> Any:
+        """The learner's initial state. For a JAX env ``init_fn`` also resets its
+        environments: the actors start from them (actor ``k`` from slice ``k``)."""
+        if self._init_jit is None:
+            self._init_jit = jit_rarely_run(init_fn)
+        state = self._init_jit(*args)
+        self._initial_env_state = state.env_state
+        return self.place(state.replace(env_state=None))
+
+    def place(self, state: Any) -> Any:
+        return jax.device_put(state, self._state_sharding)
+
+    def map_agents(self, fn: Callable) -> Callable:
+        return jax.jit(fn)
+
+    # --- actors ---------------------------------------------------------------------------
+    def _actor_rollout(self, index: int, state: Any):
+        b = self.envs_per_actor
+        env_ids = np.arange(index * b, (index + 1) * b)
+        device = self.actor_devices[index % len(self.actor_devices)]
+        if self._rollout_fn is None:
+            return HostEnvActorRollout(self.env.with_num_envs(b), self.agent, self.training.rollout_length,
+                                       env_ids, self.seed + index * b)
+        env_state = self._initial_env_state
+        if env_state is None or int(to_host(state.iteration)) > 0:  # resumed: fresh episodes
+            env_state = jax.jit(self.env.reset)(jax.random.fold_in(state.key, 0xE5E7))
+        env_state = jax.tree.map(lambda x: x[index * b:(index + 1) * b], env_state)
+        return JaxEnvActorRollout(self._rollout_fn, env_state, env_ids, device)
+
+    @contextlib.contextmanager
+    def running(self, state: Any):
+        """Actor threads acting with ``state``'s parameters while the block runs; stopped and
+        joined when it ends (also on an error)."""
+        self._params = ParameterStore()
+        self._queue: queue.Queue = queue.Queue(maxsize=self.runner.queue_size)
+        self._stop, self._failed = threading.Event(), threading.Event()
+        self._version = int(to_host(state.iteration))
+        self._params.publish(state.agent_state, self._version)
+        self._actors = []
+        try:
+            for k in range(self.num_actors):
+                key = state.key if k == 0 else jax.random.fold_in(state.key, k)
+                actor = Actor(k, self._actor_rollout(k, state), key, self.actor_devices[k % len(self.actor_devices)],
+                              self._params, self._queue, self.runner.lockstep, self._stop, self._failed)
+                self._actors.append(actor)
+                actor.start()
+            yield self
+        finally:
+            self.stop_actors()
+
+    def stop_actors(self, timeout: float = 30.0) -> list[str]:
+        """Stops and joins the actors; returns the names of any still alive after ``timeout``
+        (an env step that never returns: daemon threads, gone with the process)."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for actor in self._actors:
+            actor.join(max(0.0, deadline - time.monotonic()))
+        return [a.name for a in self._actors if a.is_alive()]
+
+    def _take(self, state: Any) -> Rollout:
+        """The next rollout, checking for failed and stuck actors while it waits."""
+        start = time.monotonic()
+        while True:
+            try:
+                item = self._queue.get(timeout=POLL_SECONDS)
+                self._log.learner_wait += time.monotonic() - start
+                return item
+            except queue.Empty:
+                pass
+            if self._failed.is_set():
+                failed = next(a for a in self._actors if a.error is not None)
+                error = ActorFailed(f"actor {failed.index} ({failed.name}) failed; its traceback:\n{failed.error}")
+                error.state = state
+                raise error
+            now = time.monotonic()
+            for actor in self._actors:
+                started = actor.act.step_started
+                if started is not None and now - started > self.runner.env_step_timeout_seconds:
+                    error = EnvStepTimeout(
+                        f"actor {actor.index}'s environment step has not returned for {now - started:.0f} s "
+                        f"(runner.env_step_timeout_seconds={self.runner.env_step_timeout_seconds:g}): a stuck "
+                        f"environment. Raise the timeout if its steps are legitimately that slow.")
+                    error.state = state
+                    raise error
+
+    # --- chunks of updates ----------------------------------------------------------------
+    def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False):
+        """Up to ``num_iterations`` learner updates (fewer once ``stop()`` is true; the
+        returned state's ``iteration`` says how many). Returns the state and the chunk's
+        metrics on the host, as :meth:`Executor.run` does (loss metrics per update, episode
+        sums); the actors' figures are in :meth:`host_metrics`."""
+        self._log = log = _ChunkLog()
+        chunk_start = time.monotonic()
+        actor_counters = [(a.busy_seconds, a.wait_seconds, a.rollouts_done) for a in self._actors]
+        totals, done = None, 0
+        while done < num_iterations and not stop():
+            log.queue_sizes.append(self._queue.qsize())
+            items = [self._take(state) for _ in range(self.num_actors)]
+            busy = time.monotonic()
+            trajectories = tuple(jax.device_put(item.trajectory, self._batch_sharding) for item in items)
+            if totals is None:
+                totals = self._zero_totals(state, trajectories)
+            state, totals = self._step(state, totals, trajectories)
+            log.lags += [self._version - item.version for item in items]
+            log.episodes += [item.episodes for item in items]
+            self._version += 1
+            self._params.publish(state.agent_state, self._version)
+            jax.block_until_ready(totals)
+            log.learner_busy += time.monotonic() - busy
+            done += 1
+        if done == 0:
+            self._host_metrics = {}
+            return state, {}
+        if self._final is not None:
+            totals = {**totals, **M.declared(self._final(state))}
+        metrics = M.per_iteration(to_host(totals), done)
+        metrics["episode_return_sum"] = sum(e.return_sum for e in log.episodes)
+        metrics["episode_length_sum"] = sum(e.length_sum for e in log.episodes)
+        metrics["episode_count"] = sum(e.count for e in log.episodes)
+        self._host_metrics = self._actor_metrics(log, actor_counters, time.monotonic() - chunk_start, done)
+        return state, metrics
+
+    def _zero_totals(self, state: Any, trajectories: tuple) -> dict:
+        metrics = jax.eval_shape(self._update_shapes, state, trajectories)[1]
+        return jax.device_put(M.zeros_like_totals(metrics), self._state_sharding)
+
+    def abstract_trajectories(self, state: Any) -> tuple:
+        """The shapes and dtypes of one update's rollouts (one per actor), for compiling."""
+        t, b = self.training.rollout_length, self.envs_per_actor
+        if self._rollout_fn is not None:
+            env_state = jax.eval_shape(self.env.with_num_envs(b).reset, jax.random.PRNGKey(0))
+            one = jax.eval_shape(self._rollout_fn, state.agent_state, env_state, state.key,
+                                 jnp.arange(b))[1]
+        else:
+            space = self.env.obs_space
+            obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), getattr(space, "dtype", np.float32))
+            one = jax.eval_shape(lambda agent_state, obs: trajectory_like(self.agent, agent_state, obs),
+                                 state.agent_state, obs)
+        return tuple(one for _ in range(self.num_actors))
+
+    def compile(self, state: Any) -> float:
+        """Compiles the learner update ahead of time; returns (and keeps) the seconds it took."""
+        start = time.perf_counter()
+        trajectories = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=self._batch_sharding),
+                                    self.abstract_trajectories(state))
+        state = self.place(state)
+        totals = self._zero_totals(state, trajectories)
+        self._step = self._step.lower(state, totals, trajectories).compile()
+        self.compile_seconds = time.perf_counter() - start
+        return self.compile_seconds
+
+    def _actor_metrics(self, log: _ChunkLog, before: list, wall: float, updates: int) -> dict[str, float]:
+        lags = np.asarray(log.lags)
+        out = {
+            "actors/policy_lag_mean": float(lags.mean()),
+            "actors/policy_lag_max": float(lags.max()),
+        }
+        for bucket in LAG_BUCKETS:
+            last = bucket == LAG_BUCKETS[-1]
+            share = np.mean(lags >= bucket) if last else np.mean(lags == bucket)
+            out[f"actors/policy_lag_{bucket}{'plus' if last else ''}"] = float(share)
+        out["actors/queue_fill"] = float(np.mean(log.queue_sizes)) / self.runner.queue_size
+        busy = sum(a.busy_seconds - b[0] for a, b in zip(self._actors, before))
+        wait = sum(a.wait_seconds - b[1] for a, b in zip(self._actors, before))
+        produced = sum(a.rollouts_done - b[2] for a, b in zip(self._actors, before))
+        steps_per_rollout = self.envs_per_actor * self.training.rollout_length
+        out["actors/actor_steps_per_s"] = produced * steps_per_rollout / wall
+        out["actors/actor_wait_fraction"] = wait / max(busy + wait, 1e-9)
+        out["actors/learner_steps_per_s"] = updates * self.training.num_envs * self.training.rollout_length / max(
+            log.learner_busy, 1e-9)
+        out["actors/learner_wait_fraction"] = log.learner_wait / wall
+        return out
+
+    def host_metrics(self) -> dict[str, float]:
+        """The last chunk's actor-side figures: policy lag (mean, max, histogram), queue fill,
+        actor and learner env steps/s, the fraction of time each side waited."""
+        return dict(self._host_metrics)
+
+
+def trajectory_like(agent: Any, agent_state: Any, obs: jax.Array) -> Trajectory:
+    """A trajectory ``[T, B]`` of the structure an actor produces from observations ``obs``
+    ``[T, B, *obs_shape]`` (values meaningless: used for its shapes and dtypes)."""
+    t, b = obs.shape[:2]
+    keys = jax.random.split(jax.random.PRNGKey(0), t * b).reshape((t, b, -1))
+    act = jax.vmap(jax.vmap(agent.compute_actions, in_axes=(None, 0, 0)), in_axes=(None, 0, 0))
+    actions, extras = act(agent_state, obs, keys)
+    zeros = jnp.zeros((t, b), jnp.float32)
+    return Trajectory(obs=obs, actions=actions, rewards=zeros, terminated=zeros > 0, truncated=zeros > 0,
+                      next_obs=obs, extras=extras)
