@@ -134,6 +134,8 @@ EXIT_DIVERGED = 3
 EXIT_NO_SPACE = 4
 #: Exit status of ``evorl-train`` when another process of a multi-process run stopped responding.
 EXIT_PEER_LOST = 5
+#: Exit status of ``evorl-train`` when an actor thread failed or an environment step hung.
+EXIT_ACTOR_FAILED = 6
 
 
 @contextlib.contextmanager
@@ -142,11 +144,13 @@ def exit_on_config_error():
     input, not a crash: one message on stderr and exit status 2. Training that diverged: one
     message and exit status 3; a full disk: one message naming the file and status 4; another
     process that stopped responding: one message and status 5, at once (``os._exit``: JAX's
-    shutdown would wait for the lost process, then abort); stopped by SIGTERM / SIGINT: one
-    message and status 143 / 130."""
+    shutdown would wait for the lost process, then abort); an actor that raised or an env step
+    that hung (asynchronous runner): the actor's traceback and status 6; stopped by SIGTERM /
+    SIGINT: one message and status 143 / 130."""
     from evorl.checkpoint import CheckpointError
     from evorl.distributed import PeerLost
     from evorl.run_folder import NoSpaceLeft, RunFolderInUse, is_disk_full
+    from evorl.workflows.actor_learner import ActorLearnerError
     from evorl.workflows.health import TrainingDiverged
     from evorl.workflows.rl_workflow import TrainingInterrupted
 
@@ -174,6 +178,9 @@ def exit_on_config_error():
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.stdout.flush()
         os._exit(EXIT_PEER_LOST)
+    except ActorLearnerError as e:
+        print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(EXIT_ACTOR_FAILED)
     except TrainingInterrupted as e:  # by a signal: the shell's status for it (128 + its number)
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(128 + signal.Signals[e.reason] if e.reason in signal.Signals.__members__ else 1)

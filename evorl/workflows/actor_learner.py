@@ -106,7 +106,7 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
             "runner.mode=fused (JAX envs).")
     require(tc.actor_lag == 0,
             f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async the "
-            f"lag is real (measured, logged as actors/policy_lag_*): remove training.actor_lag.")
+            f"lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
     require(not config.distributed.multi_process,
             "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
     require(tc.num_envs % rc.num_actors == 0,
@@ -432,30 +432,36 @@ class ActorLearnerExecutor:
         return [a.name for a in self._actors if a.is_alive()]
 
     def _take(self, state: Any) -> Rollout:
-        """The next rollout, checking for failed and stuck actors while it waits."""
+        """The next rollout; every actor is checked first (a failed or stuck actor ends the
+        run even while the others keep the queue full)."""
         start = time.monotonic()
         while True:
+            self._check_actors(state)
             try:
                 item = self._queue.get(timeout=POLL_SECONDS)
-                self._log.learner_wait += time.monotonic() - start
-                return item
             except queue.Empty:
-                pass
-            if self._failed.is_set():
-                failed = next(a for a in self._actors if a.error is not None)
-                error = ActorFailed(f"actor {failed.index} ({failed.name}) failed; its traceback:\n{failed.error}")
-                error.state = state
-                raise error
-            now = time.monotonic()
-            for actor in self._actors:
-                started = actor.act.step_started
-                if started is not None and now - started > self.runner.env_step_timeout_seconds:
-                    error = EnvStepTimeout(
-                        f"actor {actor.index}'s environment step has not returned for {now - started:.0f} s "
-                        f"(runner.env_step_timeout_seconds={self.runner.env_step_timeout_seconds:g}): a stuck "
-                        f"environment. Raise the timeout if its steps are legitimately that slow.")
-                    error.state = state
-                    raise error
+                continue
+            self._log.learner_wait += time.monotonic() - start
+            return item
+
+    def _check_actors(self, state: Any) -> None:
+        """Raises :class:`ActorFailed` if an actor raised, :class:`EnvStepTimeout` if one is
+        stuck in an env step (both carrying the learner's ``state``)."""
+        error = None
+        if self._failed.is_set():
+            failed = next(a for a in self._actors if a.error is not None)
+            error = ActorFailed(f"actor {failed.index} ({failed.name}) failed; its traceback:\n{failed.error}")
+        now = time.monotonic()
+        for actor in self._actors:
+            started = actor.act.step_started
+            if error is None and started is not None and now - started > self.runner.env_step_timeout_seconds:
+                error = EnvStepTimeout(
+                    f"actor {actor.index}'s environment step has not returned for {now - started:.0f} s "
+                    f"(runner.env_step_timeout_seconds={self.runner.env_step_timeout_seconds:g}): a stuck "
+                    f"environment. Raise the timeout if its steps are legitimately that slow.")
+        if error is not None:
+            error.state = state
+            raise error
 
     # --- chunks of updates ----------------------------------------------------------------
     def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False):
@@ -488,9 +494,8 @@ class ActorLearnerExecutor:
         if self._final is not None:
             totals = {**totals, **M.declared(self._final(state))}
         metrics = M.per_iteration(to_host(totals), done)
-        metrics["episode_return_sum"] = sum(e.return_sum for e in log.episodes)
-        metrics["episode_length_sum"] = sum(e.length_sum for e in log.episodes)
-        metrics["episode_count"] = sum(e.count for e in log.episodes)
+        for name, field in (("return_sum", "return_sum"), ("length_sum", "length_sum"), ("count", "count")):
+            metrics[f"episode_{name}"] = np.float64(sum(getattr(e, field) for e in log.episodes))
         self._host_metrics = self._actor_metrics(log, actor_counters, time.monotonic() - chunk_start, done)
         return state, metrics
 

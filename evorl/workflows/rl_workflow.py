@@ -219,7 +219,11 @@ class OnPolicyWorkflow(RLWorkflow):
                     state, done, saved = self._chunk(state, done, n)
                 except ActorLearnerError as e:  # keep what the learner reached, then fail with the actor's error
                     if self.checkpointer is not None and e.state is not None:
-                        self.checkpointer.save(e.state, int(np.max(to_host(e.state.iteration))))
+                        reached = int(to_host(e.state.iteration))
+                        if reached not in self.checkpointer.steps():
+                            self.checkpointer.save(e.state, reached)
+                        e.args = (f"{e.args[0]}\nThe learner's state at iteration {reached} is checkpointed: "
+                                  f"continue with resume=<run folder>.",)
                     raise
                 if self.stop_requested is not None and done < tc.num_iterations:
                     if self.checkpointer is not None and not saved:

@@ -1,0 +1,145 @@
+"""The asynchronous actor-learner on JAX envs: one loss and one update shared with the fused
+workflow, real policy lag with V-trace correcting it, and faults that end the run."""
+
+import copy
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import TINY
+
+from evorl.config import ConfigError
+from evorl.experiment import run_experiment
+from evorl.run_folder import checkpoint_dir
+from evorl.workflows import IMPALAWorkflow, PPOWorkflow
+from evorl.workflows.actor_learner import ActorFailed
+from evorl.workflows.rl_workflow import TrainingInterrupted
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def config(mode, workflow_cls=PPOWorkflow, **runner):
+    cfg = copy.deepcopy(TINY)
+    cfg["workflow_cls"] = f"evorl.workflows.{workflow_cls.__name__}"
+    cfg["training"].update(num_envs=8, num_epochs=2)
+    cfg["runner"] = {"mode": mode, **runner}
+    return cfg
+
+
+def actor_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("evorl-actor")]
+
+
+@pytest.mark.parametrize("workflow_cls", [PPOWorkflow, IMPALAWorkflow])
+def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls):
+    """With one actor in lockstep, each learner update sees the batch the fused iteration
+    collects (same keys, same env states) and applies the same update."""
+    fused = workflow_cls.build_from_config(config("fused", workflow_cls), recorders=[])
+    state = fused.init(jax.random.PRNGKey(0))
+    state, _ = fused.run_iterations(state, 3)
+    learner = workflow_cls.build_from_config(config("async", workflow_cls, num_actors=1, lockstep=True), recorders=[])
+    async_state = learner.init(jax.random.PRNGKey(0))
+    with learner.executor.running(async_state):
+        async_state, metrics = learner.executor.run(async_state, 3)
+    assert int(async_state.iteration) == 3
+    for a, b in zip(jax.tree.leaves(state.agent_state), jax.tree.leaves(async_state.agent_state)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+    assert learner.executor.host_metrics()["actors/policy_lag_max"] == 0
+    assert not actor_threads()
+
+
+def test_several_actors_lag_and_vtrace_clips_the_ratios():
+    """Lockstep: every update learns from the parameters just before it (lag 0, ratios 1 in
+    the first and only minibatch step). Free-running actors act with older parameters: the
+    lag is > 0 and V-trace clips ratios above rho_bar."""
+    def run(lockstep):
+        cfg = config("async", IMPALAWorkflow, num_actors=3, lockstep=lockstep, queue_size=3)
+        cfg["training"].update(num_envs=6, num_epochs=1, num_minibatches=1, learning_rate=0.01)
+        cfg["agent"] = {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]}
+        workflow = IMPALAWorkflow.build_from_config(cfg, recorders=[])
+        state = workflow.init(jax.random.PRNGKey(1))
+        with workflow.executor.running(state):
+            state, metrics = workflow.executor.run(state, 12)
+        return metrics, workflow.executor.host_metrics()
+
+    metrics, actors = run(lockstep=True)
+    assert actors["actors/policy_lag_max"] == 0 and metrics["rho_clip_fraction"] == 0
+    metrics, actors = run(lockstep=False)
+    assert actors["actors/policy_lag_mean"] > 0 and actors["actors/policy_lag_max"] >= 1
+    assert metrics["rho_clip_fraction"] > 0
+    assert metrics["max_importance_ratio"] > 1
+    assert 0 <= actors["actors/queue_fill"] <= 1 and actors["actors/actor_steps_per_s"] > 0
+
+
+def test_an_actor_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path, monkeypatch):
+    from evorl.workflows import actor_learner
+
+    calls = {"n": 0}
+    original = actor_learner.JaxEnvActorRollout.__call__
+
+    def failing(self, agent_state, key):
+        calls["n"] += 1
+        if calls["n"] == 7:
+            raise RuntimeError("the simulator exploded")
+        return original(self, agent_state, key)
+
+    monkeypatch.setattr(actor_learner.JaxEnvActorRollout, "__call__", failing)
+    cfg = config("async", num_actors=2)
+    cfg["training"]["num_iterations"] = 1000
+    start = time.monotonic()
+    with pytest.raises(ActorFailed, match="the simulator exploded") as failure:
+        run_experiment(cfg, output_dir=tmp_path)
+    assert time.monotonic() - start < 60
+    assert "Traceback" in str(failure.value) and "failing" in str(failure.value)
+    saved = [int(p.name) for p in checkpoint_dir(tmp_path).iterdir()]
+    assert saved and max(saved) >= 1
+    assert not actor_threads()
+
+
+def test_sigint_ends_an_async_run_in_bounded_time_with_a_checkpoint(tmp_path):
+    run_dir = tmp_path / "run"
+    overrides = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
+                 "runner.mode=async", "runner.num_actors=2", "training.rollout_length=16",
+                 "training.num_minibatches=2", "training.num_epochs=1", "training.eval_episodes=2",
+                 "training.eval_interval=5", "training.num_iterations=100000", "checkpoint.save_interval=1000",
+                 "logging.console=lines", "logging.plot=false", f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), *overrides], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        for line in proc.stdout:
+            if "iter=10 " in line:
+                break
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        stopped_in = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert stopped_in < 20, stopped_in
+    line = [x for x in err.splitlines() if x.startswith("evorl: SIGINT: training stopped after iteration ")]
+    assert line, err
+    iteration = int(line[0].split("after iteration ")[1].split(";")[0])
+    assert sorted(int(p.name) for p in checkpoint_dir(run_dir).iterdir()) == [iteration]
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"training": {"num_seeds": 2}}, "trains one agent"),
+    ({"training": {"actor_lag": 1}}, "set training.actor_lag=0"),
+    ({"training": {"num_envs": 6}}, "divisible by runner.num_actors=4"),
+    ({"runner": {"mode": "sometimes"}}, "runner.mode must be one of"),
+])
+def test_async_config_errors(override, message):
+    cfg = config("async", num_actors=4)
+    for section, values in override.items():
+        cfg.setdefault(section, {}).update(values)
+    with pytest.raises(ConfigError, match=message):
+        PPOWorkflow.build_from_config(cfg, recorders=[])
