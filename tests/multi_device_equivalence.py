@@ -11,6 +11,8 @@ from evorl.workflows import resolve_workflow_cls
 
 
 def train(workflow_cls, cfg, multi, iterations):
+    if not multi and "runner" in cfg:  # one device: the learner has no mesh
+        cfg = {**cfg, "runner": {k: v for k, v in cfg["runner"].items() if k != "learner_devices"}}
     workflow = resolve_workflow_cls(workflow_cls).build_from_config(cfg, enable_multi_devices=multi, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
     state, metrics = workflow.run_iterations(state, iterations)
@@ -49,14 +51,19 @@ def main():
         lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), single.agent_state.params,
         multi.agent_state.params,
     )
-    sharding = multi.env_state.obs.sharding
+    if multi.env_state is None:  # the asynchronous learner: its state is replicated over the learner's mesh
+        sharding = jax.tree.leaves(multi.agent_state.params)[0].sharding
+        learner = workflow.executor.learner_mesh
+        placement = {"learner_devices": 1 if learner is None else learner.size}
+    else:
+        sharding = multi.env_state.obs.sharding
+        placement = {"env_devices": len(sharding.device_set), "partition": str(sharding.spec)}
     print(json.dumps({
+        **placement,
         "max_param_diff": max(jax.tree.leaves(diffs)),
         "param_scale": max(float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(single.agent_state.params)),
         "episodes": [m1["train/episodes"], m2["train/episodes"]],
         "loss": [m1["train/loss"], m2["train/loss"]],
-        "env_devices": len(sharding.device_set),
-        "partition": str(sharding.spec),
         "eval_return": evals,
     }))
 

@@ -46,6 +46,20 @@ def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.parametrize("workflow_cls", ["evorl.workflows.PPOWorkflow", "evorl.workflows.IMPALAWorkflow"])
+def test_async_learner_on_two_devices_equals_one_device(workflow_cls):
+    """The asynchronous learner's update data-parallel over a 2-device mesh (one actor in
+    lockstep, so both runs learn from the same batches) equals its 1-device update."""
+    cfg = {"env": CARTPOLE, "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32],
+                                      "normalize_obs": True},
+           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1},
+           "runner": {"mode": "async", "num_actors": 1, "lockstep": True, "learner_devices": 2}}
+    result = run_two_devices(workflow_cls, cfg, iterations=4)
+    assert result["learner_devices"] == 2
+    assert result["episodes"][0] == result["episodes"][1]
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
 @pytest.mark.slow
 def test_two_devices_learn_cartpole_as_well_as_one():
     """With the usual shuffling (each device shuffles its own share): 3 seeds each reach a

@@ -114,7 +114,9 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
             f"(each actor owns num_envs / num_actors environments).")
     learner_devices = learner_device_count(num_devices, rc.learner_devices)
     require(rc.learner_devices is None or rc.learner_devices <= num_devices,
-            f"runner.learner_devices={rc.learner_devices} but only {num_devices} devices are used.")
+            f"runner.learner_devices={rc.learner_devices} but only {num_devices} device(s) are used "
+            f"(several need distributed.multi_devices=true, or XLA_FLAGS=--xla_force_host_platform_device_count=N "
+            f"on a CPU).")
     per_actor = tc.num_envs // rc.num_actors
     require(per_actor % learner_devices == 0,
             f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
@@ -356,11 +358,12 @@ class ActorLearnerExecutor:
             state, metrics = update(state, trajectories)
             return state, M.accumulate(totals, metrics)
 
+        shapes_of = update
         if learner_mesh is not None:
             batch = P(None, DEVICE_AXIS)
-            update = jax.shard_map(update, mesh=learner_mesh, in_specs=(P(), batch), out_specs=(P(), P()))
+            shapes_of = jax.shard_map(update, mesh=learner_mesh, in_specs=(P(), batch), out_specs=(P(), P()))
             step = jax.shard_map(step, mesh=learner_mesh, in_specs=(P(), P(), batch), out_specs=(P(), P()))
-        self._update_shapes = update  # for the metrics' structure (jax.eval_shape)
+        self._update_shapes = shapes_of  # for the metrics' structure (jax.eval_shape)
         # No donation: the published agent state is read by actors while the next update runs.
         self._step = jax.jit(step)
         self._final = jax.jit(final_metrics) if final_metrics is not None else None

@@ -144,8 +144,9 @@ class OnPolicyWorkflow(RLWorkflow):
     # --- training -------------------------------------------------------------------------
     def run_iterations(self, state: OnPolicyState, num_iterations: int) -> tuple[OnPolicyState, dict]:
         """Runs ``num_iterations`` iterations in one compiled call; returns host metrics
-        (aggregated over a population). The input state's buffers are donated."""
-        state, metrics = self.executor.run(state, num_iterations)
+        (aggregated over a population). The input state's buffers are donated (fused runner)."""
+        with self.executor.running(state):
+            state, metrics = self.executor.run(state, num_iterations)
         return state, self._aggregate(train_metrics(metrics))
 
     def params_finite(self, state: OnPolicyState) -> np.ndarray:
