@@ -29,6 +29,10 @@ from evorl.envs.spaces import Space
 class VectorEnv:
     """``num_envs`` copies of one environment stepped in lock step (see :mod:`evorl.envs.env`)."""
 
+    #: Declared capability: ``reset`` / ``step`` are pure JAX functions (jit, vmap, scan);
+    #: host environments (:class:`~evorl.envs.host_env.HostVectorEnv`) declare True.
+    on_host = False
+
     obs_space: Space
     action_space: Space
 
