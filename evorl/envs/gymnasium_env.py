@@ -216,7 +216,12 @@ class GymnasiumEnv(HostVectorEnv):
         """The current frame ``[H, W, 3]`` uint8 of copy ``i`` (built ``with_render_mode``)."""
         if self._render_mode is None or self._envs is None:
             raise RuntimeError("render_frame needs an env built with_render_mode('rgb_array') and reset.")
-        return np.asarray(self._envs[i].render())
+        try:
+            return np.asarray(self._envs[i].render())
+        except Exception as e:
+            if type(e).__name__ == "DependencyNotInstalled":  # classic control draws with pygame
+                raise ImportError(f"Rendering {self.env_name} needs pygame: pip install 'evorl[render]'.") from None
+            raise
 
     # --- HostVectorEnv hooks -------------------------------------------------------------
     def _start(self, seed: int) -> np.ndarray:

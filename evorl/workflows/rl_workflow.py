@@ -56,6 +56,10 @@ class OnPolicyWorkflow(RLWorkflow):
     """
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
+        require(not getattr(env, "on_host", False),
+                f"{type(self).__name__} fuses the environment into its compiled loop, but env_type "
+                f"{config.env.env_type!r} ({env.env_name}) steps on the host; collect its data with "
+                f"evorl.host_rollout.host_rollout (an actor-learner workflow) instead.")
         tc = config.training
         eval_env = env  # evaluation plays full episodes; training may cut them earlier
         if tc.train_episode_length is not None:
