@@ -381,9 +381,9 @@ def test_render_host_episode(tmp_path):
     agent_state = agent.init(jax.random.PRNGKey(0))
     frames = host_frames(env, agent, agent_state, seed=0, max_steps=4)
     assert len(frames) == 4 and frames[0].shape == (210, 160, 3) and frames[0].dtype == np.uint8
-    workflow = types.SimpleNamespace(env=env, agent=agent)
-    path = render_episode(workflow, types.SimpleNamespace(agent_state=agent_state), tmp_path / "pong.gif", max_steps=4)
+    state = types.SimpleNamespace(agent_state=agent_state)
+    path = render_episode(types.SimpleNamespace(env=env, agent=agent), state, tmp_path / "pong.gif", max_steps=4)
     assert iio.imread(path, index=0).shape == (210, 160, 3)
     corridor = create_env({"env_name": "Corridor-v0", "env_type": "gymnasium"})
     with pytest.raises(ValueError, match=r"'Corridor-v0' cannot render 'rgb_array' frames \(its render modes: none\)"):
-        render_episode(types.SimpleNamespace(env=corridor, agent=agent), None, tmp_path / "corridor.gif")
+        render_episode(types.SimpleNamespace(env=corridor, agent=agent), state, tmp_path / "corridor.gif")
