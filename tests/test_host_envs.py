@@ -387,3 +387,11 @@ def test_render_host_episode(tmp_path):
     corridor = create_env({"env_name": "Corridor-v0", "env_type": "gymnasium"})
     with pytest.raises(ValueError, match=r"'Corridor-v0' cannot render 'rgb_array' frames \(its render modes: none\)"):
         render_episode(types.SimpleNamespace(env=corridor, agent=agent), state, tmp_path / "corridor.gif")
+
+
+def test_fused_workflow_refuses_host_envs():
+    from evorl.workflows import PPOWorkflow
+
+    cfg = {"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1", "env_type": "gymnasium"}}
+    with pytest.raises(ConfigError, match=r"env_type 'gymnasium' \(CartPole-v1\) steps on the host"):
+        PPOWorkflow.build_from_config(cfg)
