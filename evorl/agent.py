@@ -96,7 +96,8 @@ class Agent(ABC):
 class ActorCriticOptions:
     """The network keywords every actor-critic factory takes (``agent:`` keys they share).
 
-    ``network``: the torso, "mlp" or "cnn" for image observations (see :mod:`evorl.networks`).
+    ``network``: the torso, "mlp", or for image observations "cnn" (MinAtar) or "nature_cnn"
+    (Atari) (see :mod:`evorl.networks`).
     ``policy_distribution`` / ``state_dependent_std`` / ``init_log_std``: the Gaussian of
     ``Box`` action spaces (see :mod:`evorl.distributions`); ``Discrete`` action spaces use
     the categorical. ``normalize_obs``: running mean/std normalisation of observations.
@@ -134,7 +135,7 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
     """Config errors for the network / policy keywords, naming the keys."""
     from evorl.config import require
     from evorl.distributions import GAUSSIANS
-    from evorl.networks import NETWORKS
+    from evorl.networks import IMAGE_NETWORKS, NETWORKS
 
     o = options
     for key in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):
@@ -143,8 +144,8 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
                 f"agent.{key} = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64] "
                 f"(an empty list would make the network linear).")
     require(o.network in NETWORKS, f"Unknown agent.network {o.network!r}; valid: {', '.join(NETWORKS)}.")
-    require(o.network != "cnn" or len(obs_space.shape) == 3,
-            f"agent.network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}.")
+    require(o.network not in IMAGE_NETWORKS or len(obs_space.shape) == 3,
+            f"agent.network={o.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
     require(o.policy_distribution in GAUSSIANS,
             f"Unknown agent.policy_distribution {o.policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
     if not isinstance(action_space, Box):

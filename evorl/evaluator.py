@@ -1,9 +1,15 @@
-"""Greedy evaluation: one episode in each of ``num_episodes`` parallel environments."""
+"""Greedy evaluation: one episode in each of ``num_episodes`` parallel environments.
+
+:class:`Evaluator` runs JAX environments inside one ``lax.while_loop``;
+:class:`HostEvaluator` steps host environments (gymnasium, envpool) from Python with the
+greedy policy jitted once; :func:`make_evaluator` picks by the env's declared ``on_host``.
+"""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from evorl.agent import Agent, AgentState
@@ -46,10 +52,37 @@ class Evaluator:
         return returns, lengths
 
 
-def make_evaluator(env, agent: Agent, num_episodes: int):
-    """The evaluator for ``env``: compiled for JAX envs, stepped on the host for host envs."""
-    if env.on_host:
-        from evorl.evaluator_host import HostEvaluator  # noqa: F401  (merged from the host-env work)
+class HostEvaluator:
+    """:class:`Evaluator` for a :class:`~evorl.envs.host_env.HostVectorEnv`: environment ``i``
+    plays exactly one greedy episode (``agent.evaluate_actions``), seeded ``seed + i`` with
+    ``seed`` drawn from ``key``; ``evaluate`` returns NumPy float32 ``[num_episodes]`` episode
+    returns (the env's unclipped, unscaled ``episode_return``) and lengths (agent steps)."""
 
-        return HostEvaluator(env, agent, num_episodes)
-    return Evaluator(env, agent, num_episodes)
+    def __init__(self, env, agent: Agent, num_episodes: int):
+        self.env = env.with_num_envs(num_episodes)
+        self.agent = agent
+        self.num_episodes = num_episodes
+        self._greedy = jax.jit(lambda agent_state, obs: agent.to_env_action(agent.evaluate_actions(agent_state, obs)))
+
+    def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+        env = self.env
+        seed = int(jax.random.randint(key, (), 0, 2**31 - 1 - self.num_episodes))
+        env_state = env.reset(seed)
+        returns = np.zeros((self.num_episodes,), np.float32)  # [E]
+        lengths = np.zeros((self.num_episodes,), np.float32)  # [E]
+        active = np.ones((self.num_episodes,), bool)  # [E]
+        for _ in range(env.episode_length):  # the time limit ends every episode by then
+            env_state = env.step(np.asarray(self._greedy(agent_state, env_state.obs)))
+            ended = active & env_state.done
+            returns[ended] = env_state.episode_return[ended]
+            lengths[ended] = env_state.episode_length[ended]
+            active &= ~env_state.done
+            if not active.any():
+                break
+        return returns, lengths
+
+
+def make_evaluator(env, agent: Agent, num_episodes: int) -> Evaluator | HostEvaluator:
+    """The evaluator for ``env``: :class:`HostEvaluator` when it declares ``on_host``."""
+    cls = HostEvaluator if env.on_host else Evaluator
+    return cls(env, agent, num_episodes)

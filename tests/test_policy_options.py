@@ -139,3 +139,43 @@ def test_conv_torso_equals_lax_convolution():
     )
     ref = jax.nn.relu(ref + b).reshape(2, 3, -1)  # [2, 3, 8*7*6]
     np.testing.assert_allclose(torso.apply(params, x), ref, rtol=1e-5, atol=1e-5)
+
+
+def strided_conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
+    """VALID convolution ``[H, W, C] * [k, k, C, O] -> [H', W', O]``, one kernel offset at a time."""
+    k = w.shape[0]
+    h, wd = (x.shape[0] - k) // stride + 1, (x.shape[1] - k) // stride + 1
+    out = np.zeros((h, wd, w.shape[-1]), np.float64)
+    for di in range(k):
+        for dj in range(k):
+            out += x[di : di + stride * (h - 1) + 1 : stride, dj : dj + stride * (wd - 1) + 1 : stride] @ w[di, dj]
+    return out + b
+
+
+def test_nature_cnn_torso_equals_strided_convolutions():
+    from evorl.networks import NatureCNNTorso
+
+    obs = np.random.default_rng(0).integers(0, 256, (2, 84, 84, 4), dtype=np.uint8)  # Atari frames
+    torso = NatureCNNTorso()
+    params = torso.init(jax.random.PRNGKey(0), jnp.zeros((1, 84, 84, 4)))["params"]
+    features = np.asarray(torso.apply({"params": params}, obs))
+    assert features.shape == (2, 7 * 7 * 64)
+    x = obs[1].astype(np.float64) / 255.0
+    for k, (_, _, stride) in enumerate(NatureCNNTorso.layers):
+        conv = params[f"Conv_{k}"]
+        x = np.maximum(strided_conv_reference(x, np.asarray(conv["kernel"], np.float64), np.asarray(conv["bias"]), stride), 0)
+    np.testing.assert_allclose(features[1], x.reshape(-1), rtol=1e-4, atol=1e-4)
+
+
+def test_uint8_observations_become_float32():
+    obs_space = Box(np.zeros((84, 84, 4), np.float32), np.full((84, 84, 4), 255.0, np.float32))
+    agent = make_mlp_ppo_agent(Discrete(6), obs_space, network="nature_cnn")
+    assert agent.policy_output(agent.init(jax.random.PRNGKey(0)), jnp.zeros((3, 84, 84, 4), jnp.uint8)).shape == (3, 6)
+    # "mlp" on uint8 pixels: the values 200 + 100 must not wrap around in uint8
+    small = Box(np.zeros((2, 2, 1), np.float32), np.full((2, 2, 1), 255.0, np.float32))
+    net = make_v_network(small, (4,))
+    params = net.init(jax.random.PRNGKey(0))
+    pixels = np.array([[[[200], [100]], [[255], [0]]]], np.uint8)
+    np.testing.assert_allclose(net.apply(params, pixels), net.apply(params, pixels.astype(np.float32)), rtol=1e-6)
+    with pytest.raises(ConfigError, match=r"network='nature_cnn' needs image observations"):
+        make_mlp_ppo_agent(Discrete(2), Box(-np.ones(3, np.float32), np.ones(3, np.float32)), network="nature_cnn")

@@ -8,11 +8,12 @@ from typing import Any
 from evorl.config import ConfigError
 from evorl.envs.config import ENV_TYPE_KEYS, ENV_TYPES, EnvConfig, check_env_type_keys
 from evorl.envs.env import EnvState
+from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.envs.vec_env import VectorEnv
 
 __all__ = [
-    "Box", "Discrete", "EnvState", "Space", "VectorEnv", "create_env", "EnvConfig", "ENV_TYPES", "ENV_TYPE_KEYS",
+    "Box", "Discrete", "EnvState", "HostVectorEnv", "Space", "VectorEnv", "create_env", "EnvConfig", "ENV_TYPES", "ENV_TYPE_KEYS",
 ]
 
 
@@ -33,14 +34,18 @@ def _as_dict(env_cfg: Any) -> dict:
     raise TypeError(f"env config must be a mapping with env_name and env_type, got {type(env_cfg).__name__}")
 
 
-def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 1, **env_kwargs) -> VectorEnv:
+def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 1,
+               **env_kwargs) -> VectorEnv | HostVectorEnv:
     """Builds ``parallel`` copies of the environment ``env_cfg`` describes.
 
     Args:
         env_cfg: a dict / OmegaConf / EnvConfig with ``env_name`` and ``env_type``
             (one of ``ENV_TYPES``), optionally ``reward_scale`` and ``action_repeat``
             (see :class:`VectorEnv`) and the type's own keys (``ENV_TYPE_KEYS``, e.g. brax's
-            ``backend``); other keys are passed to the backend's constructor.
+            ``backend``, gymnasium's and envpool's Atari keys and ``kwargs``); other keys are
+            passed to the backend's constructor. ``gymnax`` and ``brax`` give a JAX
+            :class:`VectorEnv`, ``gymnasium`` and ``envpool`` a :class:`HostVectorEnv`
+            (``env.on_host`` tells them apart).
         episode_length: time limit in steps (episodes end ``truncated`` there); ``None``
             keeps the environment's own limit.
         parallel: number of environments stepped in lock step.
@@ -55,10 +60,14 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     if env_type not in ENV_TYPES:
         raise ConfigError(f"Unknown env_type {env_type!r}; valid env types: {', '.join(ENV_TYPES)}")
     check_env_type_keys(env_type, cfg)
-    foreign = {key for other, keys in ENV_TYPE_KEYS.items() if other != env_type for key in keys}
+    foreign = {key for keys in ENV_TYPE_KEYS.values() for key in keys} - set(ENV_TYPE_KEYS[env_type])
     kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}
     if env_type == "gymnax":
         from evorl.envs.gymnax_env import GymnaxEnv as backend_env
-    else:  # "brax", the other of ENV_TYPES
+    elif env_type == "brax":
         from evorl.envs.brax_env import BraxEnv as backend_env
+    elif env_type == "gymnasium":
+        from evorl.envs.gymnasium_env import GymnasiumEnv as backend_env
+    else:  # "envpool", the last of ENV_TYPES
+        from evorl.envs.envpool_env import EnvpoolEnv as backend_env
     return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)

@@ -4,25 +4,44 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from evorl.config import ConfigError, require
 
-ENV_TYPES = ("gymnax", "brax")
+ENV_TYPES = ("gymnax", "brax", "gymnasium", "envpool")
 #: Env types whose environments are stepped on the host (Python), not in compiled programs.
 HOST_ENV_TYPES = ("gymnasium", "envpool")
-#: Config keys only one env type understands (``VectorEnv``'s own keys apply to all).
-ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {"gymnax": (), "brax": ("backend",)}
+#: The Atari preprocessing keys (see :class:`evorl.envs.atari.AtariOptions`); None = the
+#: Atari default, and an error when set for an env that is not Atari.
+ATARI_KEYS = (
+    "noop_max", "frame_skip", "screen_size", "grayscale", "frame_stack", "clip_rewards",
+    "repeat_action_probability", "terminal_on_life_loss",
+)
+#: Config keys only some env types understand (``VectorEnv``'s own keys apply to all);
+#: a key may belong to several types.
+ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {
+    "gymnax": (),
+    "brax": ("backend",),
+    "gymnasium": ATARI_KEYS + ("kwargs",),
+    "envpool": ATARI_KEYS + ("kwargs",),
+}
+
+
+def _is_set(value: Any) -> bool:
+    return value is not None and not (isinstance(value, Mapping) and not value)
 
 
 def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None:
-    """A key of another env type set to a value (not None) is an error naming both."""
-    for other, keys in ENV_TYPE_KEYS.items():
-        for key in keys:
-            if other != env_type and cfg.get(key) is not None:
-                raise ConfigError(
-                    f"{where}.{key} is only valid with env_type {other!r}, not {env_type!r}."
-                )
+    """A key set to a value (not None, not an empty mapping) that ``env_type`` does not
+    understand is an error naming the key and the env types that do."""
+    for key in sorted({k for keys in ENV_TYPE_KEYS.values() for k in keys}):
+        if key in ENV_TYPE_KEYS.get(env_type, ()) or not _is_set(cfg.get(key)):
+            continue
+        owners = [t for t, keys in ENV_TYPE_KEYS.items() if key in keys]
+        raise ConfigError(
+            f"{where}.{key} is only valid with env_type {' or '.join(map(repr, owners))}, not {env_type!r}."
+        )
 
 
 @dataclass(frozen=True)
@@ -37,6 +56,21 @@ class EnvConfig:
     action_repeat: int = 1
     #: brax only: physics backend (mjx, generalized, positional, spring); None = default.
     backend: str | None = None
+    #: gymnasium / envpool Atari (``ALE/...``) preprocessing; None = the DeepMind default in
+    #: brackets (see :mod:`evorl.envs.atari`): no-op starts [30], frames per agent step,
+    #: max-pooled over the last two [4], square frame side [84], grayscale [true], frames
+    #: stacked on the channel axis [4], training reward sign(r) [true], sticky actions
+    #: [0.25], episode ends on a life loss [false].
+    noop_max: int | None = None
+    frame_skip: int | None = None
+    screen_size: int | None = None
+    grayscale: bool | None = None
+    frame_stack: int | None = None
+    clip_rewards: bool | None = None
+    repeat_action_probability: float | None = None
+    terminal_on_life_loss: bool | None = None
+    #: gymnasium / envpool: keyword arguments of ``gymnasium.make`` / ``envpool.make``.
+    kwargs: dict = field(default_factory=dict)
 
     def validate(self, where: str) -> None:
         require(self.env_type in ENV_TYPES, f"Unknown {where}.env_type {self.env_type!r}; valid: {', '.join(ENV_TYPES)}.")
@@ -50,3 +84,7 @@ class EnvConfig:
 
             require(self.backend in BRAX_BACKENDS,
                     f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
+        if self.env_type in ("gymnasium", "envpool"):
+            from evorl.envs.atari import atari_options
+
+            atari_options(self.env_name, {k: getattr(self, k) for k in ATARI_KEYS}, where)

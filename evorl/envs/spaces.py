@@ -9,10 +9,12 @@ import numpy as np
 
 @dataclass(frozen=True, eq=False)
 class Box:
-    """A real-valued array space with elementwise bounds ``low <= x <= high``."""
+    """A real-valued array space with elementwise bounds ``low <= x <= high``; ``dtype`` is
+    the dtype of the observations an env returns (float32, or uint8 for image frames)."""
 
     low: np.ndarray
     high: np.ndarray
+    dtype: type = np.float32
     shape: tuple[int, ...] = field(init=False)
 
     def __post_init__(self):
@@ -23,6 +25,7 @@ class Box:
         object.__setattr__(self, "low", low)
         object.__setattr__(self, "high", np.array(high))
         object.__setattr__(self, "shape", tuple(low.shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype).type)
 
     @property
     def is_bounded(self) -> bool:

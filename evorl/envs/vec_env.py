@@ -29,10 +29,12 @@ from evorl.envs.spaces import Space
 class VectorEnv:
     """``num_envs`` copies of one environment stepped in lock step (see :mod:`evorl.envs.env`)."""
 
+    #: Declared capability: ``reset`` / ``step`` are pure JAX functions (jit, vmap, scan);
+    #: host environments (:class:`~evorl.envs.host_env.HostVectorEnv`) declare True.
+    on_host = False
+
     obs_space: Space
     action_space: Space
-    #: Stepped in compiled programs (host envs, stepped in Python, declare True).
-    on_host = False
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         if int(num_envs) < 1:

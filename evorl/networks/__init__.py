@@ -7,8 +7,11 @@ Any object with the same ``init`` / ``apply`` can replace them in an agent.
 
 ``network`` picks the torso: ``"mlp"`` flattens the observation; ``"cnn"`` (image
 observations ``[H, W, C]``, e.g. MinAtar's ``[10, 10, C]``) first applies 3x3 convolutions
-(``CNN_CHANNELS``, stride 1, no padding) and flattens their output. Both continue with the
-fully connected ``hidden_layer_sizes`` and a linear head.
+(``CNN_CHANNELS``, stride 1, no padding) and flattens their output; ``"nature_cnn"`` (Atari
+frames, ``[84, 84, 4]`` uint8) is the torso of the Nature DQN (Mnih et al., 2015): pixels
+``/ 255``, then 32 8x8 stride-4, 64 4x4 stride-2 and 64 3x3 stride-1 VALID convolutions
+with ReLU, flattened. All continue with the fully connected ``hidden_layer_sizes`` and a
+linear head. Observations enter every torso as float32 (uint8 pixels never overflow).
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ ACTIVATIONS: dict[str, Callable] = {
 }
 
 
-NETWORKS = ("mlp", "cnn")
+NETWORKS = ("mlp", "cnn", "nature_cnn")
+#: Networks whose torso needs image observations ``[H, W, C]``.
+IMAGE_NETWORKS = ("cnn", "nature_cnn")
 #: Conv channels of the ``"cnn"`` torso: MinAtar's reference network (Young & Tian, 2019)
 #: has one 16-channel 3x3 layer, small enough to compile and run quickly on a CPU.
 CNN_CHANNELS = (16,)
@@ -87,9 +92,28 @@ class ConvTorso(nn.Module):
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 
+class NatureCNNTorso(nn.Module):
+    """The Nature DQN torso: ``[..., H, W, C]`` pixels in ``[0, 255]`` -> ``[..., F]``
+    (``F = 7 * 7 * 64 = 3136`` for 84x84 frames); ReLU, orthogonal init ``sqrt(2)``."""
+
+    #: ``(channels, kernel side, stride)`` of each VALID convolution.
+    layers: Sequence[tuple[int, int, int]] = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+
+    @nn.compact
+    def __call__(self, obs):
+        batch_shape = obs.shape[:-3]
+        x = obs.reshape((-1,) + obs.shape[-3:]).astype(jnp.float32) / 255.0  # [N, H, W, C]
+        for channels, kernel, stride in self.layers:
+            x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="VALID",
+                        kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
+            x = nn.relu(x)  # [N, H', W', channels]
+        return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
+
+
 class MLP(nn.Module):
     """(Optional conv torso +) fully connected layers + linear head, orthogonal init
-    (hidden ``sqrt(2)``). ``conv_channels`` empty: the observation is flattened."""
+    (hidden ``sqrt(2)``). ``nature_cnn``: the Nature DQN torso; else ``conv_channels``
+    non-empty: the 3x3 conv torso; else the observation is flattened."""
 
     hidden_layer_sizes: Sequence[int]
     output_size: int
@@ -97,10 +121,14 @@ class MLP(nn.Module):
     head_scale: float = 1.0
     obs_ndim: int = 1
     conv_channels: Sequence[int] = ()
+    nature_cnn: bool = False
 
     @nn.compact
     def __call__(self, obs):
-        if self.conv_channels:
+        obs = jnp.asarray(obs, jnp.float32)
+        if self.nature_cnn:
+            x = NatureCNNTorso()(obs)
+        elif self.conv_channels:
             x = ConvTorso(self.conv_channels, self.activation)(obs)
         else:
             x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
@@ -123,11 +151,13 @@ class GaussianPolicyMLP(nn.Module):
     obs_ndim: int = 1
     conv_channels: Sequence[int] = ()
     state_dependent_std: bool = False
+    nature_cnn: bool = False
 
     @nn.compact
     def __call__(self, obs):
         outputs = self.action_dim * (2 if self.state_dependent_std else 1)
-        out = MLP(self.hidden_layer_sizes, outputs, self.activation, 0.01, self.obs_ndim, self.conv_channels)(obs)
+        out = MLP(self.hidden_layer_sizes, outputs, self.activation, 0.01, self.obs_ndim, self.conv_channels,
+                  self.nature_cnn)(obs)
         if self.state_dependent_std:
             mean, raw = jnp.split(out, 2, axis=-1)  # [..., d] each
             log_std = jnp.clip(self.init_log_std + raw, LOG_STD_MIN, LOG_STD_MAX)
@@ -150,16 +180,16 @@ def _network(module: nn.Module, obs_space: Box) -> Network:
 
 
 def conv_channels_for(network: str, obs_space: Box) -> tuple[int, ...]:
-    """The conv torso's channels for ``network`` (empty for ``"mlp"``), checking the obs rank."""
+    """The 3x3 conv torso's channels for ``network`` (empty for ``"mlp"`` and
+    ``"nature_cnn"``), checking the obs rank."""
     if network not in NETWORKS:
         raise ValueError(f"Unknown network {network!r}; valid: {', '.join(NETWORKS)}.")
-    if network == "mlp":
-        return ()
-    if len(obs_space.shape) != 3:
+    if network in IMAGE_NETWORKS and len(obs_space.shape) != 3:
         raise ValueError(
-            f"network='cnn' needs image observations [H, W, C], got obs shape {obs_space.shape}; use network='mlp'."
+            f"network={network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}; "
+            f"use network='mlp'."
         )
-    return CNN_CHANNELS
+    return CNN_CHANNELS if network == "cnn" else ()
 
 
 def make_policy_network(
@@ -180,10 +210,12 @@ def make_policy_network(
     if isinstance(action_space, Discrete):
         if state_dependent_std:
             raise ValueError("state_dependent_std applies to Box (Gaussian) action spaces, not Discrete.")
-        module = MLP(sizes, action_space.n, activation, head_scale=0.01, obs_ndim=ndim, conv_channels=conv)
+        module = MLP(sizes, action_space.n, activation, head_scale=0.01, obs_ndim=ndim, conv_channels=conv,
+                     nature_cnn=network == "nature_cnn")
     elif isinstance(action_space, Box):
         dim = make_distribution(action_space).dim
-        module = GaussianPolicyMLP(sizes, dim, activation, init_log_std, ndim, conv, state_dependent_std)
+        module = GaussianPolicyMLP(sizes, dim, activation, init_log_std, ndim, conv, state_dependent_std,
+                                   nature_cnn=network == "nature_cnn")
     else:
         raise TypeError(f"Unsupported action space {action_space!r}")
     return _network(module, obs_space)
@@ -199,6 +231,7 @@ def make_v_network(
     sizes = _check_sizes(hidden_layer_sizes)
     get_activation(activation)
     conv = conv_channels_for(network, obs_space)
-    module = MLP(sizes, 1, activation, head_scale=1.0, obs_ndim=len(obs_space.shape), conv_channels=conv)
+    module = MLP(sizes, 1, activation, head_scale=1.0, obs_ndim=len(obs_space.shape), conv_channels=conv,
+                 nature_cnn=network == "nature_cnn")
     net = _network(module, obs_space)
     return Network(init=net.init, apply=lambda params, obs: net.apply(params, obs)[..., 0])

@@ -228,7 +228,7 @@ class HostEnvActorRollout:
     """A host vector env of one actor, stepped with one jitted policy call per step."""
 
     def __init__(self, env: Any, agent: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
-        from evorl.rollout import host_rollout
+        from evorl.host_rollout import host_rollout
 
         self._host_rollout = host_rollout
         self.env = _TimedSteps(env)
@@ -368,7 +368,7 @@ class ActorLearnerExecutor:
         self._step = jax.jit(step)
         self._final = jax.jit(final_metrics) if final_metrics is not None else None
         self._rollout_fn = None
-        if not getattr(env, "on_host", False):
+        if not env.on_host:
             env_k = env.with_num_envs(self.envs_per_actor)
             length = training.rollout_length
             self._rollout_fn = jax.jit(lambda agent_state, env_state, key, env_ids: rollout(
@@ -515,7 +515,7 @@ class ActorLearnerExecutor:
                                  jnp.arange(b))[1]
         else:
             space = self.env.obs_space
-            obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), getattr(space, "dtype", np.float32))
+            obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), space.dtype)
             one = jax.eval_shape(lambda agent_state, obs: trajectory_like(self.agent, agent_state, obs),
                                  state.agent_state, obs)
         return tuple(one for _ in range(self.num_actors))

@@ -1,0 +1,150 @@
+"""envpool environments (optional: ``pip install 'evorl[envpool]'``) behind the
+:class:`~evorl.envs.host_env.HostVectorEnv` interface, with the same semantics and the same
+:class:`~evorl.envs.env.EnvState` as :class:`~evorl.envs.gymnasium_env.GymnasiumEnv`.
+
+envpool steps its copies in C++ threads. Its own auto-reset happens on the *next* step of a
+copy whose episode ended (that step ignores the action and returns the reset observation);
+we restart such copies on the *same* step by stepping only them once more
+(``pool.step(actions, env_ids)``), so ``obs`` is the new episode's first observation and
+``final_obs`` the true last one, as everywhere in evorl.
+
+Atari ids are named as in gymnasium, ``ALE/Pong-v5`` (envpool's ``Pong-v5``), with the same
+preprocessing keys (:mod:`evorl.envs.atari`) mapped to envpool's options: ``noop_max``,
+``frame_skip``, ``img_height = img_width = screen_size``, ``gray_scale``,
+``stack_num = frame_stack``, ``repeat_action_probability``, ``episodic_life =
+terminal_on_life_loss`` (envpool continues the game after a lost life instead of
+restarting it); no fire on reset. envpool's ``reward_clip`` stays off: we clip the training
+reward ourselves so that ``episode_return`` stays the raw score. Observations
+``[C, H, W]`` become channels last ``[H, W, C]``.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import numpy as np
+
+from evorl.config import ConfigError
+from evorl.envs.atari import ALE_MAX_FRAMES, atari_options, env_id, is_atari
+from evorl.envs.config import ATARI_KEYS
+from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space
+from evorl.envs.host_env import HostVectorEnv
+from evorl.envs.spaces import Box
+
+
+def import_envpool():
+    try:
+        import envpool
+    except ImportError:
+        raise ImportError("env_type 'envpool' needs envpool: pip install 'evorl[envpool]' (or pip install envpool).") from None
+    return envpool
+
+
+def envpool_task_id(env_name: str) -> str:
+    """envpool's id of ``env_name`` (``ALE/Pong-v5`` -> ``Pong-v5``); an unknown id is an
+    error suggesting close matches."""
+    envpool = import_envpool()
+    if ":" in env_name:
+        raise ConfigError(f"envpool env_name {env_name!r}: envpool has no 'module:Id' imports; "
+                          f"name one of envpool's envs, or use env_type 'gymnasium' for your own env.")
+    task = env_id(env_name)[len("ALE/"):] if is_atari(env_name) else env_name
+    valid = list(envpool.list_all_envs())
+    if task not in valid:
+        close = difflib.get_close_matches(task, valid, n=3)
+        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise ConfigError(f"Unknown envpool env_name {env_name!r}.{hint} (Atari ids are 'ALE/Game-v5'.)")
+    return task
+
+
+class EnvpoolEnv(HostVectorEnv):
+    """``num_envs`` copies of an envpool env in one pool, built on the first ``reset``."""
+
+    def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
+                 reward_scale: float = 1.0, action_repeat: int = 1, kwargs: dict | None = None,
+                 **atari_keys):
+        envpool = import_envpool()
+        unknown = sorted(set(atari_keys) - set(ATARI_KEYS))
+        if unknown:
+            raise TypeError(f"EnvpoolEnv got unknown keyword arguments {unknown}; valid: {', '.join(ATARI_KEYS)}.")
+        self.env_name = env_name
+        self._task = envpool_task_id(env_name)
+        self._atari = atari_options(env_name, atari_keys)
+        if self._atari is not None and int(action_repeat) != 1:
+            raise ConfigError(f"env.action_repeat = {action_repeat} does not apply to Atari {env_name!r}: "
+                              f"its agent step is env.frame_skip frames.")
+        self._options = {**self._atari_config(), **dict(kwargs or {})}
+        self._pool = None
+
+        spec = envpool.make_spec(self._task, **self._options)
+        if self._atari is not None:
+            shape = self._atari.obs_shape
+            self.obs_space = Box(np.zeros(shape, np.float32), np.full(shape, 255.0, np.float32), np.uint8)
+        else:
+            self.obs_space, _ = convert_obs_space(spec.gymnasium_observation_space, self._task)
+        self._obs_dtype = self.obs_space.dtype
+        self.action_space, _ = convert_action_space(spec.gymnasium_action_space, self._task)
+        space = spec.gymnasium_action_space
+        self._action_dtype, self._action_start = space.dtype, int(getattr(space, "start", 0))
+        if episode_length is None:
+            frames = ALE_MAX_FRAMES // self._atari.frame_skip if self._atari else spec.config.max_episode_steps
+            episode_length = int(frames)
+        super().__init__(num_envs, episode_length, reward_scale, action_repeat,
+                         clip_rewards=self._atari is not None and self._atari.clip_rewards)
+
+    def _atari_config(self) -> dict:
+        o = self._atari
+        if o is None:
+            return {}
+        return {
+            "noop_max": o.noop_max, "frame_skip": o.frame_skip, "img_height": o.screen_size,
+            "img_width": o.screen_size, "gray_scale": o.grayscale, "stack_num": o.frame_stack,
+            "repeat_action_probability": o.repeat_action_probability, "episodic_life": o.terminal_on_life_loss,
+            "reward_clip": False, "use_fire_reset": False,
+        }
+
+    def _observe(self, obs: np.ndarray) -> np.ndarray:
+        if self._atari is not None:
+            return np.ascontiguousarray(np.asarray(obs).transpose(0, 2, 3, 1))  # [B, C, H, W] -> [B, H, W, C]
+        return np.asarray(obs, self._obs_dtype).reshape((-1,) + self.obs_space.shape)
+
+    def _env_actions(self, actions: np.ndarray) -> np.ndarray:
+        return np.asarray(actions, self._action_dtype) + self._action_start
+
+    def _in_order(self, ids: np.ndarray, info: dict, *arrays):
+        """The results of ``pool.step`` in the order of ``ids`` (envpool's own order is by
+        arrival)."""
+        position = {int(env): k for k, env in enumerate(info["env_id"])}
+        order = np.asarray([position[int(i)] for i in ids])
+        return [np.asarray(a)[order] for a in arrays]
+
+    # --- HostVectorEnv hooks -------------------------------------------------------------
+    def _start(self, seed: int) -> np.ndarray:
+        envpool = import_envpool()
+        self.close()  # envpool seeds copy i with seed + i when the pool is built
+        self._pool = envpool.make(
+            self._task, env_type="gymnasium", num_envs=self.num_envs, batch_size=self.num_envs, seed=seed,
+            max_episode_steps=self.episode_length * self.action_repeat, **self._options,
+        )
+        obs, info = self._pool.reset()
+        (obs,) = self._in_order(np.arange(self.num_envs), info, obs)
+        return self._observe(obs)
+
+    def _step_envs(self, actions: np.ndarray, ids: np.ndarray):
+        obs, reward, terminated, truncated, info = self._pool.step(self._env_actions(actions), ids)
+        obs, reward, terminated, truncated = self._in_order(ids, info, obs, reward, terminated, truncated)
+        return self._observe(obs), reward.astype(np.float32), terminated.astype(bool), truncated.astype(bool)
+
+    def _restart_envs(self, ids: np.ndarray) -> np.ndarray:
+        # envpool resets a finished copy on its next step (the action is ignored)
+        actions = np.zeros((len(ids),) + self.action_space.shape, self._action_dtype) + self._action_start
+        obs, _, _, _, info = self._pool.step(actions, ids)
+        (obs,) = self._in_order(ids, info, obs)
+        return self._observe(obs)
+
+    def _detach(self) -> None:
+        self._pool = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self._pool = None

@@ -1,0 +1,252 @@
+"""gymnasium environments behind the :class:`~evorl.envs.host_env.HostVectorEnv` interface.
+
+Any registered gymnasium id works: classic control, MuJoCo (``Hopper-v5``, needs
+``mujoco``), Atari (``ALE/Pong-v5``, needs ``ale-py``; the DeepMind preprocessing of
+:mod:`evorl.envs.atari` is on by default) and your own envs, registered with
+``gymnasium.register(id="MyEnv-v0", entry_point="my_pkg.my_module:MyEnv")``. An
+``env_name`` ``"my_pkg.my_module:MyEnv-v0"`` imports ``my_pkg.my_module`` first, so a module
+that registers its envs on import can be named from the command line.
+
+Spaces: a ``Box`` observation stays uint8 when it is uint8 (images, Box bounds 0..255) and
+is float32 otherwise; a ``Discrete`` observation becomes a one-hot float32 vector (as in
+:class:`~evorl.envs.gymnax_env.GymnaxEnv`); a ``Box`` action space stays ``Box``, a
+``Discrete(n, start)`` one becomes ``Discrete(n)`` (the env receives ``a + start``).
+Other spaces (Dict, Tuple, MultiDiscrete, ...) are a config error.
+
+Time limit: the spec's own ``TimeLimit`` wrapper is replaced by ours, ``episode_length``
+agent steps (None: the spec's ``max_episode_steps``; Atari: ALE's frame limit
+``// frame_skip``); an env that truncates by itself still ends its episode ``truncated``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from evorl.config import ConfigError
+from evorl.envs.atari import ALE_MAX_FRAMES, AtariOptions, atari_options, env_id
+from evorl.envs.config import ATARI_KEYS
+from evorl.envs.host_env import HostVectorEnv
+from evorl.envs.spaces import Box, Discrete
+
+
+def register_ale_envs() -> None:
+    """Registers the ``ALE/...`` ids with gymnasium (ale-py), or says how to install it."""
+    import gymnasium
+
+    try:
+        import ale_py
+    except ImportError:
+        raise ImportError("Atari (ALE/...) envs need ale-py: pip install 'evorl[atari]' (or pip install ale-py).") from None
+    gymnasium.register_envs(ale_py)
+
+
+def resolve_gymnasium_id(env_name: str) -> str:
+    """The registered gymnasium id of ``env_name`` (``"module:Id"`` imports ``module``
+    first); an unknown id is an error suggesting close matches."""
+    import gymnasium
+
+    gym_id = env_id(env_name)
+    if ":" in env_name:
+        module = env_name.split(":", 1)[0]
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise ConfigError(f"env_name {env_name!r}: cannot import module {module!r} ({e}); the part before "
+                              f"':' must be a module that registers {gym_id!r} with gymnasium.") from None
+    if gym_id.startswith("ALE/"):
+        register_ale_envs()
+    if gym_id in gymnasium.registry:
+        return gym_id
+    try:  # suggest ALE/ ids too when ale-py is there
+        register_ale_envs()
+    except ImportError:
+        pass
+    close = difflib.get_close_matches(gym_id, list(gymnasium.registry), n=3)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(
+        f"Unknown gymnasium env_name {gym_id!r}.{hint} Your own env: register it with "
+        f"gymnasium.register(id=..., entry_point='module:Class') and name it 'module:Id' so that the module is "
+        f"imported first; Atari ids are 'ALE/Game-v5' (pip install 'evorl[atari]')."
+    )
+
+
+def _unsupported(gym_id: str, what: str, space: Any) -> ConfigError:
+    return ConfigError(
+        f"gymnasium env {gym_id!r} has the {what} space {space}, which evorl does not support: {what} spaces must "
+        f"be Box or Discrete (not Dict, Tuple, MultiDiscrete, MultiBinary, Text, ...); flatten it with a "
+        f"gymnasium wrapper inside your env."
+    )
+
+
+def convert_obs_space(space: Any, gym_id: str) -> tuple[Box, Callable[[Any], np.ndarray]]:
+    """Our obs space and the function turning one env's observation into it."""
+    from gymnasium import spaces
+
+    if type(space) is spaces.Box:
+        dtype = np.uint8 if space.dtype == np.uint8 else np.float32
+        return Box(space.low, space.high, dtype), lambda obs: np.asarray(obs, dtype)
+    if type(space) is spaces.Discrete:
+        n, start = int(space.n), int(space.start)
+        eye = np.eye(n, dtype=np.float32)
+        return Box(np.zeros(n, np.float32), np.ones(n, np.float32)), lambda obs: eye[int(obs) - start]
+    raise _unsupported(gym_id, "observation", space)
+
+
+def convert_action_space(space: Any, gym_id: str) -> tuple[Box | Discrete, Callable[[np.ndarray], Any]]:
+    """Our action space and the function turning one of its actions into the env's."""
+    from gymnasium import spaces
+
+    if type(space) is spaces.Box:
+        dtype, shape = space.dtype, space.shape
+        return Box(space.low, space.high), lambda a: np.asarray(a, dtype).reshape(shape)
+    if type(space) is spaces.Discrete:
+        start = int(space.start)
+        return Discrete(int(space.n)), lambda a: int(a) + start
+    raise _unsupported(gym_id, "action", space)
+
+
+def channels_last(frames: np.ndarray) -> np.ndarray:
+    """Stacked frames ``[S, H, W]`` or ``[S, H, W, 3]`` -> ``[H, W, S]`` or ``[H, W, 3 S]``
+    (frame-major channels)."""
+    frames = np.asarray(frames)
+    if frames.ndim == 3:
+        return np.ascontiguousarray(frames.transpose(1, 2, 0))  # [H, W, S]
+    s, h, w, c = frames.shape
+    return np.ascontiguousarray(frames.transpose(1, 2, 0, 3)).reshape(h, w, s * c)  # [H, W, S C]
+
+
+class GymnasiumEnv(HostVectorEnv):
+    """``num_envs`` gymnasium envs of one id, built on the first ``reset`` (see the module
+    docstring); building one only to read its spaces makes one probe env and closes it."""
+
+    def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
+                 reward_scale: float = 1.0, action_repeat: int = 1, kwargs: dict | None = None,
+                 render_mode: str | None = None, **atari_keys):
+        self.env_name = env_name
+        self._id = resolve_gymnasium_id(env_name)
+        self._atari = atari_options(env_name, atari_keys)
+        unknown = sorted(set(atari_keys) - set(ATARI_KEYS))
+        if unknown:
+            raise TypeError(f"GymnasiumEnv got unknown keyword arguments {unknown}; valid: {', '.join(ATARI_KEYS)}.")
+        if self._atari is not None and int(action_repeat) != 1:
+            raise ConfigError(f"env.action_repeat = {action_repeat} does not apply to Atari {env_name!r}: "
+                              f"its agent step is env.frame_skip frames.")
+        self._make_kwargs = dict(kwargs or {})
+        self._render_mode = render_mode
+        self._envs: list | None = None
+
+        probe = self._make_one(render_mode=None)
+        try:
+            self.obs_space, self._observe_one = self._obs_space(probe)
+            self.action_space, self._env_action = convert_action_space(probe.action_space, self._id)
+            self.render_modes = tuple(probe.metadata.get("render_modes") or ())
+        finally:
+            probe.close()
+        if episode_length is None:
+            episode_length = self._own_time_limit()
+        super().__init__(num_envs, episode_length, reward_scale, action_repeat,
+                         clip_rewards=self._atari is not None and self._atari.clip_rewards)
+
+    @property
+    def atari(self) -> AtariOptions | None:
+        """The Atari preprocessing, None for a non-Atari env."""
+        return self._atari
+
+    # --- building ------------------------------------------------------------------------
+    def _make_one(self, render_mode: str | None):
+        import gymnasium
+
+        spec = dataclasses.replace(gymnasium.spec(self._id), max_episode_steps=None)  # our limit instead
+        kwargs = dict(self._make_kwargs)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        if self._atari is None:
+            return gymnasium.make(spec, **kwargs)
+        return self._make_atari(spec, kwargs)
+
+    def _make_atari(self, spec, kwargs: dict):
+        import gymnasium
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        try:
+            import cv2  # noqa: F401  (AtariPreprocessing resizes with OpenCV)
+        except ImportError:
+            raise ImportError("Atari preprocessing needs OpenCV: pip install 'evorl[atari]' "
+                              "(or pip install opencv-python-headless).") from None
+        o = self._atari
+        # ALE steps single frames; the preprocessing skips frames and max-pools the last two
+        env = gymnasium.make(spec, **{**kwargs, "frameskip": 1, "repeat_action_probability": o.repeat_action_probability})
+        env = AtariPreprocessing(env, noop_max=o.noop_max, frame_skip=o.frame_skip, screen_size=o.screen_size,
+                                 terminal_on_life_loss=o.terminal_on_life_loss, grayscale_obs=o.grayscale,
+                                 scale_obs=False)
+        return FrameStackObservation(env, o.frame_stack)
+
+    def _obs_space(self, probe) -> tuple[Box, Callable[[Any], np.ndarray]]:
+        if self._atari is None:
+            return convert_obs_space(probe.observation_space, self._id)
+        shape = self._atari.obs_shape
+        return Box(np.zeros(shape, np.float32), np.full(shape, 255.0, np.float32), np.uint8), channels_last
+
+    def _own_time_limit(self) -> int:
+        import gymnasium
+
+        spec = gymnasium.spec(self._id)
+        if self._atari is not None:
+            frames = {**spec.kwargs, **self._make_kwargs}.get("max_num_frames_per_episode") or ALE_MAX_FRAMES
+            return max(1, int(frames) // self._atari.frame_skip)
+        if spec.max_episode_steps is None:
+            raise ConfigError(f"gymnasium env {self._id!r} has no time limit of its own (its spec's "
+                              f"max_episode_steps is None): set env.episode_length.")
+        return int(spec.max_episode_steps)
+
+    def with_render_mode(self, render_mode: str = "rgb_array") -> "GymnasiumEnv":
+        """A new vector whose envs draw frames (:meth:`render_frame`)."""
+        if render_mode not in self.render_modes:
+            raise ValueError(f"gymnasium env {self.env_name!r} cannot render {render_mode!r} frames "
+                             f"(its render modes: {list(self.render_modes) or 'none'}).")
+        return self._replace(_render_mode=render_mode)
+
+    def render_frame(self, i: int = 0) -> np.ndarray:
+        """The current frame ``[H, W, 3]`` uint8 of copy ``i`` (built ``with_render_mode``)."""
+        if self._render_mode is None or self._envs is None:
+            raise RuntimeError("render_frame needs an env built with_render_mode('rgb_array') and reset.")
+        try:
+            return np.asarray(self._envs[i].render())
+        except Exception as e:
+            if type(e).__name__ == "DependencyNotInstalled":  # classic control draws with pygame
+                raise ImportError(f"Rendering {self.env_name} needs pygame: pip install 'evorl[render]'.") from None
+            raise
+
+    # --- HostVectorEnv hooks -------------------------------------------------------------
+    def _start(self, seed: int) -> np.ndarray:
+        if self._envs is None:
+            self._envs = [self._make_one(self._render_mode) for _ in range(self.num_envs)]
+        return np.stack([self._observe_one(env.reset(seed=seed + i)[0]) for i, env in enumerate(self._envs)])
+
+    def _step_envs(self, actions: np.ndarray, ids: np.ndarray):
+        obs, reward, terminated, truncated = [], [], [], []
+        for action, i in zip(actions, ids):
+            o, r, te, tr, _ = self._envs[i].step(self._env_action(action))
+            obs.append(self._observe_one(o))
+            reward.append(r)
+            terminated.append(te)
+            truncated.append(tr)
+        return (np.stack(obs), np.asarray(reward, np.float32), np.asarray(terminated, bool),
+                np.asarray(truncated, bool))
+
+    def _restart_envs(self, ids: np.ndarray) -> np.ndarray:
+        return np.stack([self._observe_one(self._envs[i].reset()[0]) for i in ids])
+
+    def _detach(self) -> None:
+        self._envs = None
+
+    def close(self) -> None:
+        for env in self._envs or ():
+            env.close()
+        self._envs = None

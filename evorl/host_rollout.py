@@ -1,0 +1,99 @@
+"""Collecting time-major trajectories ``[T, B, ...]`` from host environments.
+
+:func:`host_rollout` is :func:`evorl.rollout.rollout` for a
+:class:`~evorl.envs.host_env.HostVectorEnv`: the same :class:`~evorl.rollout.Trajectory`
+and :class:`~evorl.rollout.EpisodeStats` (as NumPy arrays), and the same actions for the
+same key, policy and observations. Step ``t`` uses ``key_t = split(key, T)[t]``,
+environment ``i`` samples with ``fold_in(key_t, env_ids[i])``, and the policy is
+``vmap(agent.compute_actions, in_axes=(None, 0, 0))``. The policy side of a step (keys,
+sampling, ``to_env_action``) is one jitted call; the environment side runs on the host.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from evorl.envs.env import EnvState
+from evorl.rollout import EpisodeStats, Trajectory
+
+#: ``policy_step(agent_state, obs [B, ...], step_keys [T], t [], env_ids [B])`` ->
+#: ``(actions [B, ...], extras, env_actions [B, ...])``.
+PolicyStep = Callable[..., tuple[Any, dict, Any]]
+
+
+def make_policy_step(agent) -> PolicyStep:
+    """The jitted policy side of one rollout step of :func:`host_rollout`."""
+
+    def policy_step(agent_state, obs, step_keys, t, env_ids):
+        env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_keys[t], env_ids)  # [B]
+        actions, extras = jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))(agent_state, obs, env_keys)
+        return actions, extras, agent.to_env_action(actions)
+
+    return jax.jit(policy_step)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_policy_step(agent) -> PolicyStep:
+    return make_policy_step(agent)
+
+
+def _buffer(rollout_length: int, like: np.ndarray) -> np.ndarray:
+    return np.empty((rollout_length,) + like.shape, like.dtype)  # [T, *like.shape]
+
+
+def host_rollout(
+    env,
+    agent,
+    agent_state,
+    env_state: EnvState,
+    key: jax.Array,
+    rollout_length: int,
+    env_ids: np.ndarray | None = None,
+    act: PolicyStep | None = None,
+) -> tuple[EnvState, Trajectory, EpisodeStats]:
+    """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.compute_actions``.
+
+    ``env_state`` is the state ``env`` last returned (``reset`` or ``step``); ``env_ids``
+    ``[B]`` the environments' global indices (default ``arange(B)``); ``act`` a
+    :func:`make_policy_step` of ``agent`` to reuse (default: one cached per agent).
+    Returns ``(env_state, trajectory [T, B, ...], episode_stats)`` as NumPy arrays, with the
+    meaning of :func:`evorl.rollout.rollout`'s.
+    """
+    if int(rollout_length) < 1:
+        raise ValueError(f"rollout_length must be >= 1, got {rollout_length}")
+    num_envs = env_state.reward.shape[0]
+    env_ids = jnp.arange(num_envs) if env_ids is None else jnp.asarray(env_ids)
+    act = act or _cached_policy_step(agent)
+    step_keys = jax.random.split(key, rollout_length)  # [T]
+    obs, next_obs = _buffer(rollout_length, env_state.obs), _buffer(rollout_length, env_state.final_obs)
+    rewards = np.empty((rollout_length, num_envs), np.float32)  # [T, B]
+    terminated = np.empty((rollout_length, num_envs), bool)  # [T, B]
+    truncated = np.empty((rollout_length, num_envs), bool)  # [T, B]
+    actions_buf = extras_buf = None
+    return_sum = length_sum = count = np.float32(0.0)
+
+    for t in range(rollout_length):
+        actions, extras, env_actions = jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(t), env_ids))
+        if actions_buf is None:
+            actions_buf = _buffer(rollout_length, np.asarray(actions))
+            extras_buf = jax.tree.map(lambda x: _buffer(rollout_length, np.asarray(x)), extras)
+        next_state = env.step(env_actions)
+        obs[t], next_obs[t] = env_state.obs, next_state.final_obs
+        rewards[t], terminated[t], truncated[t] = next_state.reward, next_state.terminated, next_state.truncated
+        actions_buf[t] = actions
+        jax.tree.map(lambda buf, x, t=t: buf.__setitem__(t, x), extras_buf, extras)
+        done = next_state.done.astype(np.float32)  # [B]
+        return_sum = np.float32(return_sum + np.sum(done * next_state.episode_return, dtype=np.float32))
+        length_sum = np.float32(length_sum + np.sum(done * next_state.episode_length, dtype=np.float32))
+        count = np.float32(count + np.sum(done, dtype=np.float32))
+        env_state = next_state
+
+    trajectory = Trajectory(obs=obs, actions=actions_buf, rewards=rewards, terminated=terminated,
+                            truncated=truncated, next_obs=next_obs, extras=extras_buf)
+    return env_state, trajectory, EpisodeStats(return_sum, length_sum, count)
