@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+import gymnasium
 import jax
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from evorl.config import ConfigError
 from evorl.experiment import run_experiment
 from evorl.run_folder import checkpoint_dir
 from evorl.workflows import IMPALAWorkflow, PPOWorkflow
-from evorl.workflows.actor_learner import ActorFailed
+from evorl.workflows.actor_learner import ActorFailed, EnvStepTimeout
 from evorl.workflows.rl_workflow import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,3 +144,92 @@ def test_async_config_errors(override, message):
         cfg.setdefault(section, {}).update(values)
     with pytest.raises(ConfigError, match=message):
         PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+# --- host environments -------------------------------------------------------------------
+class Flaky(gymnasium.Env):
+    """An env whose step raises on its 40th call in an actor thread (evaluation, in the main
+    thread, plays it normally); with ``hang`` the first copy to get there sleeps instead."""
+
+    hung = threading.Event()
+
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, hang: float = 0.0):
+        self.hang, self.calls = hang, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.calls += threading.current_thread().name.startswith("evorl-actor")
+        if self.calls == 40:
+            if not self.hang:
+                raise RuntimeError("the simulator exploded")
+            if not Flaky.hung.is_set():
+                Flaky.hung.set()
+                time.sleep(self.hang)
+        return np.full(2, 0.5, np.float32), 1.0, False, False, {}
+
+
+gymnasium.register(id="FlakyEnv-v0", entry_point=Flaky, max_episode_steps=50)
+
+
+def host_config(**env):
+    cfg = config("async", num_actors=2)
+    cfg["env"] = {"env_name": "FlakyEnv-v0", "env_type": "gymnasium", **env}
+    cfg["training"].update(num_iterations=1000, rollout_length=8)
+    return cfg
+
+
+def test_a_host_env_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path):
+    start = time.monotonic()
+    with pytest.raises(ActorFailed, match="the simulator exploded") as failure:
+        run_experiment(host_config(), output_dir=tmp_path)
+    assert time.monotonic() - start < 60
+    assert "in step" in str(failure.value)  # the env's own frame, from the actor's traceback
+    assert "checkpointed" in str(failure.value)
+    assert list(checkpoint_dir(tmp_path).iterdir())
+    assert not actor_threads()
+
+
+def test_a_stuck_host_env_step_ends_the_run_after_the_timeout(tmp_path):
+    Flaky.hung.clear()
+    cfg = host_config(kwargs={"hang": 8.0})
+    cfg["runner"]["env_step_timeout_seconds"] = 1.0
+    start = time.monotonic()
+    with pytest.raises(EnvStepTimeout, match="has not returned for 1 s"):
+        run_experiment(cfg, output_dir=tmp_path)
+    elapsed = time.monotonic() - start
+    assert elapsed < 60
+    assert list(checkpoint_dir(tmp_path).iterdir())
+    assert elapsed < 15  # noticed after 1 s; the stuck step returns after its 8 s and the actor exits
+    assert not actor_threads()
+
+
+def test_host_env_checkpoint_resumes_with_fresh_episodes(tmp_path):
+    cfg = host_config()
+    cfg["env"]["env_name"] = "CartPole-v1"
+    cfg["training"].update(num_iterations=4, eval_interval=2)
+    first = run_experiment(cfg, output_dir=tmp_path)
+    assert int(first.state.iteration) == 4 and first.state.env_state is None
+    cfg["training"]["num_iterations"] = 6
+    resumed = run_experiment({**cfg, "resume": str(tmp_path)})
+    assert int(resumed.state.iteration) == 6
+    np.testing.assert_array_equal(resumed.workflow.last_metrics["iteration"], 6)
+
+
+@pytest.mark.slow
+def test_async_impala_learns_gymnasium_cartpole():
+    """configs/impala_gymnasium_cartpole.yaml, cut to 1000 updates (512k env steps): greedy
+    return >= 475 (benchmarks/ checks the whole config for 3 seeds)."""
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / "impala_gymnasium_cartpole.yaml"))
+    cfg.pop("defaults")
+    cfg["training"].update(num_iterations=1000, eval_interval=250)
+    cfg["logging"] = {"recorders": [], "plot": False}
+    result = run_experiment(cfg)
+    assert result.final_metrics["eval/episode_return"] >= 475, result.final_metrics

@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import queue
+import sys
 import threading
 import time
 import traceback
@@ -423,9 +424,12 @@ class ActorLearnerExecutor:
                 actor.start()
             yield self
         finally:
-            self.stop_actors()
+            alive = self.stop_actors()
+            if alive:
+                print(f"evorl: {', '.join(alive)} still inside an environment step after being stopped; daemon "
+                      f"thread(s), they end with the process.", file=sys.stderr, flush=True)
 
-    def stop_actors(self, timeout: float = 30.0) -> list[str]:
+    def stop_actors(self, timeout: float = 10.0) -> list[str]:
         """Stops and joins the actors; returns the names of any still alive after ``timeout``
         (an env step that never returns: daemon threads, gone with the process)."""
         self._stop.set()
