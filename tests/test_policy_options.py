@@ -161,9 +161,13 @@ def test_nature_cnn_torso_equals_strided_convolutions():
     features = np.asarray(torso.apply({"params": params}, obs))
     assert features.shape == (2, 7 * 7 * 64)
     x = obs[1].astype(np.float64) / 255.0
-    for k, (_, _, stride) in enumerate(NatureCNNTorso.layers):
+    for k, (channels, size, stride) in enumerate(NatureCNNTorso.layers):
         conv = params[f"Conv_{k}"]
-        x = np.maximum(strided_conv_reference(x, np.asarray(conv["kernel"], np.float64), np.asarray(conv["bias"]), stride), 0)
+        # the [size^2 C, F] matrix over (qi, qj, di, dj, c) as a [size, size, C, F] kernel
+        q, c = size // stride, x.shape[-1]
+        kernel = np.asarray(conv["kernel"], np.float64).reshape(q, q, stride, stride, c, channels)
+        kernel = kernel.transpose(0, 2, 1, 3, 4, 5).reshape(size, size, c, channels)
+        x = np.maximum(strided_conv_reference(x, kernel, np.asarray(conv["bias"]), stride), 0)
     np.testing.assert_allclose(features[1], x.reshape(-1), rtol=1e-4, atol=1e-4)
 
 

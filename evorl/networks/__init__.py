@@ -92,9 +92,35 @@ class ConvTorso(nn.Module):
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 
+def conv_patches(x: jax.Array, kernel: int, stride: int) -> jax.Array:
+    """The patches of a VALID ``kernel x kernel`` convolution with ``stride`` (im2col):
+    ``[N, H, W, C] -> [N, H', W', kernel^2 C]``, ``H' = (H - kernel) / stride + 1``.
+
+    Computed without a convolution (on the CPU XLA's convolutions and their gradients are
+    slow): a space-to-depth reshape by ``stride`` turns the strided convolution into a
+    stride-1 one with a ``q x q`` kernel, ``q = kernel / stride``, whose patches are ``q^2``
+    shifted slices. A patch's features are ordered ``(qi, qj, di, dj, c)``: the input pixel
+    ``(stride qi + di, stride qj + dj, c)`` of the window, i.e. a ``[kernel, kernel, C, F]``
+    convolution kernel ``K`` is the ``[kernel^2 C, F]`` matrix
+    ``K.reshape(q, s, q, s, C, F).transpose(0, 2, 1, 3, 4, 5)`` flattened (see the test).
+    Needs ``kernel % stride == 0`` and ``H, W`` such that the windows tile them exactly.
+    """
+    n, h, w, c = x.shape
+    s, q = stride, kernel // stride
+    if kernel % stride or (h - kernel) % s or (w - kernel) % s:
+        raise ValueError(f"conv_patches: kernel {kernel}, stride {stride} do not tile a {h}x{w} input")
+    hs, ws = h // s, w // s
+    x = x[:, : hs * s, : ws * s].reshape(n, hs, s, ws, s, c).transpose(0, 1, 3, 2, 4, 5)  # [N, H/s, W/s, s, s, C]
+    x = x.reshape(n, hs, ws, s * s * c)
+    ho, wo = (h - kernel) // s + 1, (w - kernel) // s + 1
+    return jnp.concatenate([x[:, i : i + ho, j : j + wo, :] for i in range(q) for j in range(q)], axis=-1)
+
+
 class NatureCNNTorso(nn.Module):
     """The Nature DQN torso: ``[..., H, W, C]`` pixels in ``[0, 255]`` -> ``[..., F]``
-    (``F = 7 * 7 * 64 = 3136`` for 84x84 frames); ReLU, orthogonal init ``sqrt(2)``."""
+    (``F = 7 * 7 * 64 = 3136`` for 84x84 frames); ReLU, orthogonal init ``sqrt(2)``. Each
+    convolution is a matrix product over :func:`conv_patches` (its kernel ``Conv_k`` is
+    ``[kernel^2 C_in, channels]``); the result equals the strided convolution (tested)."""
 
     #: ``(channels, kernel side, stride)`` of each VALID convolution.
     layers: Sequence[tuple[int, int, int]] = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -103,10 +129,9 @@ class NatureCNNTorso(nn.Module):
     def __call__(self, obs):
         batch_shape = obs.shape[:-3]
         x = obs.reshape((-1,) + obs.shape[-3:]).astype(jnp.float32) / 255.0  # [N, H, W, C]
-        for channels, kernel, stride in self.layers:
-            x = nn.Conv(channels, (kernel, kernel), (stride, stride), padding="VALID",
-                        kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
-            x = nn.relu(x)  # [N, H', W', channels]
+        for k, (channels, kernel, stride) in enumerate(self.layers):
+            conv = nn.Dense(channels, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"Conv_{k}")
+            x = nn.relu(conv(conv_patches(x, kernel, stride)))  # [N, H', W', channels]
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 
