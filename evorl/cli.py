@@ -2,7 +2,18 @@
 ``evorl-eval`` / ``evorl-plot`` entry points of ``evorl.scripts``.
 
 The configs ship inside the package (``evorl/configs``, which is the repository's
-``configs/`` folder), so ``evorl-train`` finds them from any directory.
+``configs/`` folder), so ``evorl-train`` finds them from any directory. The default config is
+composed from the config groups ``algo/``, ``env/`` and ``tuned/`` (see
+:mod:`evorl.config_groups`). ``evorl-train --help`` prints evorl's own help (config names,
+algorithms, env types, the keys of each section: :mod:`evorl.cli_help`); ``--list-envs [TYPE]``
+lists the environments of each env type.
+
+What a run folder holds is evorl's own files only: Hydra writes no ``.hydra/`` subfolder and
+no log file into it (``hydra.output_subdir=null``, ``hydra/job_logging=stdout``): every console
+line at a logging point is in ``metrics.jsonl`` and ``metrics.csv`` at full precision, and
+``run.json`` records how the run ended, so a ``train.log`` would only repeat them (and was
+empty: evorl prints, it does not log). A run that fails before writing anything (a config
+error) leaves no empty folder behind, and ``resume=<run>`` runs in that run's folder.
 """
 
 from __future__ import annotations
@@ -18,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from evorl.config import ConfigError, to_plain
+from evorl.config_groups import CONFIG_DIR as _CONFIG_PATH
+from evorl.config_groups import GROUPS, config_names
 
-CONFIG_DIR = str(Path(__file__).resolve().parent / "configs")
+CONFIG_DIR = str(_CONFIG_PATH)
 
 
 def train(cfg: Any) -> dict[str, float]:
@@ -39,8 +52,13 @@ def train(cfg: Any) -> dict[str, float]:
     cfg = to_plain(cfg)
     if cfg.get("resume"):
         cfg = resume_config(cfg["resume"], _hydra_overrides())
-    output_dir = cfg.get("output_dir") or _hydra_output_dir()
-    result = run_experiment(cfg, output_dir=output_dir)
+    hydra_dir = _hydra_output_dir()
+    output_dir = cfg.get("output_dir") or hydra_dir
+    try:
+        result = run_experiment(cfg, output_dir=output_dir, defaults=False, label=_job_label(cfg))
+    finally:  # a config error (or resume=, which writes into its own folder) leaves Hydra's folder empty
+        if hydra_dir is not None:
+            remove_empty_dirs(Path(hydra_dir), stop_at=Path.cwd())
     workflow, final = result.workflow, result.final_metrics
     episodes = workflow.config.training.eval_episodes
     if "eval/episode_return/std" in final:  # a population: spread across its agents
@@ -56,12 +74,44 @@ def train(cfg: Any) -> dict[str, float]:
     if not is_main_process():  # process 0 reports for all
         return final
     print(
-        f"[{workflow.name()}] {summary}; "
+        f"[{_job_label(cfg) or workflow.name()}] {summary}; "
         f"compile {workflow.compile_seconds:.1f}s, total {time.perf_counter() - start:.1f}s"
         + (f"; run folder {result.run_dir}" if result.run_dir else ""),
         flush=True,
     )
     return final
+
+
+def _job_label(cfg: dict) -> str | None:
+    """``PPO job 3`` for job 3 of a Hydra multirun (``-m``), whose console lines interleave;
+    None (the workflow's name) for a single run."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    from evorl.config_groups import ALGO_NODE
+
+    workflow_cls = cfg.get("workflow_cls") or (cfg.get(ALGO_NODE) or {}).get("workflow_cls")
+    try:
+        from evorl.workflows import resolve_workflow_cls
+
+        name = resolve_workflow_cls(workflow_cls).name()
+    except ConfigError:  # reported by the config's validation
+        return None
+    return f"{name} job {HydraConfig.get().job.num}"
+
+
+def remove_empty_dirs(path: Path, stop_at: Path) -> None:
+    """Removes ``path`` if it is an empty folder, then each parent that is left empty, up to
+    (not including) ``stop_at``; a folder outside ``stop_at`` is removed alone, if empty."""
+    path, stop_at = path.resolve(), stop_at.resolve()
+    inside = stop_at in path.parents
+    while path != stop_at and path.is_dir() and not any(path.iterdir()):
+        path.rmdir()
+        path = path.parent
+        if not inside:
+            return
 
 
 def enable_compilation_cache() -> str | None:
@@ -120,12 +170,59 @@ def allow_new_keys(argv: list[str]) -> list[str]:
 
     A config file lists only the keys it changes, so Hydra alone would reject overriding
     any other valid key (``training.eval_interval=5``). Unknown keys are not lost: evorl's
-    own validation rejects them with the closest valid key. ``hydra.*`` keys are left alone.
+    own validation rejects them with the closest valid key. ``hydra.*`` keys and config group
+    choices (``algo=a2c``, ``env=acrobot``) are left alone.
     """
     return [
-        f"++{arg}" if _PLAIN_OVERRIDE.match(arg) and not arg.startswith("hydra.") else arg
+        f"++{arg}" if _PLAIN_OVERRIDE.match(arg) and not arg.startswith("hydra.")
+        and arg.split("=", 1)[0] not in GROUPS else arg
         for arg in argv
     ]
+
+
+def option_value(argv: list[str], *names: str) -> str | None:
+    """The value of the command-line option ``--name=value`` or ``--name value`` (the last one)."""
+    value = None
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+            elif arg == name and i + 1 < len(argv):
+                value = argv[i + 1]
+    return value
+
+
+def check_config_name(argv: list[str]) -> None:
+    """An unknown ``--config-name`` (of evorl's own configs) is one line listing the valid
+    names, exit status 2 (Hydra would print its search path)."""
+    name = option_value(argv, "--config-name", "-cn")
+    if name is None or option_value(argv, "--config-path", "-cp", "--config-dir", "-cd") is not None:
+        return
+    names = config_names()
+    if name.removesuffix(".yaml") not in names:
+        print(f"evorl: unknown config name {name!r}; valid: {', '.join(names)} "
+              f"(or a config group: {'; '.join(f'{g}=<name>' for g in GROUPS if g != 'tuned')}).",
+              file=sys.stderr, flush=True)
+        sys.exit(2)
+
+
+def hydra_settings(argv: list[str]) -> list[str]:
+    """The Hydra overrides ``evorl-train`` adds to the command line: the job's name (else
+    Hydra names the job after this module), no ``.hydra/`` folder and no log file in the run
+    folder (see the module docstring), and for ``resume=<run>`` Hydra's run folder set to that
+    run (else Hydra would create an unused ``outputs/<date>/<time>``)."""
+    given = {arg.lstrip("+").split("=", 1)[0] for arg in argv}
+    extra = []
+    if "hydra.job.name" not in given:
+        extra.append("hydra.job.name=train")
+    if "hydra.output_subdir" not in given:
+        extra.append("hydra.output_subdir=null")
+    if "hydra/job_logging" not in given:
+        extra.append("hydra/job_logging=stdout")
+    resume = [arg.split("=", 1)[1] for arg in argv if arg.lstrip("+").startswith("resume=")]
+    if resume and resume[-1] and "hydra.run.dir" not in given:
+        extra.append(f"hydra.run.dir={resume[-1]}")
+    return extra
 
 
 #: Exit status of ``evorl-train`` when training diverged (a bad config or checkpoint: 2).
@@ -207,9 +304,17 @@ def train_main() -> None:
         with exit_on_config_error():
             train(cfg)
 
+    from evorl.cli_help import LIST_ENVS_OPTION, help_text, list_envs_main
+
+    args = sys.argv[1:]
+    if "--help" in args or "-h" in args:
+        print(help_text())
+        return
+    if LIST_ENVS_OPTION in args:
+        sys.exit(list_envs_main(args[args.index(LIST_ENVS_OPTION) + 1:]))
+    check_config_name(args)
     sys.argv = allow_new_keys(sys.argv)
-    if not any(arg.startswith("hydra.job.name=") for arg in sys.argv):
-        sys.argv.append("hydra.job.name=train")  # Hydra would name the job (and its log) after this module
+    sys.argv += hydra_settings(sys.argv[1:])
     # Hydra prints errors raised while it composes the config (a YAML syntax error in a config
     # file) as tracebacks and exits 1; let them reach us instead, to report them in one line.
     user_full_error = os.environ.get("HYDRA_FULL_ERROR")

@@ -271,20 +271,34 @@ class DistributedConfig:
 
 @dataclass(frozen=True)
 class TrainingConfig:
+    """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
+    steps, then takes ``num_epochs x num_minibatches`` gradient steps on them."""
+
+    #: Training iterations, each of num_envs x rollout_length env steps.
     num_iterations: int = 100
+    #: Env steps per environment per iteration (the T of the [T, B] rollout).
     rollout_length: int = 128
+    #: Environments stepped side by side (the B of the [T, B] rollout).
     num_envs: int = 4
+    #: Adam's step size (a list trains one agent per value).
     learning_rate: float = 2.5e-4
     #: Decay the learning rate linearly to 0 over ``num_iterations``.
     anneal_lr: bool = True
+    #: Adam's epsilon.
     adam_eps: float = 1e-5
+    #: Clip the gradient's global norm to this (null: no clipping).
     max_grad_norm: float | None = 0.5
+    #: Discount factor.
     gamma: float = 0.99
+    #: GAE's lambda (IMPALA: V-trace's lambda; 1 gives n-step returns).
     gae_lambda: float = 0.95
+    #: Passes over each iteration's rollout.
     num_epochs: int = 4
+    #: Minibatches per epoch (must divide num_envs x rollout_length).
     num_minibatches: int = 4
     #: Iterations between evaluations and log lines; each interval is one compiled call.
     eval_interval: int = 10
+    #: Greedy episodes per evaluation.
     eval_episodes: int = 16
     #: Independent agents trained side by side in one program (vmapped), each its own seed.
     num_seeds: int = 1

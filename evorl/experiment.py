@@ -6,6 +6,11 @@ output folder as the run folder); it works the same from Python without Hydra::
     run_experiment({"env": {...}, "training": {...}}, output_dir="runs/cartpole")
     run_experiment({..., "resume": "runs/cartpole"})   # continue from the newest checkpoint
 
+A config given from Python goes over the default config of ``evorl-train`` (``configs/config.yaml``
+with the ``algo`` group of its ``workflow_cls``; see :mod:`evorl.config_groups`), so the same keys
+train the same experiment from Python and from the command line. ``defaults=False`` takes the
+config alone over the typed dataclass defaults (what ``Workflow.build_from_config`` does).
+
 The run folder's layout is described in :mod:`evorl.run_folder`.
 """
 
@@ -56,19 +61,33 @@ def resolved_config(config: Any) -> dict:
     return json.loads(json.dumps(data))  # tuples -> lists, as YAML and JSON store them
 
 
-def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: list | None = None) -> ExperimentResult:
+def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: list | None = None, *,
+                   defaults: bool = True, label: str | None = None) -> ExperimentResult:
     """Validates ``cfg``, trains (or resumes) and evaluates; writes the run folder.
 
-    ``output_dir`` (or the config's ``output_dir``) is the run folder; with neither, nothing
-    is written. ``resume=<run folder>`` continues that run in its own folder. ``recorders``
-    are added to the ones ``logging`` names. While it runs, the run folder is locked: another
-    run into it (new or resumed) raises :class:`~evorl.run_folder.RunFolderInUse`.
+    ``cfg`` goes over the default config of its algorithm (``defaults=True``; see the module
+    docstring); a config composed by Hydra (the CLI) passes ``defaults=False``. An ``algo:``
+    node (the CLI's algorithm defaults) is resolved by
+    :func:`~evorl.config_groups.select_algorithm`. ``output_dir`` (or the config's
+    ``output_dir``) is the run folder; with neither, nothing is written. ``resume=<run folder>``
+    continues that run in its own folder. ``recorders`` are added to the ones ``logging``
+    names; ``label`` prefixes the console lines (default: the workflow's name). While it runs,
+    the run folder is locked: another run into it (new or resumed) raises
+    :class:`~evorl.run_folder.RunFolderInUse`.
     """
+    from evorl.config_groups import check_agent_keys, select_algorithm, with_default_config
     from evorl.workflows import resolve_workflow_cls
 
     cfg = to_plain(cfg)
-    if not isinstance(cfg, dict) or "workflow_cls" not in cfg:
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}.")
+    cfg = with_default_config(cfg) if defaults else cfg
+    cfg, note = select_algorithm(cfg)
+    if note and is_main_process():
+        print(f"evorl: {note}", file=sys.stderr, flush=True)
+    if "workflow_cls" not in cfg:
         raise ConfigError("config needs 'workflow_cls' (e.g. evorl.workflows.PPOWorkflow).")
+    check_agent_keys(cfg["workflow_cls"], cfg.get("agent"))
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     config = workflow.config
     run_dir = _run_dir(config, output_dir)
@@ -77,10 +96,11 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     # Only process 0 writes the run folder's files (and locks it); every process takes part in checkpoints.
     files_dir = run_dir if is_main_process() else None
     with RunFolderLock(files_dir) if files_dir is not None else contextlib.nullcontext():
-        return _run(workflow, run_dir, files_dir, recorders)
+        return _run(workflow, run_dir, files_dir, recorders, label or workflow.name())
 
 
-def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None) -> ExperimentResult:
+def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,
+         label: str) -> ExperimentResult:
     from evorl.workflows.rl_workflow import TrainingInterrupted
 
     config = workflow.config
@@ -110,9 +130,9 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             raise CheckpointError(f"resume={config.resume}: no complete checkpoint in {checkpoint_dir(run_dir)}.")
         state, meta = checkpointer.restore(state)  # validates before anything is written
         resumed_from = meta["iteration"]
-        print(f"[{workflow.name()}] resuming {run_dir} from iteration {resumed_from}", flush=True)
+        print(f"[{label}] resuming {run_dir} from iteration {resumed_from}", flush=True)
 
-    chain = make_recorders(config.logging, files_dir, prefix=f"[{workflow.name()}] ",
+    chain = make_recorders(config.logging, files_dir, prefix=f"[{label}] ",
                            total_steps=config.training.num_iterations * config.training.env_steps_per_iteration,
                            run_name=run_dir.name if run_dir else None)
     chain.recorders += list(recorders or []) if is_main_process() else []
@@ -133,7 +153,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             if checkpointer is not None:
                 closing.push(_closer(checkpointer))
             closing.callback(chain.close)
-            with stop_on_signals(workflow):
+            with stop_on_signals(workflow, label):
                 state = workflow.learn(state)
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
             final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
@@ -199,7 +219,7 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @contextlib.contextmanager
-def stop_on_signals(workflow: Any):
+def stop_on_signals(workflow: Any, label: str | None = None):
     """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current chunk (it
     checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
     (the signal's default action). Only in the main thread of a single-process run: the
@@ -212,7 +232,7 @@ def stop_on_signals(workflow: Any):
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_DFL)
         workflow.stop_requested = signal.Signals(signum).name
-        print(f"[{workflow.name()}] {workflow.stop_requested}: stopping after the current chunk of iterations "
+        print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current chunk of iterations "
               f"(send it again to stop at once)", file=sys.stderr, flush=True)
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}

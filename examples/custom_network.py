@@ -1,6 +1,6 @@
 """Add your own network: PPO whose actor and critic are a small residual MLP (Discrete actions).
 
-    python examples/custom_network.py                  # trains it on CartPole-v1 (run folder runs/residual)
+    python examples/custom_network.py                  # trains it on CartPole-v1 (in a temporary run folder)
     PYTHONPATH=examples evorl-train workflow_cls=custom_network.ResidualPPOWorkflow
 
 A network is any ``init(key) -> params`` / ``apply(params, obs) -> output`` pair
@@ -47,9 +47,12 @@ class ResidualPPOWorkflow(PPOWorkflow):
 
 
 if __name__ == "__main__":
-    result = run_experiment({
-        "workflow_cls": "__main__.ResidualPPOWorkflow",
-        "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
-        "training": {"num_iterations": 100, "eval_interval": 25},
-    }, output_dir="runs/residual")
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="evorl-residual-") as run_dir:  # nothing written into the repository
+        result = run_experiment({
+            "workflow_cls": "__main__.ResidualPPOWorkflow",
+            "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+            "training": {"num_iterations": 100, "eval_interval": 25},
+        }, output_dir=run_dir)
     print("final evaluation return:", result.final_metrics["eval/episode_return"])

@@ -48,8 +48,9 @@ def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_pa
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "finished" and info["seed"] == 0 and info["devices"] and info["jax_version"]
     assert info["start_time"] and info["end_time"] and "final_eval" in info and "git_commit" in info
-    for name in ("metrics.jsonl", "metrics.csv", "learning_curve.png", "train.log"):
+    for name in ("metrics.jsonl", "metrics.csv", "learning_curve.png"):
         assert (run_dir / name).is_file(), name
+    assert not (run_dir / "train.log").exists() and not (run_dir / ".hydra").exists()  # evorl's own files only
     assert list((run_dir / "tensorboard").glob("events.out.tfevents.*"))
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["1", "2"]
 
@@ -67,8 +68,10 @@ def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_pa
 
 def test_joblib_sweep_runs_each_job_in_its_own_folder_and_plots(tmp_path, cache_dir):
     sweep_dir = tmp_path / "sweep"
-    run([sys.executable, str(ROOT / "scripts" / "train.py"), "-m", "seed=1,2", "training.num_iterations=2",
-         *TINY_OVERRIDES, f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, cache_dir=cache_dir)
+    out = run([sys.executable, str(ROOT / "scripts" / "train.py"), "-m", "seed=1,2", "training.num_iterations=2",
+               *TINY_OVERRIDES, f"hydra.sweep.dir={sweep_dir}"], cwd=ROOT, cache_dir=cache_dir)
+    for job in (0, 1):  # the jobs' interleaved lines say whose they are
+        assert f"[PPO job {job}] iter=2 " in out and f"[PPO job {job}] final evaluation" in out, out
     seeds = sorted(json.loads((sweep_dir / job / "run.json").read_text())["seed"] for job in ("0", "1"))
     assert seeds == [1, 2]
     hydra_cfg = (sweep_dir / "multirun.yaml").read_text()

@@ -101,6 +101,19 @@ def test_progress_bar_style_shows_the_bar_and_lines():
     assert "[PPO] iter=2 env_steps=1024" in out and "1024/1024" in out and "eval=42.00" in out
 
 
+def test_progress_bar_eta_from_the_first_logging_point():
+    from evorl.recorders.console import eta_text
+
+    assert eta_text(7200 + 61, 1.0) == "2:01:01" and eta_text(100, None) == "-:--:--" and eta_text(0, 5.0) == "0:00:00"
+    stream = io.StringIO()
+    bar = ProgressRecorder(total_steps=10_000, stream=stream, prefix="[PPO] ", style="bar")
+    bar.init({})
+    bar.write({"iteration": 1, "env_steps": 1000, "steps_per_s": 500.0}, 1000)  # the first point: its steps/s
+    assert bar._progress.tasks[0].fields["eta"] == "0:00:18"
+    assert bar.speed({}, 3000, bar._first[0] + 4.0) == 500.0  # then measured: 2000 steps in 4 s
+    bar.close()
+
+
 def test_chain_and_factory(tmp_path):
     calls = []
 

@@ -1,0 +1,97 @@
+"""The first hour on the command line: config groups (algo=, env=), switching workflow_cls,
+--help, --list-envs, an unknown --config-name, and no stray folders (a config error, resume)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = [sys.executable, str(ROOT / "scripts" / "train.py")]
+#: Tiny and valid for every algorithm (one minibatch, one epoch: A2C's structure).
+TINY = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]", "training.num_iterations=2",
+        "training.eval_interval=1", "training.eval_episodes=2", "training.rollout_length=8", "training.num_envs=4",
+        "logging.plot=false"]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("jax_cache_compose")
+
+
+def train(args, cwd, cache_dir=None, status=0):
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    if cache_dir is not None:
+        env["EVORL_COMPILATION_CACHE"] = str(cache_dir)
+    proc = subprocess.run(TRAIN + args, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    return proc
+
+
+def run_folders(cwd):
+    return sorted(p.relative_to(cwd) for p in (cwd / "outputs").glob("*/*")) if (cwd / "outputs").exists() else []
+
+
+def test_algo_and_env_groups_compose(tmp_path, cache_dir):
+    proc = train(["algo=a2c", "env=acrobot", *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path, cache_dir)
+    assert "[A2C] iter=2 " in proc.stdout
+    config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert config["workflow_cls"] == "evorl.workflows.A2CWorkflow" and config["env"]["env_name"] == "Acrobot-v1"
+    assert config["agent"]["normalize_obs"] is True  # env/acrobot.yaml
+    assert config["agent"]["vf_coef"] == 0.5 and config["agent"]["ent_coef"] == 0.0  # algo/a2c.yaml
+    assert config["training"]["learning_rate"] == 1e-3 and config["training"]["num_minibatches"] == 1
+    assert config["training"]["num_envs"] == 4  # the command line over both
+
+
+def test_workflow_cls_alone_switches_algorithm_and_resume_adds_no_folder(tmp_path, cache_dir):
+    proc = train(["workflow_cls=evorl.workflows.A2CWorkflow", *TINY], tmp_path, cache_dir)
+    assert "leaving out the algorithm defaults of the config" in proc.stderr and "algo=a2c" in proc.stderr
+    assert "[A2C] iter=2 " in proc.stdout
+    [run_dir] = run_folders(tmp_path)
+    config = yaml.safe_load((tmp_path / run_dir / "config.yaml").read_text())
+    assert "clip_epsilon" not in config["agent"] and config["training"]["num_minibatches"] == 1  # A2C's own defaults
+
+    proc = train([f"resume={run_dir}", "training.num_iterations=3"], tmp_path, cache_dir)
+    assert "[A2C] iter=3 " in proc.stdout
+    assert run_folders(tmp_path) == [run_dir]  # the run continued in its folder; nothing new in outputs/
+
+
+def test_config_errors_name_the_fix_and_leave_no_folder(tmp_path):
+    proc = train(["agent.vtrace_rho_bar=2"], tmp_path, status=2)
+    assert "'agent.vtrace_rho_bar' is a key of IMPALA, not of PPO" in proc.stderr
+    assert "algo=impala (or --config-name=impala_cartpole)" in proc.stderr
+    proc = train(["training.num_envz=2"], tmp_path, status=2)
+    assert "Did you mean 'training.num_envs'?" in proc.stderr  # a typo is still strict
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_unknown_config_name_lists_the_valid_ones(tmp_path):
+    proc = train(["--config-name=ppo_cartpol"], tmp_path, status=2)
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("evorl: unknown config name 'ppo_cartpol'; valid: a2c_breakout, ")
+    assert "ppo_cartpole" in line and "algo=<name>" in line and "search path" not in proc.stderr.lower()
+
+
+def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
+    out = train(["--help"], tmp_path).stdout
+    for text in ("algo=<a2c|impala|ppo>", "env=<acrobot|cartpole|pendulum>", "ppo_cartpole",
+                 "evorl.workflows.A2CWorkflow", "Advantage actor-critic", "Env types (env.env_type): gymnax, brax",
+                 "anneal_lr = true", "Decay the learning rate linearly to 0 over num_iterations",
+                 "agent (IMPALA): ", "vtrace_rho_bar=1.0", "checkpoint:", "max_to_keep = 3", "--list-envs"):
+        assert text in out, text
+    assert "``" not in out and ":class:" not in out and "Powered by Hydra" not in out
+
+
+def test_list_envs(tmp_path):
+    out = train(["--list-envs", "gymnax"], tmp_path).stdout
+    assert out.startswith("gymnax (") and "CartPole-v1" in out and "Breakout-MinAtar" in out and "brax" not in out
+    pytest.importorskip("gymnasium")
+    check = ("import sys; from evorl.cli_help import env_names; names = env_names('gymnasium'); "
+             "assert 'CartPole-v1' in names and 'HalfCheetah-v5' in names, names; "
+             "assert 'mujoco' not in sys.modules and 'ale_py' not in sys.modules")  # ids, not the envs' packages
+    subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert "unknown env type 'gym'" in train(["--list-envs", "gym"], tmp_path, status=2).stderr
