@@ -23,13 +23,25 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def run_one(config: str, lockstep: bool, updates: int) -> dict:
+def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
+    """``section.key=value`` overrides (values parsed as YAML) applied to ``cfg``."""
+    import yaml
+
+    for item in overrides:
+        path, _, value = item.partition("=")
+        section, key = path.split(".", 1)
+        cfg.setdefault(section, {})[key] = yaml.safe_load(value)
+    return cfg
+
+
+def run_one(config: str, lockstep: bool, updates: int, overrides: list[str]) -> dict:
     import jax
 
     sys.path.insert(0, str(HERE))
     from _common import build, load_config
 
     cfg = load_config(config, num_iterations=updates, eval_interval=updates)
+    cfg = apply_overrides(cfg, overrides)
     cfg["runner"]["lockstep"] = lockstep
     cfg["logging"] = {"recorders": []}
     workflow = build(cfg, recorders=[])
@@ -53,18 +65,20 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=400)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--config", default="impala_gymnasium_cartpole")
+    parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE", help="config overrides")
     parser.add_argument("--one", choices=["async", "lockstep"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.config, args.one == "lockstep", args.updates)))
+        print(json.dumps(run_one(args.config, args.one == "lockstep", args.updates, args.set)))
         return
     rows = []
     for _ in range(args.repeats):
         for mode in ("async", "lockstep"):
             out = subprocess.run([sys.executable, __file__, "--one", mode, "--updates", str(args.updates),
-                                  "--config", args.config], capture_output=True, text=True, check=True)
+                                  "--config", args.config, "--set", *args.set], capture_output=True, text=True,
+                                 check=True)
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print(f"{args.config}: {args.updates} learner updates per run, {args.repeats} runs each\n")
+    print(f"{args.config} {' '.join(args.set)}: {args.updates} learner updates per run, {args.repeats} runs each\n")
     print("| runner | env steps/s | seconds | policy lag (mean) | actors waiting | learner waiting |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:

@@ -174,8 +174,7 @@ def listable_env_types() -> tuple[str, ...]:
     """The env types whose environments have a registry to list."""
     from evorl.envs import config
 
-    known = (*config.ENV_TYPES, *getattr(config, "HOST_ENV_TYPES", ()))
-    return tuple(t for t in dict.fromkeys(known) if t in ("gymnax", "brax", "gymnasium"))
+    return tuple(t for t in config.ENV_TYPES if t in ("gymnax", "brax", "gymnasium"))
 
 
 def list_envs_main(args: list[str]) -> int:
