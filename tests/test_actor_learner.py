@@ -219,6 +219,16 @@ def test_host_env_checkpoint_resumes_with_fresh_episodes(tmp_path):
     resumed = run_experiment({**cfg, "resume": str(tmp_path)})
     assert int(resumed.state.iteration) == 6
     np.testing.assert_array_equal(resumed.workflow.last_metrics["iteration"], 6)
+    assert resumed.workflow.last_metrics["actors/policy_lag_max"] >= 0
+    # evorl-eval plays greedy episodes on the host env; load_policy acts on its observations
+    from evorl.scripts.evaluate import evaluate, parse_args
+
+    metrics = evaluate(parse_args([str(tmp_path), "--episodes", "3"]))
+    assert 1 <= metrics["eval/episode_return"] <= 500
+    import evorl
+
+    policy = evorl.load_policy(tmp_path)
+    assert policy(np.zeros((5, 4), np.float32)).shape == (5,)
 
 
 @pytest.mark.slow
