@@ -508,8 +508,8 @@ class ActorLearnerExecutor:
         if self._final is not None:
             totals = {**totals, **M.declared(self._final(state))}
         metrics = M.per_iteration(to_host(totals), done)
-        for name, field in (("return_sum", "return_sum"), ("length_sum", "length_sum"), ("count", "count")):
-            metrics[f"episode_{name}"] = np.float64(sum(getattr(e, field) for e in log.episodes))
+        for field in ("return_sum", "length_sum", "count"):  # summed over the rollouts, as the fused runner sums
+            metrics[f"episode_{field}"] = np.float64(sum(getattr(e, field) for e in log.episodes))
         self._host_metrics = self._actor_metrics(log, actor_counters, time.monotonic() - chunk_start, done)
         return state, metrics
 
