@@ -327,14 +327,14 @@ class ActorLearnerExecutor:
     :class:`~evorl.workflows.execution.Executor` with the same methods the workflow uses."""
 
     def __init__(self, learner_update: Callable, env: Any, agent: Any, training: Any, runner: RunnerConfig,
-                 learner_mesh: Mesh | None, actor_devices: list, seed: int,
+                 learner_mesh: Mesh | None, actor_devices: list,
                  final_metrics: Callable[[Any], dict] | None = None):
         """``learner_update``: :func:`~evorl.workflows.on_policy.make_learner_update` (with the
         mesh's axis name when ``learner_mesh`` is set); ``env``: the training env with
-        ``training.num_envs`` environments (each actor gets its share); ``seed`` seeds host
-        environments (env ``i`` gets ``seed + i``)."""
+        ``training.num_envs`` environments (each actor gets its share). Host environments are
+        seeded from the state's key when the actors start (env ``i`` with ``seed + i``)."""
         self.env, self.agent, self.training, self.runner = env, agent, training, runner
-        self.learner_mesh, self.actor_devices, self.seed = learner_mesh, actor_devices, seed
+        self.learner_mesh, self.actor_devices = learner_mesh, actor_devices
         self.num_actors = runner.num_actors
         self.envs_per_actor = training.num_envs // runner.num_actors
         self.final_metrics = final_metrics
@@ -399,8 +399,9 @@ class ActorLearnerExecutor:
         env_ids = np.arange(index * b, (index + 1) * b)
         device = self.actor_devices[index % len(self.actor_devices)]
         if self._rollout_fn is None:
+            seed = int(jax.random.randint(jax.random.fold_in(state.key, 0x5EED), (), 0, 2**31 - 1 - self.training.num_envs))
             return HostEnvActorRollout(self.env.with_num_envs(b), self.agent, self.training.rollout_length,
-                                       env_ids, self.seed + index * b)
+                                       env_ids, seed + index * b)
         env_state = self._initial_env_state
         if env_state is None or int(to_host(state.iteration)) > 0:  # resumed: fresh episodes
             env_state = jax.jit(self.env.reset)(jax.random.fold_in(state.key, 0xE5E7))

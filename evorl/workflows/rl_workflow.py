@@ -91,7 +91,7 @@ class OnPolicyWorkflow(RLWorkflow):
         if self.asynchronous:
             self.executor = ActorLearnerExecutor(
                 make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
-                learner_mesh, actor_devices, seed=config.seed, final_metrics=chunk_health)
+                learner_mesh, actor_devices, final_metrics=chunk_health)
         else:
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health)
