@@ -399,7 +399,8 @@ class ActorLearnerExecutor:
         env_ids = np.arange(index * b, (index + 1) * b)
         device = self.actor_devices[index % len(self.actor_devices)]
         if self._rollout_fn is None:
-            seed = int(jax.random.randint(jax.random.fold_in(state.key, 0x5EED), (), 0, 2**31 - 1 - self.training.num_envs))
+            seed_key = jax.random.fold_in(state.key, 0x5EED)
+            seed = int(jax.random.randint(seed_key, (), 0, 2**31 - 1 - self.training.num_envs))
             return HostEnvActorRollout(self.env.with_num_envs(b), self.agent, self.training.rollout_length,
                                        env_ids, seed + index * b)
         env_state = self._initial_env_state
