@@ -37,3 +37,18 @@ class EnvState:
     @property
     def done(self) -> jax.Array:
         return self.terminated | self.truncated
+
+
+def checked_vector_settings(num_envs: int, episode_length: int, reward_scale: float,
+                            action_repeat: int) -> tuple[int, int, float, int]:
+    """The settings every vector of environments (JAX or host) shares, checked and
+    normalised: ``(num_envs, episode_length, reward_scale, action_repeat)``."""
+    if int(num_envs) < 1:
+        raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
+    if int(episode_length) < 1:
+        raise ValueError(f"episode_length must be >= 1, got {episode_length}")
+    if not reward_scale > 0:
+        raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
+    if int(action_repeat) < 1:
+        raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
+    return int(num_envs), int(episode_length), float(reward_scale), int(action_repeat)

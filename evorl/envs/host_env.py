@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evorl.envs.env import EnvState
+from evorl.envs.env import EnvState, checked_vector_settings
 from evorl.envs.spaces import Box, Discrete
 
 
@@ -45,18 +45,8 @@ class HostVectorEnv:
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0,
                  action_repeat: int = 1, clip_rewards: bool = False):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
-        if int(episode_length) < 1:
-            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
-        if not reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
-        if int(action_repeat) < 1:
-            raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
-        self.num_envs = int(num_envs)
-        self.episode_length = int(episode_length)
-        self.reward_scale = float(reward_scale)
-        self.action_repeat = int(action_repeat)
+        self.num_envs, self.episode_length, self.reward_scale, self.action_repeat = checked_vector_settings(
+            num_envs, episode_length, reward_scale, action_repeat)
         self.clip_rewards = bool(clip_rewards)
         self._clear_episode_state()
 

@@ -22,7 +22,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from evorl.envs.env import EnvState
+from evorl.envs.env import EnvState, checked_vector_settings
 from evorl.envs.spaces import Space
 
 
@@ -37,18 +37,8 @@ class VectorEnv:
     action_space: Space
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
-        if int(num_envs) < 1:
-            raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
-        if int(episode_length) < 1:
-            raise ValueError(f"episode_length must be >= 1, got {episode_length}")
-        if not reward_scale > 0:
-            raise ValueError(f"reward_scale must be > 0, got {reward_scale}")
-        if int(action_repeat) < 1:
-            raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
-        self.num_envs = int(num_envs)
-        self.episode_length = int(episode_length)
-        self.reward_scale = float(reward_scale)
-        self.action_repeat = int(action_repeat)
+        self.num_envs, self.episode_length, self.reward_scale, self.action_repeat = checked_vector_settings(
+            num_envs, episode_length, reward_scale, action_repeat)
 
     # --- backend hooks: one environment, no batch axis ------------------------------
     def _reset_one(self, key: jax.Array) -> tuple[jax.Array, Any]:
