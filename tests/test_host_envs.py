@@ -392,6 +392,7 @@ def test_render_host_episode(tmp_path):
 def test_fused_workflow_refuses_host_envs():
     from evorl.workflows import PPOWorkflow
 
-    cfg = {"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1", "env_type": "gymnasium"}}
-    with pytest.raises(ConfigError, match=r"env_type 'gymnasium' \(CartPole-v1\) steps on the host"):
+    cfg = {"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1", "env_type": "gymnasium"},
+           "runner": {"mode": "fused"}}
+    with pytest.raises(ConfigError, match=r"env_type 'gymnasium' steps its environments on the host.*runner.mode=async"):
         PPOWorkflow.build_from_config(cfg)
