@@ -1,6 +1,8 @@
 """Host CartPole-v1: evorl's asynchronous IMPALA against Stable-Baselines3 PPO.
 
-Both train gymnasium's CartPole-v1 (stepped on the host) for the same number of env steps;
+Both train gymnasium's CartPole-v1 (stepped on the host), each for its own budget: SB3 for
+``--sb3-steps`` (default 200k: its PPO defaults usually reach 500 by then), evorl for its
+config's (``training.num_iterations``, 972,800 env steps; ``--evorl-steps`` to change it).
 SB3 with its defaults (``PPO("MlpPolicy", env)``: one env, 2048-step rollouts, 10 epochs
 of 64-sample minibatches, [64, 64] tanh MLPs, torch on the CPU), evorl with
 ``configs/impala_gymnasium_cartpole.yaml`` (2 actors x 16 envs). Each side runs in a fresh
@@ -8,7 +10,7 @@ process; the script prints env steps/s (training wall time, compilation excluded
 and reported apart) and the final greedy return over 16 episodes, then the ratio.
 Needs ``pip install stable-baselines3`` (and torch).
 
-    python benchmarks/sb3_cartpole.py [--steps 300000] [--seeds 0,1]
+    python benchmarks/sb3_cartpole.py [--sb3-steps 200000] [--evorl-steps N] [--seeds 0,1,2]
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def run_evorl(steps: int, seed: int) -> dict:
 
     cfg = load_config("impala_gymnasium_cartpole")
     per_iteration = cfg["training"]["num_envs"] * cfg["training"]["rollout_length"]
-    iterations = -(-steps // per_iteration)
+    iterations = -(-steps // per_iteration) if steps else cfg["training"]["num_iterations"]
     cfg["training"].update(num_iterations=iterations, eval_interval=iterations, eval_episodes=EVAL_EPISODES)
     cfg["seed"] = seed
     cfg["logging"] = {"recorders": []}
@@ -74,8 +76,10 @@ def run_evorl(steps: int, seed: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300_000)
-    parser.add_argument("--seeds", default="0,1")
+    parser.add_argument("--sb3-steps", type=int, default=200_000)
+    parser.add_argument("--evorl-steps", type=int, default=0, help="0: the config's budget")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--one", choices=["sb3", "evorl"], help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -86,12 +90,13 @@ def main() -> None:
     rows = []
     for seed in map(int, args.seeds.split(",")):
         for side in ("evorl", "sb3"):
-            out = subprocess.run([sys.executable, __file__, "--one", side, "--steps", str(args.steps),
+            steps = args.sb3_steps if side == "sb3" else args.evorl_steps
+            out = subprocess.run([sys.executable, __file__, "--one", side, "--steps", str(steps),
                                   "--seed", str(seed)], capture_output=True, text=True)
             if out.returncode != 0:
                 sys.exit(f"{side} seed {seed} failed:\n{out.stderr[-3000:]}")
             rows.append({**json.loads(out.stdout.strip().splitlines()[-1]), "seed": seed})
-    print(f"gymnasium CartPole-v1, {args.steps:,} env steps per run\n")
+    print("gymnasium CartPole-v1, each side at its own budget\n")
     print("| side | seed | env steps | train seconds | compile s | env steps/s | greedy return (16 episodes) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:

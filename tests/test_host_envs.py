@@ -238,6 +238,34 @@ def test_atari_rewards_clipped_for_training_returns_raw():
     np.testing.assert_array_equal(c.episode_return[:, 0], np.cumsum(r.reward[:, 0]))  # no episode ended
 
 
+@pytest.mark.parametrize("env_type", ["gymnasium", "envpool"])
+def test_fire_reset_serves_at_start_and_after_every_lost_life(env_type):
+    """A policy that never fires: with fire_reset the env serves for it, so Breakout's five
+    balls are lost and the game ends (terminated) in ~120 steps, on both backends; without
+    it the first ball is never served and the episode runs into its time limit."""
+    if env_type == "envpool":
+        pytest.importorskip("envpool", reason="envpool is an optional extra")
+        from evorl.envs.envpool_env import EnvpoolEnv as Env
+        atari("ALE/Breakout-v5")  # ale-py reads the action set
+    else:
+        Env = type(atari("ALE/Breakout-v5"))
+    ended = {}
+    for fire in (True, False):
+        env = Env("ALE/Breakout-v5", num_envs=2, fire_reset=fire, repeat_action_probability=0.0, episode_length=400)
+        env.reset(0)
+        for t in range(400):
+            state = env.step(np.zeros(2, np.int32))
+            if state.done.any():
+                break
+        ended[fire] = (t + 1, bool(state.terminated.all()), bool(state.truncated.all()))
+        env.close()
+    assert ended[False] == (400, False, True)
+    steps, terminated, truncated = ended[True]
+    assert steps < 200 and terminated and not truncated
+    with pytest.raises(ConfigError, match="Freeway-v5' has no FIRE action"):
+        Env("ALE/Freeway-v5", num_envs=1, fire_reset=True)
+
+
 def test_envpool_atari_layout():
     pytest.importorskip("envpool", reason="envpool is an optional extra")
     env = create_env({"env_name": "ALE/Pong-v5", "env_type": "envpool", "frame_stack": 2}, parallel=2)

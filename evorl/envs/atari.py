@@ -16,7 +16,12 @@ sticky actions), applied to the raw ALE frames of a game stepped one frame at a 
 * ``clip_rewards = True``: the training reward is ``sign(r)`` of the agent step's summed
   reward, while ``episode_return`` keeps summing the raw game score;
 * ``repeat_action_probability = 0.25``: sticky actions, as ALE v5 sets them;
-* ``terminal_on_life_loss = False``: losing a life does not end the episode.
+* ``terminal_on_life_loss = False``: losing a life does not end the episode;
+* ``fire_reset = False``: when true, the env presses FIRE (the game's serve) for the agent
+  at the start of every episode and after every lost life, one extra agent step whose reward
+  counts (games without a FIRE action refuse it). In Breakout a policy that has not learnt
+  to serve otherwise waits out the episode's time limit. Not part of the DeepMind
+  preprocessing (it is OpenAI baselines' ``FireResetEnv``, here also after a lost life).
 
 An agent step is ``frame_skip`` game frames, so ALE's own limit of
 ``max_num_frames_per_episode`` (108,000 frames, 30 minutes) is ``108000 // frame_skip``
@@ -47,6 +52,7 @@ class AtariOptions:
     clip_rewards: bool = True
     repeat_action_probability: float = 0.25
     terminal_on_life_loss: bool = False
+    fire_reset: bool = False
 
     @property
     def obs_shape(self) -> tuple[int, int, int]:
@@ -66,6 +72,15 @@ class AtariOptions:
 
 
 ATARI_DEFAULTS = AtariOptions()
+#: The action ALE names FIRE in a minimal action set that has it (Breakout, Pong, ...).
+FIRE = 1
+
+
+def check_fire_action(action_meanings: list[str], env_name: str) -> None:
+    """``env.fire_reset`` needs FIRE at :data:`FIRE` in the game's action set."""
+    if len(action_meanings) <= FIRE or action_meanings[FIRE] != "FIRE":
+        raise ConfigError(f"env.fire_reset: {env_name!r} has no FIRE action (its actions: "
+                          f"{', '.join(action_meanings)}); set env.fire_reset=false.")
 
 
 def env_id(env_name: str) -> str:

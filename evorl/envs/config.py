@@ -16,7 +16,7 @@ HOST_ENV_TYPES = ("gymnasium", "envpool")
 #: Atari default, and an error when set for an env that is not Atari.
 ATARI_KEYS = (
     "noop_max", "frame_skip", "screen_size", "grayscale", "frame_stack", "clip_rewards",
-    "repeat_action_probability", "terminal_on_life_loss",
+    "repeat_action_probability", "terminal_on_life_loss", "fire_reset",
 )
 #: Config keys only some env types understand (``VectorEnv``'s own keys apply to all);
 #: a key may belong to several types.
@@ -60,7 +60,8 @@ class EnvConfig:
     #: brackets (see :mod:`evorl.envs.atari`): no-op starts [30], frames per agent step,
     #: max-pooled over the last two [4], square frame side [84], grayscale [true], frames
     #: stacked on the channel axis [4], training reward sign(r) [true], sticky actions
-    #: [0.25], episode ends on a life loss [false].
+    #: [0.25], episode ends on a life loss [false], FIRE pressed for the agent at episode
+    #: start and after a lost life [false].
     noop_max: int | None = None
     frame_skip: int | None = None
     screen_size: int | None = None
@@ -69,6 +70,7 @@ class EnvConfig:
     clip_rewards: bool | None = None
     repeat_action_probability: float | None = None
     terminal_on_life_loss: bool | None = None
+    fire_reset: bool | None = None
     #: gymnasium / envpool: keyword arguments of ``gymnasium.make`` / ``envpool.make``.
     kwargs: dict = field(default_factory=dict)
 

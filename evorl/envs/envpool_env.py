@@ -13,7 +13,8 @@ preprocessing keys (:mod:`evorl.envs.atari`) mapped to envpool's options: ``noop
 ``frame_skip``, ``img_height = img_width = screen_size``, ``gray_scale``,
 ``stack_num = frame_stack``, ``repeat_action_probability``, ``episodic_life =
 terminal_on_life_loss`` (envpool continues the game after a lost life instead of
-restarting it); no fire on reset. envpool's ``reward_clip`` stays off: we clip the training
+restarting it), ``use_fire_reset = fire_reset``, and with ``fire_reset`` we press FIRE for
+a copy that lost a life (stepping only those copies once more, as for a restart). envpool's ``reward_clip`` stays off: we clip the training
 reward ourselves so that ``episode_return`` stays the raw score. Observations
 ``[C, H, W]`` become channels last ``[H, W, C]``.
 """
@@ -25,7 +26,7 @@ import difflib
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.atari import ALE_MAX_FRAMES, atari_options, env_id, is_atari
+from evorl.envs.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
 from evorl.envs.config import ATARI_KEYS
 from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space
 from evorl.envs.host_env import HostVectorEnv
@@ -56,6 +57,23 @@ def envpool_task_id(env_name: str) -> str:
     return task
 
 
+def ale_action_meanings(task: str) -> list[str]:
+    """The minimal action set's names of envpool's Atari ``task`` (``Breakout-v5``), read
+    from the game's ROM with ale-py."""
+    try:
+        import ale_py
+        from ale_py import roms
+    except ImportError:
+        raise ConfigError("env.fire_reset with env_type envpool reads the game's actions with ale-py: "
+                          "pip install 'evorl[atari]'.") from None
+    game = "".join("_" + c.lower() if c.isupper() and i else c.lower()
+                   for i, c in enumerate(task.split("-")[0]))  # SpaceInvaders -> space_invaders
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(roms.get_rom_path(game))
+    return [ale_py.Action(a).name for a in ale.getMinimalActionSet()]
+
+
 class EnvpoolEnv(HostVectorEnv):
     """``num_envs`` copies of an envpool env in one pool, built on the first ``reset``."""
 
@@ -73,6 +91,8 @@ class EnvpoolEnv(HostVectorEnv):
             raise ConfigError(f"env.action_repeat = {action_repeat} does not apply to Atari {env_name!r}: "
                               f"its agent step is env.frame_skip frames.")
         self._options = {**self._atari_config(), **dict(kwargs or {})}
+        if self._atari is not None and self._atari.fire_reset:
+            check_fire_action(ale_action_meanings(self._task), env_name)
         self._pool = None
 
         spec = envpool.make_spec(self._task, **self._options)
@@ -99,7 +119,7 @@ class EnvpoolEnv(HostVectorEnv):
             "noop_max": o.noop_max, "frame_skip": o.frame_skip, "img_height": o.screen_size,
             "img_width": o.screen_size, "gray_scale": o.grayscale, "stack_num": o.frame_stack,
             "repeat_action_probability": o.repeat_action_probability, "episodic_life": o.terminal_on_life_loss,
-            "reward_clip": False, "use_fire_reset": False,
+            "reward_clip": False, "use_fire_reset": o.fire_reset,
         }
 
     def _observe(self, obs: np.ndarray) -> np.ndarray:
@@ -126,19 +146,35 @@ class EnvpoolEnv(HostVectorEnv):
             max_episode_steps=self.episode_length * self.action_repeat, **self._options,
         )
         obs, info = self._pool.reset()
-        (obs,) = self._in_order(np.arange(self.num_envs), info, obs)
+        obs, self._lives = self._in_order(np.arange(self.num_envs), info, obs, info.get("lives", np.zeros(self.num_envs)))
         return self._observe(obs)
 
     def _step_envs(self, actions: np.ndarray, ids: np.ndarray):
-        obs, reward, terminated, truncated, info = self._pool.step(self._env_actions(actions), ids)
-        obs, reward, terminated, truncated = self._in_order(ids, info, obs, reward, terminated, truncated)
+        obs, reward, terminated, truncated, lives = self._pool_step(self._env_actions(actions), ids)
+        if self._atari is not None and self._atari.fire_reset:
+            # envpool fires on reset only: serve for the copies that lost a life and go on
+            served = np.flatnonzero((lives < self._lives[ids]) & ~(terminated | truncated))
+            self._lives[ids] = lives
+            if served.size:
+                fire = np.full(served.size, FIRE, self._action_dtype)
+                o, r, te, tr, li = self._pool_step(fire, ids[served])
+                obs[served], terminated[served], truncated[served] = o, te, tr
+                reward[served] += r
+                self._lives[ids[served]] = li
         return self._observe(obs), reward.astype(np.float32), terminated.astype(bool), truncated.astype(bool)
+
+    def _pool_step(self, env_actions: np.ndarray, ids: np.ndarray):
+        """``pool.step`` of the copies ``ids``: ``(obs, reward, terminated, truncated, lives)``
+        in the order of ``ids``."""
+        obs, reward, terminated, truncated, info = self._pool.step(env_actions, ids)
+        lives = info.get("lives", np.zeros(len(ids), np.int64))
+        return self._in_order(ids, info, obs, reward, terminated, truncated, lives)
 
     def _restart_envs(self, ids: np.ndarray) -> np.ndarray:
         # envpool resets a finished copy on its next step (the action is ignored)
         actions = np.zeros((len(ids),) + self.action_space.shape, self._action_dtype) + self._action_start
-        obs, _, _, _, info = self._pool.step(actions, ids)
-        (obs,) = self._in_order(ids, info, obs)
+        obs, _, _, _, lives = self._pool_step(actions, ids)
+        self._lives[ids] = lives
         return self._observe(obs)
 
     def _detach(self) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.atari import ALE_MAX_FRAMES, AtariOptions, atari_options, env_id
+from evorl.envs.atari import ALE_MAX_FRAMES, FIRE, AtariOptions, atari_options, check_fire_action, env_id
 from evorl.envs.config import ATARI_KEYS
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete
@@ -121,6 +121,33 @@ def channels_last(frames: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(frames.transpose(1, 2, 0, 3)).reshape(h, w, s * c)  # [H, W, S C]
 
 
+def _fire_to_serve(env):
+    """``env`` (an Atari game after its preprocessing) with FIRE pressed for the agent after
+    every reset and after every lost life that does not end the episode; the FIRE step's
+    reward is added to the agent step's (``env.fire_reset``, :mod:`evorl.envs.atari`)."""
+    import gymnasium
+
+    class FireToServe(gymnasium.Wrapper):
+        def reset(self, **kwargs):
+            obs, info = self.env.reset(**kwargs)
+            obs, _, terminated, truncated, info = self.env.step(FIRE)
+            if terminated or truncated:  # cannot happen in a game with lives; start over
+                obs, info = self.env.reset()
+            self._lives = self.env.unwrapped.ale.lives()
+            return obs, info
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            lives = self.env.unwrapped.ale.lives()
+            if lives < self._lives and not (terminated or truncated):
+                obs, fire_reward, terminated, truncated, info = self.env.step(FIRE)
+                reward += fire_reward
+            self._lives = lives
+            return obs, reward, terminated, truncated, info
+
+    return FireToServe(env)
+
+
 class GymnasiumEnv(HostVectorEnv):
     """``num_envs`` gymnasium envs of one id, built on the first ``reset`` (see the module
     docstring); building one only to read its spaces makes one probe env and closes it."""
@@ -185,6 +212,9 @@ class GymnasiumEnv(HostVectorEnv):
         env = AtariPreprocessing(env, noop_max=o.noop_max, frame_skip=o.frame_skip, screen_size=o.screen_size,
                                  terminal_on_life_loss=o.terminal_on_life_loss, grayscale_obs=o.grayscale,
                                  scale_obs=False)
+        if o.fire_reset:
+            check_fire_action(env.unwrapped.get_action_meanings(), self.env_name)
+            env = _fire_to_serve(env)
         return FrameStackObservation(env, o.frame_stack)
 
     def _obs_space(self, probe) -> tuple[Box, Callable[[Any], np.ndarray]]:
