@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import re
 import sys
 import typing
 from pathlib import Path
@@ -25,33 +24,10 @@ PAGE = "reference/config.md"
 
 
 def field_comments(cls: type) -> dict[str, str]:
-    """``{field: comment}`` from the ``#:`` lines above each field of ``cls``. A comment also
-    covers the fields right below its own field (no blank line, no comment between): those
-    get ``"See `first`."``."""
-    try:
-        lines = inspect.getsource(cls).splitlines()
-    except (OSError, TypeError):
-        return {}
-    comments: dict[str, str] = {}
-    pending: list[str] = []
-    group_head = None
-    for line in lines:
-        stripped = line.strip()
-        if stripped.startswith("#:"):
-            pending.append(stripped[2:].strip())
-            continue
-        match = re.match(r"([A-Za-z_]\w*)\s*:(?!\s*$)", stripped)
-        if match and not stripped.startswith(("def ", "class ", "return")):
-            name = match.group(1)
-            if pending:
-                comments[name] = " ".join(pending)
-                group_head = name
-            elif group_head is not None:
-                comments[name] = f"See `{group_head}`."
-        else:
-            group_head = None
-        pending = []
-    return comments
+    """The ``#:`` comments of the fields of ``cls``, RST markup kept (what ``--help`` shows)."""
+    from evorl.cli_help import field_comments as comments
+
+    return comments(cls, markup=True)
 
 
 def type_name(tp: Any) -> str:

@@ -22,22 +22,31 @@ LIST_ENVS_OPTION = "--list-envs"
 WIDTH = 100
 
 
-def field_comments(cls: type) -> dict[str, str]:
+def field_comments(cls: type, markup: bool = False) -> dict[str, str]:
     """``{field: comment}`` from the ``#:`` comment lines right above each field of the
-    dataclass ``cls`` (joined, RST double backticks removed); fields without one are absent."""
+    dataclass ``cls`` (joined; RST markup removed unless ``markup``). A comment also covers
+    the fields right below its own field (no blank line or comment between): they get
+    "See <that field>.". Fields without a comment are absent."""
     try:
         lines = inspect.getsource(cls).splitlines()
     except (OSError, TypeError):  # a dataclass made at run time (an algorithm's agent section)
         return {}
-    comments, pending = {}, []
+    comments, pending, group_head = {}, [], None
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("#:"):
             pending.append(stripped[2:].strip())
             continue
-        match = re.match(r"([A-Za-z_]\w*)\s*:", stripped)
-        if match and pending:
-            comments[match.group(1)] = plain(" ".join(pending))
+        match = re.match(r"([A-Za-z_]\w*)\s*:(?!\s*$)", stripped)
+        if match and not stripped.startswith(("def ", "class ", "return ")):
+            if pending:
+                comment = " ".join(pending)
+                comments[match.group(1)] = comment if markup else plain(comment)
+                group_head = match.group(1)
+            elif group_head is not None:
+                comments[match.group(1)] = f"See ``{group_head}``." if markup else f"See {group_head}."
+        else:
+            group_head = None
         pending = []
     return comments
 
@@ -77,7 +86,12 @@ def shorten(text: str, width: int) -> str:
 
 
 def _default(f: dataclasses.Field) -> str:
-    value = f.default if f.default is not dataclasses.MISSING else "(required)"
+    if f.default is not dataclasses.MISSING:
+        value = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        value = f.default_factory()
+    else:
+        value = "(required)"
     if isinstance(value, tuple):
         value = list(value)
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -14,7 +14,8 @@ to do with it (invisible on the site):
 
 A Python block without a comment runs; a bash block without one is an error. The pages keep
 their blocks small (2 iterations, 2 evaluation episodes); the pages run two at a time and
-share one XLA compilation cache, so a program compiled by one page is reused by the next.
+share the CLI's persistent XLA compilation cache, so a program compiled by one page (or by an
+earlier run of these tests) is reused.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ DOCS = ROOT / "docs"
 TESTED_PAGES = ["getting-started.md", *sorted(f"tutorials/{p.name}" for p in (DOCS / "tutorials").glob("*.md"))]
 MARKER = re.compile(r"^<!-- test: (?:(?P<run>run)|skip \((?P<reason>[^)]+)\)|file (?P<file>[\w./-]+)) -->$")
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
-PAGE_TIMEOUT_S = 300
+PAGE_TIMEOUT_S = 600
 PARALLEL_PAGES = 2
 
 
@@ -135,21 +136,24 @@ def run_blocks(blocks: list[dict]) -> int:
     return 0
 
 
-def block_env(cache_dir: Path) -> dict[str, str]:
+def block_env(cache_dir: Path | None) -> dict[str, str]:
     """The environment of a page's subprocess: this checkout's evorl first, this Python's
     scripts (evorl-train, ...) on the PATH, one compilation cache for every page."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["EVORL_COMPILATION_CACHE"] = str(cache_dir)  # the CLI's cache
-    env["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir)  # the Python blocks'
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    if cache_dir is None:
+        env["EVORL_COMPILATION_CACHE"] = "0"
+    else:
+        env["EVORL_COMPILATION_CACHE"] = str(cache_dir)  # the CLI's cache
+        env["JAX_COMPILATION_CACHE_DIR"] = str(cache_dir)  # the Python blocks'
+        env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     env["MPLBACKEND"] = "Agg"
     env.pop("XLA_FLAGS", None)
     return env
 
 
-def run_page(page: str, blocks: list[Block], cwd: Path, cache_dir: Path) -> subprocess.CompletedProcess:
+def run_page(page: str, blocks: list[Block], cwd: Path, cache_dir: Path | None) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
     (cwd / "examples").symlink_to(ROOT / "examples")  # pages run "from the repository's root"
     spec = cwd.parent / f"{cwd.name}.blocks.json"
@@ -162,7 +166,7 @@ def run_page(page: str, blocks: list[Block], cwd: Path, cache_dir: Path) -> subp
 def page_runs(request, tmp_path_factory):
     """Starts every selected page at once, ``PARALLEL_PAGES`` at a time (each subprocess is
     mostly XLA compiling on one core); ``{page: future of its CompletedProcess}``."""
-    cache = tmp_path_factory.mktemp("docs_xla_cache")
+    cache = cli_compilation_cache()
     selected = [item.callspec.params["page"] for item in request.session.items
                 if getattr(item, "originalname", None) == "test_page_code_blocks_run"]
     pool = ThreadPoolExecutor(max_workers=PARALLEL_PAGES)
@@ -173,6 +177,19 @@ def page_runs(request, tmp_path_factory):
         runs[page] = pool.submit(_timed, run_page, page, blocks, cwd, cache)
     yield runs
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+def cli_compilation_cache() -> Path | None:
+    """The persistent compilation cache ``evorl-train`` uses (``$EVORL_COMPILATION_CACHE``, else
+    ``~/.cache/evorl/xla``): the pages' commands run as a user's would, and a second run of
+    these tests skips the compilations of the first. None: turned off (``=0``)."""
+    setting = os.environ.get("EVORL_COMPILATION_CACHE", "")
+    if setting.lower() in ("0", "off", "false", "no"):
+        return None
+    if setting:
+        return Path(setting)
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache_home) / "evorl" / "xla"
 
 
 def _timed(fn, *args):

@@ -46,10 +46,10 @@ def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None
 
 @dataclass(frozen=True)
 class EnvConfig:
-    #: The environment's name in its env type's registry (``evorl-train --list-envs`` lists them).
+    #: Name in the env type's registry; ``evorl-train --list-envs`` lists them.
     env_name: str = "CartPole-v1"
-    #: Where the environment comes from: gymnax or brax (JAX, stepped on the device), gymnasium
-    #: or envpool (host environments, stepped in Python by the actors).
+    #: gymnax, brax (JAX envs) or gymnasium, envpool (host envs); JAX envs are stepped inside
+    #: the compiled program, host envs in Python by the actors.
     env_type: str = "gymnax"
     #: Time limit in (agent) steps (truncation); None keeps the environment's own.
     episode_length: int | None = None
