@@ -40,22 +40,13 @@ def type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp).replace("typing.", ""))
 
 
-def default_text(f: dataclasses.Field) -> str:
-    if f.default is not dataclasses.MISSING:
-        value = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
-    else:
-        return "(required)"
-    if isinstance(value, (tuple, list)):
-        return f"`[{', '.join(map(str, value))}]`"
-    if value is None:
-        return "`null`"
-    if isinstance(value, bool):
-        return f"`{str(value).lower()}`"
-    if dataclasses.is_dataclass(value):
+def default_cell(f: dataclasses.Field) -> str:
+    from evorl.cli_help import default_text
+
+    if dataclasses.is_dataclass(f.default):
         return "(section)"
-    return f"`{value}`"
+    text = default_text(f)
+    return text if text == "(required)" else f"`{text}`"
 
 
 def cell(text: str) -> str:
@@ -70,7 +61,7 @@ def section_table(cls: type, comments: dict[str, str], prefix: str, keys: tuple[
     for f in dataclasses.fields(cls):
         if not f.init or (keys is not None and f.name not in keys):
             continue
-        rows.append(f"| `{prefix}{f.name}` | {type_name(hints[f.name])} | {default_text(f)} | "
+        rows.append(f"| `{prefix}{f.name}` | {type_name(hints[f.name])} | {default_cell(f)} | "
                     f"{cell(comments.get(f.name, ''))} |")
     return rows
 

@@ -71,7 +71,7 @@ def first_sentence(text: str) -> str:
 def describe_section(cls: type, indent: str = "    ") -> list[str]:
     """One line per field of the config dataclass ``cls``: ``key = default  description``."""
     comments = field_comments(cls)
-    rows = [(f.name, _default(f)) for f in dataclasses.fields(cls) if f.init]
+    rows = [(f.name, default_text(f)) for f in dataclasses.fields(cls) if f.init]
     width = max(len(f"{name} = {default}") for name, default in rows)
     lines = []
     for name, default in rows:
@@ -85,15 +85,19 @@ def shorten(text: str, width: int) -> str:
     return textwrap.shorten(text, max(width, 20), placeholder=" ...") if text else ""
 
 
-def _default(f: dataclasses.Field) -> str:
+def default_text(f: dataclasses.Field) -> str:
+    """A dataclass field's default as YAML writes it (``null``, ``true``, ``[64, 64]``);
+    ``(required)`` when it has none."""
     if f.default is not dataclasses.MISSING:
-        value = f.default
-    elif f.default_factory is not dataclasses.MISSING:
-        value = f.default_factory()
-    else:
-        value = "(required)"
-    if isinstance(value, tuple):
-        value = list(value)
+        return yaml_text(f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return yaml_text(f.default_factory())
+    return "(required)"
+
+
+def yaml_text(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(map(yaml_text, value)) + "]"
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -146,7 +150,7 @@ def help_text() -> str:
         "  training:", *describe_section(TrainingConfig),
     ]
     for name, cls in workflow_classes().items():
-        keys = ", ".join(f"{f.name}={_default(f)}" for f in dataclasses.fields(cls.agent_config_cls))
+        keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(cls.agent_config_cls))
         out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig)):
