@@ -239,11 +239,13 @@ def test_config_reference_documents_every_key():
 # --------------------------------------------------------------------------------------
 # The code blocks of the getting-started and tutorial pages run
 # --------------------------------------------------------------------------------------
-def test_every_tested_page_exists_and_every_bash_block_is_marked():
+def test_every_bash_block_is_marked_and_no_python_block_is_skipped():
     assert len(TESTED_PAGES) >= 9, TESTED_PAGES
     for page in TESTED_PAGES:
         blocks = page_blocks((DOCS / page).read_text(), page)  # raises on an unmarked bash block
         assert any(b.action == "run" for b in blocks), f"{page} has no block that runs"
+        skipped = [f"{page}:{b.line}" for b in blocks if b.lang == "python" and b.action == "skip"]
+        assert not skipped, f"every python block of these pages runs; skipped: {skipped}"
 
 
 @pytest.mark.parametrize("page", TESTED_PAGES)
