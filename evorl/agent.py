@@ -103,13 +103,22 @@ class ActorCriticOptions:
     the categorical. ``normalize_obs``: running mean/std normalisation of observations.
     """
 
+    #: Hidden layer widths of the policy network (after the torso, for a CNN).
     actor_hidden_layer_sizes: tuple[int, ...] = (64, 64)
+    #: Hidden layer widths of the value network.
     critic_hidden_layer_sizes: tuple[int, ...] = (64, 64)
+    #: Hidden layer activation (``tanh``, ``relu``, ...).
     activation: str = "tanh"
+    #: The torso: ``mlp``, or for image observations ``cnn`` (MinAtar) or ``nature_cnn`` (Atari).
     network: str = "mlp"
+    #: ``Box`` actions: ``clipped_gaussian`` (sampled, then clipped to the bounds) or
+    #: ``tanh_gaussian`` (squashed into them).
     policy_distribution: str = "clipped_gaussian"
+    #: ``Box`` actions: the Gaussian's log std is an output of the policy network, not a parameter.
     state_dependent_std: bool = False
+    #: ``Box`` actions: the initial log std of the Gaussian.
     init_log_std: float = 0.0
+    #: Normalise observations by their running mean and std (updated every iteration).
     normalize_obs: bool = False
 
 

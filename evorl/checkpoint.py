@@ -89,6 +89,7 @@ class CheckpointError(RuntimeError):
 class CheckpointConfig:
     """The ``checkpoint:`` section (checkpoints are written only when there is a run folder)."""
 
+    #: Save checkpoints (every ``save_interval`` iterations and at the end).
     enabled: bool = True
     #: Iterations between saves, a multiple of ``training.eval_interval`` (saves happen at the
     #: end of the compiled chunks); null: every ``eval_interval``. The final state is always saved.

@@ -293,6 +293,18 @@ def yaml_error_line(error: Any) -> str:
     return f"YAML syntax error in {where}: {error.problem}{started}."
 
 
+@contextlib.contextmanager
+def reader_may_stop_early():
+    """``evorl-train --help | head``: a reader that stops before the end of the output is not
+    an error (exit 0, no BrokenPipeError traceback)."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        sys.exit(0)
+
+
 def train_main() -> None:
     """``evorl-train [--config-name=NAME] [key=value ...] [-m key=a,b ...]``."""
     import hydra
@@ -307,11 +319,14 @@ def train_main() -> None:
     from evorl.cli_help import LIST_ENVS_OPTION, help_text, list_envs_main
 
     args = sys.argv[1:]
-    if "--help" in args or "-h" in args:
-        print(help_text())
-        return
+    with reader_may_stop_early():
+        if "--help" in args or "-h" in args:
+            print(help_text(), flush=True)
+            return
+        if LIST_ENVS_OPTION in args:
+            status = list_envs_main(args[args.index(LIST_ENVS_OPTION) + 1:])
     if LIST_ENVS_OPTION in args:
-        sys.exit(list_envs_main(args[args.index(LIST_ENVS_OPTION) + 1:]))
+        sys.exit(status)
     check_config_name(args)
     sys.argv = allow_new_keys(sys.argv)
     sys.argv += hydra_settings(sys.argv[1:])

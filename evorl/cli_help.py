@@ -22,22 +22,31 @@ LIST_ENVS_OPTION = "--list-envs"
 WIDTH = 100
 
 
-def field_comments(cls: type) -> dict[str, str]:
+def field_comments(cls: type, markup: bool = False) -> dict[str, str]:
     """``{field: comment}`` from the ``#:`` comment lines right above each field of the
-    dataclass ``cls`` (joined, RST double backticks removed); fields without one are absent."""
+    dataclass ``cls`` (joined; RST markup removed unless ``markup``). A comment also covers
+    the fields right below its own field (no blank line or comment between): they get
+    "See <that field>.". Fields without a comment are absent."""
     try:
         lines = inspect.getsource(cls).splitlines()
     except (OSError, TypeError):  # a dataclass made at run time (an algorithm's agent section)
         return {}
-    comments, pending = {}, []
+    comments, pending, group_head = {}, [], None
     for line in lines:
         stripped = line.strip()
         if stripped.startswith("#:"):
             pending.append(stripped[2:].strip())
             continue
-        match = re.match(r"([A-Za-z_]\w*)\s*:", stripped)
-        if match and pending:
-            comments[match.group(1)] = plain(" ".join(pending))
+        match = re.match(r"([A-Za-z_]\w*)\s*:(?!\s*$)", stripped)
+        if match and not stripped.startswith(("def ", "class ", "return ")):
+            if pending:
+                comment = " ".join(pending)
+                comments[match.group(1)] = comment if markup else plain(comment)
+                group_head = match.group(1)
+            elif group_head is not None:
+                comments[match.group(1)] = f"See ``{group_head}``." if markup else f"See {group_head}."
+        else:
+            group_head = None
         pending = []
     return comments
 
@@ -62,7 +71,7 @@ def first_sentence(text: str) -> str:
 def describe_section(cls: type, indent: str = "    ") -> list[str]:
     """One line per field of the config dataclass ``cls``: ``key = default  description``."""
     comments = field_comments(cls)
-    rows = [(f.name, _default(f)) for f in dataclasses.fields(cls) if f.init]
+    rows = [(f.name, default_text(f)) for f in dataclasses.fields(cls) if f.init]
     width = max(len(f"{name} = {default}") for name, default in rows)
     lines = []
     for name, default in rows:
@@ -76,10 +85,19 @@ def shorten(text: str, width: int) -> str:
     return textwrap.shorten(text, max(width, 20), placeholder=" ...") if text else ""
 
 
-def _default(f: dataclasses.Field) -> str:
-    value = f.default if f.default is not dataclasses.MISSING else "(required)"
-    if isinstance(value, tuple):
-        value = list(value)
+def default_text(f: dataclasses.Field) -> str:
+    """A dataclass field's default as YAML writes it (``null``, ``true``, ``[64, 64]``);
+    ``(required)`` when it has none."""
+    if f.default is not dataclasses.MISSING:
+        return yaml_text(f.default)
+    if f.default_factory is not dataclasses.MISSING:
+        return yaml_text(f.default_factory())
+    return "(required)"
+
+
+def yaml_text(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(map(yaml_text, value)) + "]"
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
 
 
@@ -132,7 +150,7 @@ def help_text() -> str:
         "  training:", *describe_section(TrainingConfig),
     ]
     for name, cls in workflow_classes().items():
-        keys = ", ".join(f"{f.name}={_default(f)}" for f in dataclasses.fields(cls.agent_config_cls))
+        keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(cls.agent_config_cls))
         out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig)):

@@ -236,13 +236,16 @@ class DistributedConfig:
     #: ``host:port`` of process 0; with ``num_processes`` and ``process_id`` this starts
     #: ``jax.distributed`` (multi-host training; implies ``multi_devices``).
     coordinator_address: str | None = None
+    #: How many processes take part (with ``coordinator_address``).
     num_processes: int | None = None
+    #: This process's index, in ``[0, num_processes)``; process 0 writes the run folder.
     process_id: int | None = None
     #: Let JAX detect the cluster instead (SLURM, Open MPI, Kubernetes, or the
     #: ``JAX_COORDINATOR_ADDRESS`` environment variable with the cluster's process ids).
     auto: bool = False
     #: A process silent for this long is declared dead and the others stop with an error.
     heartbeat_timeout_seconds: int = 30
+    #: How long ``jax.distributed.initialize`` waits for every process to join.
     initialization_timeout_seconds: int = 300
     #: With several devices, what is split across them: ``envs`` (each agent's environments;
     #: gradients averaged over devices) or ``population`` (whole agents on each device, no

@@ -19,9 +19,13 @@ from evorl.workflows.rl_workflow import OnPolicyWorkflow
 class A2CHParams:
     """A2C's loss hyperparameters (data: a population may vary each field, see ``PPOHParams``)."""
 
+    #: The discount :math:`\gamma` (``training.gamma``).
     discount: float
+    #: GAE's :math:`\lambda` (``training.gae_lambda``; 1 gives n-step returns).
     gae_lambda: float
+    #: :math:`c_v`, the value loss's weight.
     vf_coef: float
+    #: :math:`c_e`, the entropy bonus's weight.
     ent_coef: float
 
     def validated(self) -> "A2CHParams":
@@ -44,6 +48,7 @@ class A2CAgent(ActorCriticAgent):
     of the rollout (``n = rollout_length - t``) or of the episode; ``gae_lambda < 1`` gives GAE.
     """
 
+    #: Normalise the advantages of each minibatch to mean 0, std 1.
     normalize_gae: bool = False
 
     def loss(self, agent_state, batch, key):

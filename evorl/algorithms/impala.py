@@ -110,13 +110,21 @@ class IMPALAHParams:
     ``PPOHParams``; ``discount`` and ``vtrace_lambda`` are ``training.gamma`` and
     ``training.gae_lambda``). ``pg_rho_bar`` None means ``vtrace_rho_bar``."""
 
+    #: The discount :math:`\gamma` (``training.gamma``).
     discount: float
+    #: V-trace's :math:`\lambda` (``training.gae_lambda``; the paper uses 1).
     vtrace_lambda: float
+    #: :math:`\bar\rho`, the clip of the importance ratio in the TD errors (``.inf``: no clip).
     vtrace_rho_bar: float
+    #: :math:`\bar c`, the clip of the trace coefficients; at most ``vtrace_rho_bar``.
     vtrace_c_bar: float
+    #: The clip of the ratio in the policy-gradient advantage (null: ``vtrace_rho_bar``).
     pg_rho_bar: float | None
+    #: :math:`c_b`, the value loss's weight.
     baseline_cost: float
+    #: :math:`c_e`, the entropy bonus's weight.
     ent_coef: float
+    #: :math:`c_{kl}`, the weight of the KL penalty to the behaviour policy.
     kl_coef: float
 
     def validated(self) -> "IMPALAHParams":
@@ -147,6 +155,7 @@ class IMPALAAgent(ActorCriticAgent):
     """
 
     sequence_minibatches = True
+    #: Correct for the actors' lag (false: :math:`\pi/\mu := 1`, the paper's "no correction").
     vtrace_correction: bool = True
 
     def compute_actions(self, agent_state, obs, key):

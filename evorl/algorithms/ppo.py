@@ -21,13 +21,21 @@ class PPOHParams:
     each agent its own value of any field (``agent.<field>``; ``discount`` and ``gae_lambda``
     are ``training.gamma`` and ``training.gae_lambda``)."""
 
+    #: The discount :math:`\gamma` (``training.gamma``).
     discount: float
+    #: GAE's :math:`\lambda` (``training.gae_lambda``).
     gae_lambda: float
+    #: :math:`\epsilon` of the clipped surrogate: the ratio is clipped to :math:`[1-\epsilon, 1+\epsilon]`.
     clip_epsilon: float
+    #: :math:`\epsilon_v` of PPO2's clipped value loss (null: the plain squared error).
     value_clip_epsilon: float | None
+    #: :math:`c_v`, the value loss's weight.
     vf_coef: float
+    #: :math:`c_e`, the entropy bonus's weight.
     ent_coef: float
+    #: :math:`c_{kl}`, the weight of the KL penalty to the behaviour policy.
     kl_coef: float
+    #: Stop an iteration's updates once ``approx_kl`` exceeds ``1.5 target_kl`` (null: never).
     target_kl: float | None
 
     def validated(self) -> "PPOHParams":
@@ -58,6 +66,7 @@ class PPOAgent(ActorCriticAgent):
     before the step) exceeds ``1.5 target_kl`` is not applied, nor any later one of that iteration.
     """
 
+    #: Normalise the advantages of each minibatch to mean 0, std 1.
     normalize_gae: bool = True
     #: Declared by the factory: true when ``target_kl`` is set.
     stops_early: bool = False

@@ -46,7 +46,10 @@ def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None
 
 @dataclass(frozen=True)
 class EnvConfig:
+    #: Name in the env type's registry; ``evorl-train --list-envs`` lists them.
     env_name: str = "CartPole-v1"
+    #: gymnax, brax (JAX envs) or gymnasium, envpool (host envs); JAX envs are stepped inside
+    #: the compiled program, host envs in Python by the actors.
     env_type: str = "gymnax"
     #: Time limit in (agent) steps (truncation); None keeps the environment's own.
     episode_length: int | None = None

@@ -58,12 +58,15 @@ class LoggingConfig:
     """The ``logging:`` section. ``metrics.jsonl`` is always written when there is a run
     folder (plots and resume read it); ``recorders`` adds the others."""
 
+    #: Where metrics go besides ``metrics.jsonl``: any of ``console``, ``csv``, ``tensorboard``, ``wandb``.
     recorders: tuple[str, ...] = ("console", "csv")
     #: Console style: ``auto`` (a live bar on a terminal, plain lines otherwise), ``bar``, ``lines``.
     console: str = "auto"
     #: Write ``learning_curve.png`` into the run folder at the end of training.
     plot: bool = True
+    #: The Weights & Biases project (with the ``wandb`` recorder).
     wandb_project: str = "evorl"
+    #: The Weights & Biases run group (null: none).
     wandb_group: str | None = None
 
     def validate(self, where: str) -> None:

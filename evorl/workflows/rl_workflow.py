@@ -180,6 +180,8 @@ class OnPolicyWorkflow(RLWorkflow):
         return self.executor.compile(state)
 
     def step(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
+        """One training iteration: the new state and its metrics (on the host); no
+        evaluation, logging or checkpoint."""
         return self.run_iterations(state, 1)
 
     def _aggregate(self, metrics: dict) -> dict[str, float]:
@@ -208,6 +210,10 @@ class OnPolicyWorkflow(RLWorkflow):
 
     # --- the host loop --------------------------------------------------------------------
     def learn(self, state: OnPolicyState) -> OnPolicyState:
+        """Trains from ``state`` to ``training.num_iterations``, in compiled chunks of
+        ``training.eval_interval`` iterations; after each chunk: the health check, a greedy
+        evaluation, the recorders' line and a checkpoint (with a ``checkpointer``). Returns the
+        final state; a stop request ends it at a chunk's end with ``TrainingInterrupted``."""
         tc = self.config.training
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
