@@ -248,6 +248,7 @@ def test_every_bash_block_is_marked_and_no_python_block_is_skipped():
         assert not skipped, f"every python block of these pages runs; skipped: {skipped}"
 
 
+@pytest.mark.slow  # ~4 min on 2 cores: every page trains briefly in fresh processes
 @pytest.mark.parametrize("page", TESTED_PAGES)
 def test_page_code_blocks_run(page, page_runs):
     result, seconds = page_runs[page].result()
