@@ -30,6 +30,12 @@ def pmax(x: Any, axis_name: str | None = None) -> Any:
     return x if axis_name is None else lax.pmax(x, axis_name)
 
 
+def all_gather(x: Any, axis_name: str | None = None) -> Any:
+    """Every device's ``x [n, ...]`` concatenated in device order ``[D * n, ...]`` (identity
+    when ``axis_name`` is None)."""
+    return x if axis_name is None else lax.all_gather(x, axis_name, tiled=True)
+
+
 def axis_index(axis_name: str | None = None) -> jax.Array | int:
     """This device's index on the axis (0 when ``axis_name`` is None)."""
     return 0 if axis_name is None else lax.axis_index(axis_name)
