@@ -14,6 +14,7 @@ from flax import struct
 from jax import lax
 
 from evorl.agent import Agent, AgentState
+from evorl.distributed import vary
 from evorl.envs.vec_env import VectorEnv
 
 
@@ -46,14 +47,14 @@ class ObsSums:
 
 
 def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
-                    obs_shift: jax.Array | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
+                    obs_shift: jax.Array | None = None,
+                    axis_name: str | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
     """One greedy episode (``agent.evaluate_actions``) in each of ``env``'s ``E`` environments,
     in one ``lax.while_loop`` that stops when every episode has ended (terminated, or
     truncated by the time limit). Returns the episode returns and lengths ``[E]`` (the env's
     own unscaled return) and, with ``obs_shift [*obs_shape]``, the :class:`ObsSums` of the
-    observations acted on before each episode ended."""
-    num_episodes = env.num_envs
-    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    observations acted on before each episode ended. ``axis_name``: the device axis over which
+    ``agent_state`` varies (each device plays its own policies)."""
 
     def cond(carry):
         _, _, _, active, t, _ = carry
@@ -71,10 +72,12 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
         lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
         return env_state, returns, lengths, active & ~env_state.done, t + 1, sums
 
+    zeros = jnp.zeros((env.num_envs,), jnp.float32)
     sums = None
     if obs_shift is not None:
         sums = ObsSums(jnp.zeros((), jnp.float32), jnp.zeros_like(obs_shift), jnp.zeros_like(obs_shift))
-    init = (env.reset(key), zeros, zeros, jnp.ones((num_episodes,), bool), jnp.zeros((), jnp.int32), sums)
+    init = vary((env.reset(key), zeros, zeros, zeros == 0, sums), axis_name)
+    init = (*init[:4], jnp.zeros((), jnp.int32), init[4])
     _, returns, lengths, _, _, sums = lax.while_loop(cond, body, init)
     return returns, lengths, sums
 

@@ -227,6 +227,15 @@ def init_es_state(agent: ESAgent, strategy, strategy_params, key: jax.Array) -> 
                    strategy_params=strategy_params, iteration=jnp.zeros((), jnp.int32))
 
 
+def sample_population(strategy, es: ESConfig, state: ESState, key: jax.Array) -> tuple[jax.Array, Any]:
+    """Step 1 of a generation: the candidates ``[P, D]`` (mirrored if ``es.mirrored``) and
+    the strategy state ``ask`` returns."""
+    population, strategy_state = strategy.ask(key, state.strategy_state, state.strategy_params)
+    if es.mirrored:
+        population = mirror(population, state.strategy_state.mean)
+    return population, strategy_state
+
+
 def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis_name: str | None = None,
                     num_devices: int = 1) -> Callable[[ESState], tuple[ESState, dict]]:
     """One generation (see the module docstring). ``env`` holds ``episodes_per_member``
@@ -239,16 +248,14 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
         key, ask_key, env_key, tell_key = jax.random.split(state.key, 4)
         agent_state = state.agent_state
         _, unravel = ravel_pytree(agent_state.params)
-        population, strategy_state = strategy.ask(ask_key, state.strategy_state, state.strategy_params)  # [P, D]
-        if es.mirrored:
-            population = mirror(population, state.strategy_state.mean)
+        population, strategy_state = sample_population(strategy, es, state, ask_key)  # [P, D]
         members = jax.lax.dynamic_slice_in_dim(population, axis_index(axis_name) * local, local)  # [P/D, D]
         stats = agent_state.obs_stats
         shift = None if stats is None else stats.mean
 
         def play(x):  # every member on the same environment seeds (common random numbers)
             member = agent_state.replace(params=unravel(x))
-            return greedy_episodes(env, agent, member, env_key, shift)
+            return greedy_episodes(env, agent, member, env_key, shift, axis_name)
 
         returns, lengths, sums = jax.vmap(play)(members)  # [P/D, E]
         fitness = all_gather(jnp.mean(returns, axis=1), axis_name)  # [P] mean return per member
