@@ -86,7 +86,7 @@ STRATEGIES = {
     "SNES": StrategySpec("SNES", shaped_sign=-1.0, optimizer=True),
     "CMA_ES": StrategySpec("CMA_ES", shaped_sign=None, optimizer=False),
 }
-FITNESS_SHAPINGS = ("centered_rank", "strategy")
+FITNESS_SHAPINGS = ("centered_rank", "raw", "strategy")
 OPTIMIZERS = ("adam", "sgd")
 
 
@@ -106,7 +106,8 @@ class ESConfig:
     optimizer: str = "adam"
     #: Antithetic pairs mean +- sigma eps (ARS always samples them).
     mirrored: bool = True
-    #: centered_rank (ours, ranks in [-0.5, 0.5]) or strategy (the strategy's own shaping).
+    #: centered_rank (ours, ranks in [-0.5, 0.5]), raw (the returns as they are) or strategy
+    #: (evosax's default shaping of the strategy).
     fitness_shaping: str = "centered_rank"
     #: Greedy episodes each candidate plays; its fitness is their mean return.
     episodes_per_member: int = 1
@@ -158,6 +159,9 @@ def make_strategy(es: ESConfig, num_dims: int):
     if es.fitness_shaping == "centered_rank":
         sign = spec.shaped_sign
         kwargs["fitness_shaping_fn"] = lambda population, fitness, state, params: sign * centered_rank(fitness)
+    elif es.fitness_shaping == "raw":
+        sign = spec.shaped_sign
+        kwargs["fitness_shaping_fn"] = lambda population, fitness, state, params: sign * fitness
     strategy = cls(population_size=es.population_size, solution=jnp.zeros((num_dims,), jnp.float32), **kwargs)
     params = strategy.default_params
     if hasattr(params, "std_init"):

@@ -31,8 +31,18 @@ from evorl.evaluator import make_evaluator
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.rl_workflow import ExperimentConfig, OnPolicyWorkflow, chunk_health
 
-#: The training keys ES reads; the rest of ``training:`` is about gradient updates.
-ES_TRAINING_KEYS = ("num_iterations", "eval_interval", "eval_episodes")
+
+
+@dataclass(frozen=True)
+class ESTrainingConfig:
+    """The ``training:`` keys of ES: one iteration is one generation."""
+
+    #: Generations.
+    num_iterations: int = 100
+    #: Generations between evaluations and log lines; each interval is one compiled call.
+    eval_interval: int = 10
+    #: Greedy episodes per evaluation of the mean.
+    eval_episodes: int = 16
 
 
 @dataclass(frozen=True)
@@ -91,13 +101,14 @@ class ESWorkflow(OnPolicyWorkflow):
         cfg = dict(cfg)
         es = parse_section(ESConfig, cfg.pop("es", None), "es")
         training = section_data(cfg.get("training"), "training")
+        keys = tuple(ESTrainingConfig.__dataclass_fields__)
         for key in training:
-            require(key in ES_TRAINING_KEYS,
-                    f"'training.{key}' does not apply to ESWorkflow: its training keys are "
-                    f"{', '.join(ES_TRAINING_KEYS)} (one iteration is one generation); the strategy's keys "
-                    f"are in es: ({', '.join(ESConfig.__dataclass_fields__)}).")
-        base = super().parse_config(cfg)
-        return ESExperimentConfig(**vars(base), es=es)
+            require(key in keys, f"'training.{key}' does not apply to ESWorkflow: its training keys are "
+                                 f"{', '.join(keys)} (one iteration is one generation); the strategy's keys "
+                                 f"are in es: ({', '.join(ESConfig.__dataclass_fields__)}).")
+        base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
+        training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
+        return ESExperimentConfig(**{**base, "training": training}, es=es)
 
     @classmethod
     def build_from_config(cls, cfg, enable_multi_devices: bool = False, **kwargs) -> "ESWorkflow":
