@@ -49,7 +49,7 @@ def learn(workflow, seed, generations, target, eval_every=10):
         start = time.perf_counter()
         state, metrics = workflow.run_iterations(state, eval_every)
         seconds += time.perf_counter() - start
-        steps += metrics["train/episodes"] * metrics["train/episode_length"] * eval_every
+        steps += metrics["train/episodes"] * metrics["train/episode_length"]  # the chunk's totals
         done += eval_every
         ret = workflow.evaluate(state)["eval/episode_return"]
         if hit is None and ret >= target:
@@ -92,7 +92,7 @@ def throughput(population=256, generations=20, env=CARTPOLE):
     state, metrics = workflow.run_iterations(state, generations)
     jax.block_until_ready(state)
     seconds = time.perf_counter() - start
-    steps = metrics["train/episodes"] * metrics["train/episode_length"] * generations
+    steps = metrics["train/episodes"] * metrics["train/episode_length"]  # the chunk's env steps
     row = {"population": population, "env": env["env_name"], "generations_per_s": round(generations / seconds, 2),
            "env_steps_per_s": round(steps / seconds), "mean_episode_length": round(metrics["train/episode_length"], 1)}
     print(json.dumps(row), flush=True)

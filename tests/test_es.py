@@ -226,7 +226,8 @@ def test_snes_continuous_actions_and_cma_es_run():
                         "mirrored": False}}):
         workflow = ESWorkflow.build_from_config({**TINY_ES, **cfg}, recorders=[])
         state, metrics = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 2)
-        assert metrics["train/episodes"] == 6 * 2 and np.isfinite(metrics["train/episode_return"])
+        # the chunk's total: 2 generations x 6 members x 1 episode
+        assert metrics["train/episodes"] == 2 * 6 and np.isfinite(metrics["train/episode_return"])
         assert int(state.iteration) == 2 and np.isfinite(workflow.evaluate(state)["eval/episode_return"])
 
 
@@ -238,3 +239,24 @@ def test_openes_solves_cartpole():
     workflow = ESWorkflow.build_from_config(cfg, recorders=[])
     workflow.learn(workflow.init(jax.random.PRNGKey(0)))
     assert workflow.last_metrics["eval/episode_return"] >= 475
+
+
+def test_two_processes_equal_one_process(tmp_path):
+    """jax.distributed over 2 processes (one CPU device each, gloo): each process plays half the
+    members; both end with the single process's state."""
+    from test_multi_host import free_port, start_experiment
+
+    cfg = {**TINY_ES, "training": {"num_iterations": 3, "eval_interval": 3, "eval_episodes": 2},
+           "checkpoint": {"enabled": False}}
+    port = free_port()
+    procs = [start_experiment({**cfg, "distributed": {"coordinator_address": f"127.0.0.1:{port}", "num_processes": 2,
+                                                      "process_id": i}}, tmp_path / "run", tmp_path / f"p{i}.npz")
+             for i in range(2)]
+    procs.append(start_experiment(cfg, tmp_path / "single", tmp_path / "single.npz"))
+    for p in procs:
+        out = p.communicate(timeout=600)[0]
+        assert p.returncode == 0, out[-4000:]
+    results = [np.load(tmp_path / f"{name}.npz") for name in ("p0", "p1", "single")]
+    for key in results[0].files:
+        np.testing.assert_array_equal(results[0][key], results[1][key])
+        np.testing.assert_allclose(results[0][key], results[2][key], rtol=1e-6, atol=1e-7)
