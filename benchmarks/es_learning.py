@@ -100,13 +100,18 @@ def throughput(population=256, generations=20, env=CARTPOLE):
 
 
 def peak_rss_mib(population):
-    """Peak RSS of a fresh process that builds, compiles and runs 5 CartPole generations."""
+    """Peak RSS (MiB) of a fresh process that builds, compiles and runs 5 CartPole
+    generations, and the compiled generation chunk's own buffers (MiB: XLA's temporaries plus
+    arguments and outputs, from ``memory_analysis``)."""
     code = (f"import sys, resource; sys.path.insert(0, 'benchmarks'); import es_learning as b; "
             f"w = b.build(b.CARTPOLE, {{**b.STRATEGIES['OpenES'], 'population_size': {population}}}, eval_episodes=1); "
-            f"import jax; s = w.init(jax.random.PRNGKey(0)); s, _ = w.run_iterations(s, 5); jax.block_until_ready(s); "
-            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)")
+            f"import jax; s = w.init(jax.random.PRNGKey(0)); w.compile(s); s, _ = w.run_iterations(s, 5); "
+            f"jax.block_until_ready(s); m = w.executor._chunk.memory_analysis(); "
+            f"print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
+            f"m.temp_size_in_bytes + m.argument_size_in_bytes + m.output_size_in_bytes)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return int(out.stdout.strip().splitlines()[-1]) / 1024
+    rss_kib, program_bytes = out.stdout.strip().splitlines()[-1].split()
+    return round(int(rss_kib) / 1024), round(int(program_bytes) / 2**20, 2)
 
 
 def main():
@@ -125,8 +130,8 @@ def main():
             results["throughput"].append(throughput(generations=2, env={
                 "env_name": "hopper", "env_type": "brax", "backend": "spring", "episode_length": 1000}))
     if args.only in (None, "memory"):
-        results["memory"] = {p: round(peak_rss_mib(p)) for p in (64, 256, 1024)}
-        print(json.dumps({"peak_rss_mib": results["memory"]}), flush=True)
+        results["memory"] = {p: peak_rss_mib(p) for p in (64, 256, 1024)}
+        print(json.dumps({"peak_rss_mib, compiled chunk's buffers mib": results["memory"]}), flush=True)
     for row in results.get("learning", []) + results.get("pendulum", []):
         finals = [r["final_return"] for r in row["runs"]]
         hits = [r["first_hit"] for r in row["runs"]]
