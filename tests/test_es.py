@@ -217,13 +217,14 @@ def test_rl_training_keys_are_refused():
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])
 
 
-def test_snes_continuous_actions_and_cma_es_run():
-    """Pendulum (Box actions, Gaussian mode as the greedy action) with SNES, and CMA-ES on CartPole."""
+def test_snes_continuous_actions_cma_es_and_ars_run():
+    """Pendulum (Box actions, Gaussian mode as the greedy action) with SNES; CMA-ES and ARS on CartPole."""
     for cfg in ({"env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},
                  "es": {"strategy": "SNES", "population_size": 6, "optimizer": "sgd", "learning_rate": 1.0,
                         "obs_norm": True}},
                 {"es": {"strategy": "CMA_ES", "population_size": 6, "fitness_shaping": "strategy",
-                        "mirrored": False}}):
+                        "mirrored": False}},
+                {"es": {"strategy": "ARS", "population_size": 6}}):
         workflow = ESWorkflow.build_from_config({**TINY_ES, **cfg}, recorders=[])
         state, metrics = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 2)
         # the chunk's total: 2 generations x 6 members x 1 episode

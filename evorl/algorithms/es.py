@@ -39,7 +39,9 @@ from evorl.distributed import all_gather, axis_index, psum
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.evaluator import greedy_episodes
+from evorl.rollout import EpisodeStats
 from evorl.utils.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
+from evorl.workflows.on_policy import episode_metrics
 
 
 # --------------------------------------------------------------------------------------
@@ -269,11 +271,8 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
             count, sum_d, sum_d2 = (psum(jnp.sum(x, axis=0), axis_name) for x in (sums.count, sums.sum_d, sums.sum_d2))
             agent_state = agent_state.replace(obs_stats=merge_moments(stats, *moments_from_shifted_sums(
                 count, sum_d, sum_d2, shift)))
-        metrics = M.over_devices({
-            "episode_return_sum": M.Metric(jnp.sum(returns), "sum"),
-            "episode_length_sum": M.Metric(jnp.sum(lengths), "sum"),
-            "episode_count": M.Metric(jnp.asarray(returns.size, jnp.float32), "sum"),
-        }, axis_name)
+        episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
+        metrics = episode_metrics(episodes, axis_name)
         metrics.update(
             best_member_return=M.Metric(jnp.max(fitness), "max"),
             fitness_std=jnp.std(fitness),
