@@ -121,30 +121,55 @@ def test_openes_gradient_estimate_on_a_quadratic_matches_the_analytic_gradient()
     assert np.linalg.norm(estimate - gradient) < 0.3 * np.linalg.norm(gradient)
 
 
-def record_observations(workflow, state):
+def replay_generation(workflow, state):
     """An independent replay of one generation: every member's greedy episodes for the full
-    time limit (``lax.scan``, no early exit), keeping the observations acted on before each
-    episode ended; returns them ``[n, obs_dim]``."""
+    time limit (``lax.scan``, no early exit). Returns the observations acted on before each
+    episode ended ``[n, obs_dim]``, each member's fitness (mean return) ``[P]`` and the
+    candidates ``[P, D]``."""
     es = workflow.config.es
     _, ask_key, env_key, _ = jax.random.split(state.key, 4)
     population, _ = sample_population(workflow.strategy, es, state, ask_key)
     _, unravel = jax.flatten_util.ravel_pytree(state.agent_state.params)
     env, agent = workflow.env, workflow.agent
 
-    def member_observations(x):
+    def member_episodes(x):
         member = state.agent_state.replace(params=unravel(x))
 
         def step(carry, _):
-            env_state, active = carry
+            env_state, active, returns = carry
             actions = agent.to_env_action(agent.evaluate_actions(member, env_state.obs))
             next_state = env.step(env_state, actions)
-            return (next_state, active & ~next_state.done), (env_state.obs, active)
+            returns = returns + jnp.where(active, next_state.reward, 0.0)
+            return (next_state, active & ~next_state.done, returns), (env_state.obs, active)
 
-        start = (env.reset(env_key), jnp.ones(env.num_envs, bool))
-        return jax.lax.scan(step, start, None, length=env.episode_length)[1]
+        start = (env.reset(env_key), jnp.ones(env.num_envs, bool), jnp.zeros(env.num_envs))
+        (_, _, returns), seen = jax.lax.scan(step, start, None, length=env.episode_length)
+        return seen, jnp.mean(returns)
 
-    obs, active = jax.jit(jax.vmap(member_observations))(population)  # [P, T, E, obs_dim], [P, T, E]
-    return np.asarray(obs, np.float64)[np.asarray(active)]
+    (obs, active), fitness = jax.jit(jax.vmap(member_episodes))(population)  # [P, T, E, obs_dim], [P, T, E]
+    return np.asarray(obs, np.float64)[np.asarray(active)], np.asarray(fitness, np.float64), np.asarray(population)
+
+
+def test_one_openes_generation_equals_numpy_openes_step():
+    """A whole generation (episodes of every member, gathered fitness, our shaping, evosax's
+    update with SGD) against NumPy's OpenES step on the replayed members' returns."""
+    sigma, lr = 0.1, 0.5
+    cfg = {**TINY_ES, "es": {"strategy": "OpenES", "population_size": 8, "sigma": sigma, "learning_rate": lr,
+                             "optimizer": "sgd", "episodes_per_member": 2}}
+    workflow = ESWorkflow.build_from_config(cfg, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    before = jax.tree.map(jnp.asarray, to_host(state))
+    state, metrics = workflow.run_iterations(state, 1)
+    _, fitness, population = replay_generation(workflow, before)
+    assert metrics["train/episode_return"] == pytest.approx(fitness.mean(), rel=1e-6)
+    assert len(np.unique(fitness)) > 2  # the members differ: the update has something to rank
+
+    mean = np.asarray(before.strategy_state.mean, np.float64)
+    eps = (population - mean) / sigma
+    expected = mean - lr * numpy_centered_rank(-fitness) @ eps / (len(fitness) * sigma)
+    new_mean = np.asarray(jax.flatten_util.ravel_pytree(to_host(state.agent_state.params))[0])
+    np.testing.assert_allclose(np.asarray(state.strategy_state.mean), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(new_mean, np.asarray(state.strategy_state.mean))  # the agent acts with the mean
 
 
 def test_shared_obs_statistics_equal_numpy_over_all_members_observations():
@@ -154,7 +179,7 @@ def test_shared_obs_statistics_equal_numpy_over_all_members_observations():
     for _ in range(2):  # the second generation normalises with the first one's statistics
         before = jax.tree.map(np.asarray, to_host(state))
         state, _ = workflow.run_iterations(state, 1)
-        observations.append(record_observations(workflow, jax.tree.map(jnp.asarray, before)))
+        observations.append(replay_generation(workflow, jax.tree.map(jnp.asarray, before))[0])
         seen = np.concatenate(observations)
         stats = to_host(state.agent_state.obs_stats)
         assert stats.count == len(seen)
