@@ -76,8 +76,8 @@ def test_mirrored_sampling_gives_pairs_mean_plus_minus_eps():
         eps = population[:5] - mean
         np.testing.assert_allclose(population[5:] - mean, -eps, atol=1e-6)
         assert np.all(np.abs(eps) > 0) and len(np.unique(population.round(6), axis=0)) == 10
-    np.testing.assert_allclose(mirror(jnp.array([[1.0, 2.0], [3.0, 4.0], [9.0, 9.0], [9.0, 9.0]]), jnp.array([1.0, 1.0])),
-                               [[1, 2], [3, 4], [1, 0], [-1, -2]])
+    mirrored = mirror(jnp.array([[1.0, 2.0], [3.0, 4.0], [9.0, 9.0], [9.0, 9.0]]), jnp.array([1.0, 1.0]))
+    np.testing.assert_allclose(mirrored, [[1, 2], [3, 4], [1, 0], [-1, -2]])
 
 
 def test_openes_generation_update_equals_numpy_step_on_fixed_fitness():

@@ -47,8 +47,10 @@ def vary(tree: Any, axis_name: str | None = None) -> Any:
     when ``axis_name`` is None."""
     if axis_name is None:
         return tree
-    return jax.tree.map(lambda x: x if axis_name in jax.typeof(x).manual_axis_type.varying else lax.pcast(x, axis_name, to="varying"),
-                        tree)
+    def varying(x):
+        return x if axis_name in jax.typeof(x).manual_axis_type.varying else lax.pcast(x, axis_name, to="varying")
+
+    return jax.tree.map(varying, tree)
 
 
 def axis_index(axis_name: str | None = None) -> jax.Array | int:

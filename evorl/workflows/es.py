@@ -59,7 +59,9 @@ class _NoHparams:
 
 
 class ESWorkflow(OnPolicyWorkflow):
-    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop."""
+    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop:
+    it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
+    iteration is (a generation) and the state (:class:`~evorl.algorithms.es.ESState`)."""
 
     label = "ES"
     agent_factory = staticmethod(make_mlp_es_agent)
@@ -72,6 +74,7 @@ class ESWorkflow(OnPolicyWorkflow):
         self.asynchronous = False
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
+        # RLWorkflow's own __init__: the on-policy one builds an optimiser and a rollout ES has not
         super(OnPolicyWorkflow, self).__init__(config, env, agent, recorders)
         es = config.es
         self.strategy, self.strategy_params = make_strategy(es, self.num_params)
