@@ -47,6 +47,7 @@ def vary(tree: Any, axis_name: str | None = None) -> Any:
     when ``axis_name`` is None."""
     if axis_name is None:
         return tree
+
     def varying(x):
         return x if axis_name in jax.typeof(x).manual_axis_type.varying else lax.pcast(x, axis_name, to="varying")
 
