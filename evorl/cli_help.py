@@ -152,6 +152,11 @@ def help_text() -> str:
     for name, cls in workflow_classes().items():
         keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(cls.agent_config_cls))
         out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+    from evorl.algorithms.es import ESConfig
+    from evorl.workflows.es import ESTrainingConfig
+
+    out += ["  es (ESWorkflow: evolution strategies; its training: keys are "
+            f"{', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig)):
         out += [f"  {section}:", *describe_section(cls)]

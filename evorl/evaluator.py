@@ -10,9 +10,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 from jax import lax
 
 from evorl.agent import Agent, AgentState
+from evorl.distributed import vary
 from evorl.envs.vec_env import VectorEnv
 
 
@@ -30,26 +32,54 @@ class Evaluator:
         self.num_episodes = num_episodes
 
     def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        env, agent = self.env, self.agent
-        zeros = jnp.zeros((self.num_episodes,), jnp.float32)
-
-        def cond(carry):
-            _, _, _, active, t = carry
-            return jnp.any(active) & (t < env.episode_length)
-
-        def body(carry):
-            env_state, returns, lengths, active, t = carry
-            actions = agent.evaluate_actions(agent_state, env_state.obs)
-            env_state = env.step(env_state, agent.to_env_action(actions))
-            # the env's own (unscaled) episode return, read when the episode ends
-            ended = active & env_state.done  # [E]
-            returns = jnp.where(ended, env_state.episode_return, returns)
-            lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
-            return env_state, returns, lengths, active & ~env_state.done, t + 1
-
-        init = (env.reset(key), zeros, zeros, jnp.ones((self.num_episodes,), bool), jnp.zeros((), jnp.int32))
-        _, returns, lengths, _, _ = lax.while_loop(cond, body, init)
+        returns, lengths, _ = greedy_episodes(self.env, self.agent, agent_state, key)
         return returns, lengths
+
+
+@struct.dataclass
+class ObsSums:
+    """Sums over the observations the policy acted on: their count and the sums of
+    ``d = obs - shift`` and ``d**2`` (see :func:`~evorl.utils.running_statistics.moments_from_shifted_sums`)."""
+
+    count: jax.Array  # []
+    sum_d: jax.Array  # [*obs_shape]
+    sum_d2: jax.Array  # [*obs_shape]
+
+
+def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
+                    obs_shift: jax.Array | None = None,
+                    axis_name: str | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
+    """One greedy episode (``agent.evaluate_actions``) in each of ``env``'s ``E`` environments,
+    in one ``lax.while_loop`` that stops when every episode has ended (terminated, or
+    truncated by the time limit). Returns the episode returns and lengths ``[E]`` (the env's
+    own unscaled return) and, with ``obs_shift [*obs_shape]``, the :class:`ObsSums` of the
+    observations acted on before each episode ended. ``axis_name``: the device axis over which
+    ``agent_state`` varies (each device plays its own policies)."""
+
+    def cond(carry):
+        _, _, _, active, t, _ = carry
+        return jnp.any(active) & (t < env.episode_length)
+
+    def body(carry):
+        env_state, returns, lengths, active, t, sums = carry
+        if sums is not None:
+            d = jnp.where(active.reshape((-1,) + (1,) * (env_state.obs.ndim - 1)), env_state.obs - obs_shift, 0.0)
+            sums = ObsSums(sums.count + jnp.sum(active), sums.sum_d + jnp.sum(d, 0), sums.sum_d2 + jnp.sum(d * d, 0))
+        actions = agent.evaluate_actions(agent_state, env_state.obs)
+        env_state = env.step(env_state, agent.to_env_action(actions))
+        ended = active & env_state.done  # [E]
+        returns = jnp.where(ended, env_state.episode_return, returns)
+        lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
+        return env_state, returns, lengths, active & ~env_state.done, t + 1, sums
+
+    zeros = jnp.zeros((env.num_envs,), jnp.float32)
+    sums = None
+    if obs_shift is not None:
+        sums = ObsSums(jnp.zeros((), jnp.float32), jnp.zeros_like(obs_shift), jnp.zeros_like(obs_shift))
+    init = vary((env.reset(key), zeros, zeros, zeros == 0, sums), axis_name)
+    init = (*init[:4], jnp.zeros((), jnp.int32), init[4])
+    _, returns, lengths, _, _, sums = lax.while_loop(cond, body, init)
+    return returns, lengths, sums
 
 
 class HostEvaluator:

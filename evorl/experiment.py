@@ -133,7 +133,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         print(f"[{label}] resuming {run_dir} from iteration {resumed_from}", flush=True)
 
     chain = make_recorders(config.logging, files_dir, prefix=f"[{label}] ",
-                           total_steps=config.training.num_iterations * config.training.env_steps_per_iteration,
+                           total_steps=config.training.num_iterations * workflow.env_steps_per_iteration,
                            run_name=run_dir.name if run_dir else None)
     chain.recorders += list(recorders or []) if is_main_process() else []
     if files_dir is not None:
@@ -141,7 +141,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         write_yaml(run_dir / CONFIG_YAML, run_config)
         if resumed_from is not None:
             for name in (METRICS_JSONL, METRICS_CSV):
-                truncate_records(run_dir / name, resumed_from * config.training.env_steps_per_iteration)
+                truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
         run_info = start_run_info(run_dir, config, resumed_from)
     workflow.recorders = [chain]
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None

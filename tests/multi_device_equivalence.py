@@ -51,7 +51,12 @@ def main():
         lambda a, b: float(np.max(np.abs(np.asarray(a) - np.asarray(b)))), single.agent_state.params,
         multi.agent_state.params,
     )
-    if multi.env_state is None:  # the asynchronous learner: its state is replicated over the learner's mesh
+    if not hasattr(multi, "env_state"):  # ES: the state is replicated, the population's members split
+        placement = {"member_devices": workflow.placement.mesh.size,
+                     "replicated": all(x.sharding.is_fully_replicated for x in jax.tree.leaves(multi)),
+                     "max_state_diff": max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                                           for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(multi)))}
+    elif multi.env_state is None:  # the asynchronous learner: its state is replicated over the learner's mesh
         sharding = jax.tree.leaves(multi.agent_state.params)[0].sharding
         learner = workflow.executor.learner_mesh
         placement = {"learner_devices": 1 if learner is None else learner.size}
@@ -63,7 +68,8 @@ def main():
         "max_param_diff": max(jax.tree.leaves(diffs)),
         "param_scale": max(float(np.max(np.abs(np.asarray(x)))) for x in jax.tree.leaves(single.agent_state.params)),
         "episodes": [m1["train/episodes"], m2["train/episodes"]],
-        "loss": [m1["train/loss"], m2["train/loss"]],
+        "loss": [m1.get("train/loss"), m2.get("train/loss")],
+        "metrics": [m1, m2],
         "eval_return": evals,
     }))
 

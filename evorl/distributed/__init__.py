@@ -30,6 +30,30 @@ def pmax(x: Any, axis_name: str | None = None) -> Any:
     return x if axis_name is None else lax.pmax(x, axis_name)
 
 
+def all_gather(x: jax.Array, axis_name: str | None = None) -> jax.Array:
+    """Every device's ``x [n, ...]`` concatenated in device order ``[D * n, ...]`` (identity
+    when ``axis_name`` is None). Computed as a ``psum`` of each device's block placed in zeros,
+    which is exact and which JAX knows to be the same on every device."""
+    if axis_name is None:
+        return x
+    n = x.shape[0]
+    blocks = jax.numpy.zeros((lax.axis_size(axis_name) * n,) + x.shape[1:], x.dtype)
+    return lax.psum(lax.dynamic_update_slice_in_dim(blocks, x, lax.axis_index(axis_name) * n, 0), axis_name)
+
+
+def vary(tree: Any, axis_name: str | None = None) -> Any:
+    """Every leaf of ``tree`` marked as varying over the device axis (those the same on every
+    device, e.g. a loop carry's initial value that per-device values will replace); identity
+    when ``axis_name`` is None."""
+    if axis_name is None:
+        return tree
+
+    def varying(x):
+        return x if axis_name in jax.typeof(x).manual_axis_type.varying else lax.pcast(x, axis_name, to="varying")
+
+    return jax.tree.map(varying, tree)
+
+
 def axis_index(axis_name: str | None = None) -> jax.Array | int:
     """This device's index on the axis (0 when ``axis_name`` is None)."""
     return 0 if axis_name is None else lax.axis_index(axis_name)

@@ -12,6 +12,7 @@ WORKFLOWS = {
     "PPOWorkflow": "evorl.algorithms.ppo",
     "A2CWorkflow": "evorl.algorithms.a2c",
     "IMPALAWorkflow": "evorl.algorithms.impala",
+    "ESWorkflow": "evorl.workflows.es",
 }
 
 __all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]

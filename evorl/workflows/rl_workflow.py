@@ -123,6 +123,11 @@ class OnPolicyWorkflow(RLWorkflow):
         return self.placement.population
 
     @property
+    def env_steps_per_iteration(self) -> int:
+        """Env steps one iteration counts on the logged ``step`` axis."""
+        return self.config.training.env_steps_per_iteration
+
+    @property
     def compile_seconds(self) -> float | None:
         return self.executor.compile_seconds
 
@@ -242,7 +247,7 @@ class OnPolicyWorkflow(RLWorkflow):
         """Up to ``n`` iterations (the asynchronous learner stops early on a stop request),
         then the health check, evaluation, logging and checkpoint of the logging point.
         Returns the state, the iterations done and whether it was checkpointed."""
-        steps_per_iteration = self.config.training.env_steps_per_iteration
+        steps_per_iteration = self.env_steps_per_iteration
         start = time.perf_counter()
         if self.asynchronous:
             state, per_agent = self.executor.run(state, n, stop=lambda: self.stop_requested is not None)

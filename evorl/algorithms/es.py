@@ -1,0 +1,285 @@
+"""Evolution strategies over policy parameters: one generation as a pure function.
+
+The policy is the RL agents' actor network (:func:`~evorl.networks.make_policy_network`),
+acting greedily; its parameters are flattened (``jax.flatten_util.ravel_pytree``) into the
+``D``-vector an evosax strategy searches over. One generation
+(:func:`make_generation`), read top to bottom:
+
+1. ``ask`` the strategy for ``P`` candidates ``x_i [P, D]``; with ``mirrored`` sampling the
+   second half mirrors the first through the mean: ``x_{i + P/2} = 2 m - x_i``, i.e. pairs
+   ``m +- sigma eps_i``;
+2. play ``episodes_per_member`` greedy episodes with each candidate (the whole population
+   vmapped; with a device axis each device plays its ``P / D`` members), all normalising
+   observations with the same shared statistics;
+3. gather every member's fitness, the mean episode return ``R_i``;
+4. shape it (:func:`centered_rank`, ours) and ``tell`` the strategy, which moves the mean;
+5. merge all members' observations into the shared observation statistics.
+
+The strategies (evosax) minimise, so they are told ``-R_i`` and our shaping is applied
+with the sign each strategy's update expects (:data:`STRATEGIES`). The search runs in
+the strategy's state; the agent state holds its mean as network parameters, so greedy
+evaluation, checkpoints, ``evorl-eval`` and ``evorl.load_policy`` see an ordinary agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from evorl import metrics as M
+from evorl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
+from evorl.config import ConfigError, require
+from evorl.distributed import all_gather, axis_index, psum
+from evorl.envs import VectorEnv
+from evorl.envs.spaces import Box, Space
+from evorl.evaluator import greedy_episodes
+from evorl.rollout import EpisodeStats
+from evorl.utils.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
+from evorl.workflows.on_policy import episode_metrics
+
+
+# --------------------------------------------------------------------------------------
+# Fitness shaping and mirrored sampling
+# --------------------------------------------------------------------------------------
+def centered_rank(fitness: jax.Array) -> jax.Array:
+    r"""Centred ranks of ``fitness [P]`` in ``[-0.5, 0.5]``: ``rank_i / (P - 1) - 0.5`` with
+    ``rank_i = #\{j: f_j < f_i\} + (#\{j: f_j = f_i\} - 1) / 2`` (0 for the smallest; tied
+    values share the mean of their ranks, so the shaped values still sum to 0)."""
+    f = fitness[:, None], fitness[None, :]
+    below = jnp.sum(f[1] < f[0], axis=1)
+    ties = jnp.sum(f[1] == f[0], axis=1)
+    ranks = below + (ties - 1) / 2.0
+    return (ranks / (fitness.shape[0] - 1) - 0.5).astype(jnp.float32)
+
+
+def mirror(population: jax.Array, mean: jax.Array) -> jax.Array:
+    """Mirrored (antithetic) sampling: ``[x_1..x_{P/2}, 2m - x_1, .., 2m - x_{P/2}]`` from the
+    first half of ``population [P, D]``: member ``i + P/2`` is ``m - sigma eps_i``."""
+    half = population[: population.shape[0] // 2]
+    return jnp.concatenate([half, 2.0 * mean - half])
+
+
+# --------------------------------------------------------------------------------------
+# The strategies
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StrategySpec:
+    """How an evosax strategy is built and told. ``shaped_sign``: the sign our centred
+    ranks of the cost ``-R`` take for its update (+1: it minimises the values it is told, -1:
+    it ascends them as utilities); None: it keeps its own rank weights (CMA-ES's recombination
+    weights). ``optimizer``: the mean follows ``es.optimizer`` with ``es.learning_rate``."""
+
+    evosax_name: str
+    shaped_sign: float | None
+    optimizer: bool
+    #: Its own sampling is antithetic (``[+z, -z]``), which its update relies on.
+    always_mirrored: bool = False
+
+
+STRATEGIES = {
+    "OpenES": StrategySpec("Open_ES", shaped_sign=1.0, optimizer=True),
+    "ARS": StrategySpec("ARS", shaped_sign=1.0, optimizer=True, always_mirrored=True),
+    "SNES": StrategySpec("SNES", shaped_sign=-1.0, optimizer=True),
+    "CMA_ES": StrategySpec("CMA_ES", shaped_sign=None, optimizer=False),
+}
+FITNESS_SHAPINGS = ("centered_rank", "raw", "strategy")
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass(frozen=True)
+class ESConfig:
+    """The ``es:`` section of an :class:`~evorl.workflows.ESWorkflow` run."""
+
+    #: The evosax strategy: OpenES, SNES, CMA_ES or ARS.
+    strategy: str = "OpenES"
+    #: Candidates per generation (even with mirrored sampling).
+    population_size: int = 64
+    #: Initial standard deviation of the search distribution (OpenES / ARS keep it fixed).
+    sigma: float = 0.1
+    #: Step size of the mean (OpenES, ARS, SNES; CMA-ES steps with its own rule).
+    learning_rate: float = 0.01
+    #: Optimiser of the mean's update for OpenES, ARS, SNES: adam or sgd.
+    optimizer: str = "adam"
+    #: Antithetic pairs mean +- sigma eps (ARS always samples them).
+    mirrored: bool = True
+    #: centered_rank (ours, ranks in [-0.5, 0.5]), raw (the returns as they are) or strategy
+    #: (evosax's default shaping of the strategy).
+    fitness_shaping: str = "centered_rank"
+    #: Greedy episodes each candidate plays; its fitness is their mean return.
+    episodes_per_member: int = 1
+    #: Normalise observations with running statistics shared by the whole population.
+    obs_norm: bool = False
+
+    @property
+    def spec(self) -> StrategySpec:
+        return STRATEGIES[self.strategy]
+
+    def validate(self, where: str) -> None:
+        require(self.strategy in STRATEGIES,
+                f"Unknown {where}.strategy {self.strategy!r}; valid: {', '.join(STRATEGIES)}.")
+        require(self.population_size >= 2, f"{where}.population_size must be >= 2, got {self.population_size}.")
+        require(self.sigma > 0, f"{where}.sigma must be > 0, got {self.sigma}.")
+        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.optimizer in OPTIMIZERS, f"Unknown {where}.optimizer {self.optimizer!r}; valid: adam, sgd.")
+        require(self.fitness_shaping in FITNESS_SHAPINGS,
+                f"Unknown {where}.fitness_shaping {self.fitness_shaping!r}; valid: {', '.join(FITNESS_SHAPINGS)}.")
+        require(self.episodes_per_member >= 1,
+                f"{where}.episodes_per_member must be >= 1, got {self.episodes_per_member}.")
+        spec = self.spec
+        require(not (self.mirrored or spec.always_mirrored) or self.population_size % 2 == 0,
+                f"{where}.population_size={self.population_size} must be even for mirrored sampling.")
+        require(self.mirrored or not spec.always_mirrored,
+                f"{where}.mirrored=false: {self.strategy} always samples mirrored pairs (its update uses them).")
+        require(spec.shaped_sign is not None or self.fitness_shaping == "strategy",
+                f"{where}.fitness_shaping={self.fitness_shaping}: {self.strategy} ranks the population with its own "
+                f"recombination weights; set {where}.fitness_shaping=strategy.")
+
+
+def make_strategy(es: ESConfig, num_dims: int):
+    """The evosax strategy of ``es`` over ``num_dims`` parameters, and its params (sigma set)."""
+    try:
+        import evosax.algorithms as algorithms
+    except ImportError:
+        raise ConfigError("ESWorkflow needs evosax: pip install 'evorl[es]' (evosax>=0.3).") from None
+    import optax
+
+    spec = es.spec
+    cls = getattr(algorithms, spec.evosax_name)
+    kwargs: dict[str, Any] = {}
+    if spec.optimizer:
+        kwargs["optimizer"] = getattr(optax, es.optimizer)(es.learning_rate)
+    if spec.evosax_name in ("Open_ES", "ARS"):
+        kwargs["std_schedule"] = optax.constant_schedule(es.sigma)
+    if spec.evosax_name == "Open_ES":
+        kwargs["use_antithetic_sampling"] = False  # mirrored sampling is ours (mirror)
+    if es.fitness_shaping == "centered_rank":
+        sign = spec.shaped_sign
+        kwargs["fitness_shaping_fn"] = lambda population, fitness, state, params: sign * centered_rank(fitness)
+    elif es.fitness_shaping == "raw":
+        sign = spec.shaped_sign
+        kwargs["fitness_shaping_fn"] = lambda population, fitness, state, params: sign * fitness
+    strategy = cls(population_size=es.population_size, solution=jnp.zeros((num_dims,), jnp.float32), **kwargs)
+    params = strategy.default_params
+    if hasattr(params, "std_init"):
+        params = params.replace(std_init=jnp.asarray(es.sigma, jnp.float32))
+    return strategy, params
+
+
+# --------------------------------------------------------------------------------------
+# The policy
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ESPolicyOptions:
+    """The ``agent:`` keys of ES: the RL agents' policy network keys (no critic)."""
+
+    actor_hidden_layer_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    network: str = "mlp"
+    policy_distribution: str = "clipped_gaussian"
+
+
+@dataclass(frozen=True, eq=False)
+class ESAgent(ActorCriticAgent):
+    """The actor of :class:`~evorl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
+    greedy actions; ES optimises it without gradients, so it has no loss."""
+
+    def init(self, key: jax.Array) -> AgentState:
+        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
+        return AgentState(params={"policy": self.policy_network.init(key)}, obs_stats=obs_stats, hparams=None)
+
+    def loss(self, agent_state, batch, key):
+        raise TypeError("ESAgent has no loss: evolution strategies do not follow gradients of a loss.")
+
+
+def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,
+                      normalize_obs: bool = False, **policy_options) -> ESAgent:
+    """An :class:`ESAgent` with the policy network of the RL agents (``network_factory``'s
+    policy network, default :func:`~evorl.agent.make_actor_critic_networks`)."""
+    from evorl.agent import ActorCriticOptions, make_actor_critic_networks
+
+    options = ActorCriticOptions(**policy_options, critic_hidden_layer_sizes=(1,), normalize_obs=normalize_obs)
+    check_network_options(action_space, obs_space, options)
+    policy_network, _ = (network_factory or make_actor_critic_networks)(action_space, obs_space, options)
+    return ESAgent(action_space=action_space, obs_space=obs_space, policy_network=policy_network,
+                   value_network=None, normalize_obs=normalize_obs,
+                   policy_distribution=options.policy_distribution)
+
+
+# --------------------------------------------------------------------------------------
+# One generation
+# --------------------------------------------------------------------------------------
+@struct.dataclass
+class ESState:
+    key: jax.Array
+    #: The mean as the policy's parameters, and the shared observation statistics.
+    agent_state: AgentState
+    strategy_state: Any  # evosax's state: mean [D], its search distribution, its optimiser
+    strategy_params: Any  # evosax's params (sigma, weights, learning rates of its own rules)
+    iteration: jax.Array  # [] int32, completed generations
+
+
+def init_es_state(agent: ESAgent, strategy, strategy_params, key: jax.Array) -> ESState:
+    key, agent_key, strategy_key = jax.random.split(key, 3)
+    agent_state = agent.init(agent_key)
+    flat, _ = ravel_pytree(agent_state.params)
+    return ESState(key=key, agent_state=agent_state,
+                   strategy_state=strategy.init(strategy_key, flat, strategy_params),
+                   strategy_params=strategy_params, iteration=jnp.zeros((), jnp.int32))
+
+
+def sample_population(strategy, es: ESConfig, state: ESState, key: jax.Array) -> tuple[jax.Array, Any]:
+    """Step 1 of a generation: the candidates ``[P, D]`` (mirrored if ``es.mirrored``) and
+    the strategy state ``ask`` returns."""
+    population, strategy_state = strategy.ask(key, state.strategy_state, state.strategy_params)
+    if es.mirrored:
+        population = mirror(population, state.strategy_state.mean)
+    return population, strategy_state
+
+
+def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis_name: str | None = None,
+                    num_devices: int = 1) -> Callable[[ESState], tuple[ESState, dict]]:
+    """One generation (see the module docstring). ``env`` holds ``episodes_per_member``
+    environments; with ``axis_name`` each of the ``num_devices`` devices plays
+    ``population_size / num_devices`` members and the results equal one device's."""
+    pop = es.population_size
+    local = pop // num_devices
+
+    def generation(state: ESState) -> tuple[ESState, dict]:
+        key, ask_key, env_key, tell_key = jax.random.split(state.key, 4)
+        agent_state = state.agent_state
+        _, unravel = ravel_pytree(agent_state.params)
+        population, strategy_state = sample_population(strategy, es, state, ask_key)  # [P, D]
+        members = jax.lax.dynamic_slice_in_dim(population, axis_index(axis_name) * local, local)  # [P/D, D]
+        stats = agent_state.obs_stats
+        shift = None if stats is None else stats.mean
+
+        def play(x):  # every member on the same environment seeds (common random numbers)
+            member = agent_state.replace(params=unravel(x))
+            return greedy_episodes(env, agent, member, env_key, shift, axis_name)
+
+        returns, lengths, sums = jax.vmap(play)(members)  # [P/D, E]
+        fitness = all_gather(jnp.mean(returns, axis=1), axis_name)  # [P] mean return per member
+        strategy_state, _ = strategy.tell(tell_key, population, -fitness, strategy_state, state.strategy_params)
+        agent_state = agent_state.replace(params=unravel(strategy_state.mean))
+        if stats is not None:
+            count, sum_d, sum_d2 = (psum(jnp.sum(x, axis=0), axis_name) for x in (sums.count, sums.sum_d, sums.sum_d2))
+            agent_state = agent_state.replace(obs_stats=merge_moments(stats, *moments_from_shifted_sums(
+                count, sum_d, sum_d2, shift)))
+        episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
+        metrics = episode_metrics(episodes, axis_name)
+        metrics.update(
+            best_member_return=M.Metric(jnp.max(fitness), "max"),
+            fitness_std=jnp.std(fitness),
+            sigma=jnp.mean(strategy_state.std),
+        )
+        state = state.replace(key=key, agent_state=agent_state, strategy_state=strategy_state,
+                              iteration=state.iteration + 1)
+        return state, metrics
+
+    return generation

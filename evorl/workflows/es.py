@@ -1,0 +1,136 @@
+"""``ESWorkflow``: evolution strategies over policy parameters (``workflow_cls:
+evorl.workflows.ESWorkflow`` with an ``es:`` section, see :class:`~evorl.algorithms.es.ESConfig`).
+
+One generation (:func:`~evorl.algorithms.es.make_generation`) is one iteration of the
+execution layer (:class:`~evorl.workflows.execution.Executor`), so chunks of
+``training.eval_interval`` generations compile into one program, and the host loop of
+:class:`~evorl.workflows.rl_workflow.OnPolicyWorkflow` (health checks, greedy evaluation of
+the mean, recorders, progress bar, checkpoints and exact resume) runs ES unchanged.
+With several devices (``distributed.multi_devices``, or ``jax.distributed`` processes) the
+ES state is replicated and each device plays ``population_size / D`` members; fitness and
+observation sums are gathered, so every device takes the same step as one device would.
+
+The logged ``step`` counts each generation's env step budget, ``population_size x
+episodes_per_member x env.episode_length``; episodes that end earlier step fewer
+(``train/episode_length`` is their mean length, ``train/episodes`` their count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+
+from evorl.algorithms.es import (
+    ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_strategy,
+)
+from evorl.config import ConfigError, parse_section, require, section_data, to_plain
+from evorl.distributed import initialize as initialize_distributed
+from evorl.envs import create_env
+from evorl.evaluator import make_evaluator
+from evorl.workflows.execution import Executor, Placement
+from evorl.workflows.rl_workflow import ExperimentConfig, OnPolicyWorkflow, chunk_health
+
+
+
+@dataclass(frozen=True)
+class ESTrainingConfig:
+    """The ``training:`` keys of ES: one iteration is one generation."""
+
+    #: Generations.
+    num_iterations: int = 100
+    #: Generations between evaluations and log lines; each interval is one compiled call.
+    eval_interval: int = 10
+    #: Greedy episodes per evaluation of the mean.
+    eval_episodes: int = 16
+
+
+@dataclass(frozen=True)
+class ESExperimentConfig(ExperimentConfig):
+    es: ESConfig = ESConfig()
+
+
+@dataclass(frozen=True)
+class _NoHparams:
+    """ES has no loss hyperparameters."""
+
+    def validated(self) -> "_NoHparams":
+        return self
+
+
+class ESWorkflow(OnPolicyWorkflow):
+    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop:
+    it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
+    iteration is (a generation) and the state (:class:`~evorl.algorithms.es.ESState`)."""
+
+    label = "ES"
+    agent_factory = staticmethod(make_mlp_es_agent)
+    agent_config_cls = ESPolicyOptions
+    hparams_cls = _NoHparams
+    training_hparams = {}
+
+    def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+        self.variants, self.num_agents = [{}], 1
+        self.asynchronous = False
+        self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
+        num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
+        # RLWorkflow's own __init__: the on-policy one builds an optimiser and a rollout ES has not
+        super(OnPolicyWorkflow, self).__init__(config, env, agent, recorders)
+        es = config.es
+        self.strategy, self.strategy_params = make_strategy(es, self.num_params)
+        step = make_generation(env, agent, self.strategy, es, self.placement.step_axis_name, num_devices)
+        self.executor = Executor(step, self.placement, final_metrics=chunk_health)
+        self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
+        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        self._params_finite = None
+
+    @property
+    def num_params(self) -> int:
+        """``D``, the number of policy parameters the strategy searches over."""
+        params = jax.eval_shape(self.agent.init, jax.random.PRNGKey(0)).params
+        return sum(x.size for x in jax.tree.leaves(params))
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        es = self.config.es
+        return es.population_size * es.episodes_per_member * self.env.episode_length
+
+    # --- config ---------------------------------------------------------------------------
+    @classmethod
+    def parse_config(cls, cfg) -> ESExperimentConfig:
+        cfg = to_plain(cfg)
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+        cfg = dict(cfg)
+        es = parse_section(ESConfig, cfg.pop("es", None), "es")
+        training = section_data(cfg.get("training"), "training")
+        keys = tuple(ESTrainingConfig.__dataclass_fields__)
+        for key in training:
+            require(key in keys, f"'training.{key}' does not apply to ESWorkflow: its training keys are "
+                                 f"{', '.join(keys)} (one iteration is one generation); the strategy's keys "
+                                 f"are in es: ({', '.join(ESConfig.__dataclass_fields__)}).")
+        base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
+        training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
+        return ESExperimentConfig(**{**base, "training": training}, es=es)
+
+    @classmethod
+    def build_from_config(cls, cfg, enable_multi_devices: bool = False, **kwargs) -> "ESWorkflow":
+        config = cls.parse_config(cfg)
+        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
+        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
+        es = config.es
+        env = create_env(config.env, episode_length=config.env.episode_length, parallel=es.episodes_per_member)
+        agent = make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+                                  normalize_obs=es.obs_norm, **vars(config.agent))
+        num_devices = jax.device_count() if enable_multi_devices else 1
+        require(not env.on_host, f"ESWorkflow plays its episodes inside compiled programs: env_type "
+                                 f"{config.env.env_type!r} steps on the host; use a gymnax or brax env.")
+        require(es.population_size % num_devices == 0,
+                f"es.population_size={es.population_size} must divide evenly over the {num_devices} devices "
+                f"(each device plays population_size / {num_devices} members).")
+        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    # --- state ----------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> ESState:
+        return self.executor.init(lambda k: init_es_state(self.agent, self.strategy, self.strategy_params, k), key)
+
