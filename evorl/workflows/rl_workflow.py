@@ -36,6 +36,10 @@ from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_fin
 from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
+from evorl.distributed import is_main_process
+from evorl.pbt_lineage import lineage_record
+from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
+from evorl.workflows.pbt_executor import PBTExecutor
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
@@ -88,10 +92,18 @@ class OnPolicyWorkflow(RLWorkflow):
         for variant in self.variants:
             agent_cfg, training = apply_variant(config.agent, tc, variant)
             self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
+        self.lineage = None
         if self.asynchronous:
             self.executor = ActorLearnerExecutor(
                 make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
                 learner_mesh, actor_devices, final_metrics=chunk_health)
+        elif config.pbt.enabled:
+            fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
+            pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                      fitness_evaluator.evaluate)
+            self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
+                                        pbt, ENV_FIELDS, final_metrics=chunk_health)
         else:
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health)
@@ -103,11 +115,15 @@ class OnPolicyWorkflow(RLWorkflow):
     @classmethod
     def check_config(cls, config, agent, num_devices):
         tc = config.training
-        if config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES):
+        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, num_agents, asynchronous,
+                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
+        if asynchronous:
             check_async_config(config, agent, num_devices)
             return
         if config.distributed.layout == "population":
-            num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
             require(num_agents % num_devices == 0,
                     f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
                     f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
@@ -147,7 +163,20 @@ class OnPolicyWorkflow(RLWorkflow):
         (aggregated over a population). The input state's buffers are donated (fused runner)."""
         with self.executor.running(state):
             state, metrics = self.executor.run(state, num_iterations)
+        self.write_lineage()
         return state, self._aggregate(train_metrics(metrics))
+
+    def write_lineage(self) -> None:
+        """Hands the records of the PBT steps run since the last call to ``self.lineage``."""
+        if not isinstance(self.executor, PBTExecutor):
+            return
+        records = self.executor.take_records()
+        if self.lineage is None or not is_main_process():
+            return
+        keys = [e.key for e in self.executor.pbt.evolving]
+        steps_per_iteration = self.config.training.env_steps_per_iteration
+        for record in records:
+            self.lineage.write(lineage_record(record, keys), record["iteration"] * steps_per_iteration)
 
     def params_finite(self, state: OnPolicyState) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
@@ -243,6 +272,7 @@ class OnPolicyWorkflow(RLWorkflow):
             n = int(to_host(state.iteration)) - done
         else:
             state, per_agent = self.executor.run(state, n)
+            self.write_lineage()
         elapsed = time.perf_counter() - start
         if n == 0:
             return state, done, False
