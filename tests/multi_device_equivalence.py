@@ -65,6 +65,7 @@ def main():
         "episodes": [m1["train/episodes"], m2["train/episodes"]],
         "loss": [m1["train/loss"], m2["train/loss"]],
         "eval_return": evals,
+        "learning_rates": [np.asarray(s.learning_rate).tolist() for s in (single, multi)],
     }))
 
 

@@ -167,16 +167,17 @@ class OnPolicyWorkflow(RLWorkflow):
         return state, self._aggregate(train_metrics(metrics))
 
     def write_lineage(self) -> None:
-        """Hands the records of the PBT steps run since the last call to ``self.lineage``."""
+        """The records of the PBT steps run since the last call (:func:`~evorl.pbt_lineage.lineage_record`),
+        kept in ``last_pbt_records`` and written to ``self.lineage``."""
         if not isinstance(self.executor, PBTExecutor):
             return
-        records = self.executor.take_records()
+        keys = [e.key for e in self.executor.pbt.evolving]
+        self.last_pbt_records = [lineage_record(r, keys) for r in self.executor.take_records()]
         if self.lineage is None or not is_main_process():
             return
-        keys = [e.key for e in self.executor.pbt.evolving]
         steps_per_iteration = self.config.training.env_steps_per_iteration
-        for record in records:
-            self.lineage.write(lineage_record(record, keys), record["iteration"] * steps_per_iteration)
+        for record in self.last_pbt_records:
+            self.lineage.write(record, record["iteration"] * steps_per_iteration)
 
     def params_finite(self, state: OnPolicyState) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
