@@ -216,7 +216,9 @@ class OnPolicyWorkflow(RLWorkflow):
         if not self.population:
             return {k: float(v) for k, v in metrics.items()}
         self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
-        out = aggregate_metrics(metrics, self.variants, self.config.training.num_seeds, may_be_nan=EPISODE_METRICS)
+        # under PBT the hyperparameters evolve: no per-variant means labelled by their initial values
+        variants, seeds = ([{}], self.num_agents) if self.config.pbt.enabled else (self.variants, self.config.training.num_seeds)
+        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
             params_bad = np.reshape(metrics.get(NONFINITE_PARAMS, np.zeros(self.num_agents)), (self.num_agents,)) > 0
