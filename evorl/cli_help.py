@@ -77,7 +77,8 @@ def shorten(text: str, width: int) -> str:
 
 
 def _default(f: dataclasses.Field) -> str:
-    value = f.default if f.default is not dataclasses.MISSING else "(required)"
+    value = (f.default if f.default is not dataclasses.MISSING
+             else f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
     if isinstance(value, tuple):
         value = list(value)
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
@@ -104,6 +105,7 @@ def help_text() -> str:
     from evorl.envs.config import ENV_TYPES, EnvConfig
     from evorl.recorders import LoggingConfig
     from evorl.workflows.actor_learner import RunnerConfig
+    from evorl.workflows.pbt import PBTConfig
 
     out = [
         "usage: evorl-train [--config-name=NAME] [algo=ALGO] [env=ENV] [key=value ...] [-m key=a,b ...]",
@@ -135,7 +137,7 @@ def help_text() -> str:
         keys = ", ".join(f"{f.name}={_default(f)}" for f in dataclasses.fields(cls.agent_config_cls))
         out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
-                         ("distributed", DistributedConfig), ("runner", RunnerConfig)):
+                         ("distributed", DistributedConfig), ("runner", RunnerConfig), ("pbt", PBTConfig)):
         out += [f"  {section}:", *describe_section(cls)]
     out += ["", "More: README.md (Train, Experiments); Hydra's own help: --hydra-help."]
     return "\n".join(out)

@@ -236,3 +236,25 @@ def test_pbt_population_on_two_devices_equals_one_device():
     assert result["learning_rates"][0] == pytest.approx(result["learning_rates"][1], rel=1e-6)
     assert result["learning_rates"][0] != [1e-3, 1e-3, 3e-3, 3e-3]  # the PBT steps changed them
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
+def test_pbt_over_two_processes_equals_one_process(tmp_path):
+    """``jax.distributed`` with 2 processes of 1 CPU device each, agents split over them
+    (``layout=population``): the PBT steps gather the population across the processes."""
+    from test_multi_host import CFG, free_port, start
+
+    cfg = {**CFG, "training": {**CFG["training"], "num_seeds": 2, "learning_rate": [1e-3, 3e-3]},
+           "pbt": {**BASE["pbt"], "interval": 2}, "distributed": {"layout": "population"}}
+    port = free_port()
+    procs = [start({**cfg, "distributed": {"layout": "population", "coordinator_address": f"127.0.0.1:{port}",
+                                           "num_processes": 2, "process_id": i}}, tmp_path / f"p{i}.npz", 4)
+             for i in range(2)]
+    single = start(cfg, tmp_path / "single.npz", 4)
+    outputs = [p.communicate(timeout=600)[0] for p in procs + [single]]
+    for p, out in zip(procs + [single], outputs):
+        assert p.returncode == 0, out[-4000:]
+    assert "process 0 of 2: 2 devices" in outputs[0], outputs[0]
+    results = [np.load(tmp_path / f"{name}.npz") for name in ("p0", "p1", "single")]
+    for key in results[0].files:
+        np.testing.assert_array_equal(results[0][key], results[1][key])  # the whole population in both
+        np.testing.assert_allclose(results[0][key], results[2][key], rtol=1e-5, atol=1e-6)

@@ -59,7 +59,8 @@ class PBTConfig:
     exploit_fraction: float = 0.25
     #: A copied hyperparameter is multiplied by one of these, drawn uniformly.
     perturb_factors: tuple[float, ...] = (0.8, 1.2)
-    #: ... or, with this probability, resampled from its range (log-uniform for learning rates).
+    #: The probability that a copied hyperparameter is resampled from its range instead
+    #: (log-uniformly for learning rates).
     resample_probability: float = 0.25
     #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
     hyperparameters: dict = dataclasses.field(default_factory=dict)
