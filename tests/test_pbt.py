@@ -258,3 +258,11 @@ def test_pbt_over_two_processes_equals_one_process(tmp_path):
     for key in results[0].files:
         np.testing.assert_array_equal(results[0][key], results[1][key])  # the whole population in both
         np.testing.assert_allclose(results[0][key], results[2][key], rtol=1e-5, atol=1e-6)
+
+
+def test_nested_hyperparameter_keys_are_the_dotted_ones():
+    """``pbt.hyperparameters.agent.clip_epsilon=[..]`` on the command line nests the key."""
+    from evorl.workflows.pbt import PBTConfig
+
+    nested = PBTConfig(hyperparameters={"agent": {"clip_epsilon": [0.1, 0.3]}, "training.gamma": [0.9, 0.999]})
+    assert nested.hyperparameters == {"agent.clip_epsilon": [0.1, 0.3], "training.gamma": [0.9, 0.999]}

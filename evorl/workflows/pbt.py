@@ -65,6 +65,9 @@ class PBTConfig:
     #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
     hyperparameters: dict = dataclasses.field(default_factory=dict)
 
+    def __post_init__(self):  # nested keys (``{agent: {clip_epsilon: [..]}}``, a CLI override) to dotted ones
+        object.__setattr__(self, "hyperparameters", _dotted(self.hyperparameters))
+
     def validate(self, where: str) -> None:
         require(self.interval >= 1, f"{where}.interval must be >= 1, got {self.interval}.")
         require(self.eval_episodes >= 1, f"{where}.eval_episodes must be >= 1, got {self.eval_episodes}.")
@@ -84,6 +87,16 @@ class PBTConfig:
             require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
             require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
                     f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
+
+
+def _dotted(mapping: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in mapping.items():
+        if isinstance(value, dict):
+            out.update(_dotted(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 @dataclass(frozen=True)
