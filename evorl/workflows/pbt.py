@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.config import ConfigError, TrainingConfig, require, sweep_variants, unknown_key_error
+from evorl.config import ConfigError, TrainingConfig, dotted_keys, require, sweep_variants, unknown_key_error
 from evorl.workflows.population import apply_variant
 
 FITNESS = ("eval", "train")
@@ -66,7 +66,7 @@ class PBTConfig:
     hyperparameters: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):  # nested keys (``{agent: {clip_epsilon: [..]}}``, a CLI override) to dotted ones
-        object.__setattr__(self, "hyperparameters", _dotted(self.hyperparameters))
+        object.__setattr__(self, "hyperparameters", dotted_keys(self.hyperparameters))
 
     def validate(self, where: str) -> None:
         require(self.interval >= 1, f"{where}.interval must be >= 1, got {self.interval}.")
@@ -87,16 +87,6 @@ class PBTConfig:
             require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
             require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
                     f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
-
-
-def _dotted(mapping: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in mapping.items():
-        if isinstance(value, dict):
-            out.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
 
 
 @dataclass(frozen=True)
