@@ -8,7 +8,8 @@ by mean greedy return every ``interval`` iterations, the worst quarter copies th
 and perturbs the learning rate and the entropy coefficient. Reports each arm's best and median
 final return (each agent evaluated greedily on ``--eval-episodes`` episodes) and the PBT step's
 overhead: (PBT wall time - random search wall time) / PBT steps, and as a share of the run
-(compilation excluded from both).
+(compilation excluded from both). A third arm ranks by training return (``fitness: train``),
+which needs no evaluation episodes.
 
     python benchmarks/pbt_vs_random_search.py [--tasks cartpole acrobot] [--seed 0]
 """
@@ -27,9 +28,11 @@ TASKS = {
     "acrobot": ({"env_name": "Acrobot-v1", "env_type": "gymnax"}, 60, (1e-6, 1e-3)),
 }
 NUM_AGENTS = 8
+#: name, PBT on, fitness
+ARMS = (("random search", False, "eval"), ("PBT", True, "eval"), ("PBT, fitness: train", True, "train"))
 
 
-def config(task: str, learning_rates: list[float], pbt: bool, seed: int) -> dict:
+def config(task: str, learning_rates: list[float], pbt: bool, seed: int, fitness: str = "eval") -> dict:
     env, iterations, (low, high) = TASKS[task]
     return {
         "workflow_cls": "evorl.workflows.PPOWorkflow", "seed": seed, "env": env,
@@ -37,7 +40,7 @@ def config(task: str, learning_rates: list[float], pbt: bool, seed: int) -> dict
                   "ent_coef": 0.01},
         "training": {"num_iterations": iterations, "num_envs": 8, "rollout_length": 128, "num_minibatches": 8,
                      "anneal_lr": False, "learning_rate": learning_rates, "eval_interval": 10, "eval_episodes": 8},
-        "pbt": {"enabled": pbt, "interval": 10, "eval_episodes": 8, "exploit_fraction": 0.25,
+        "pbt": {"enabled": pbt, "interval": 10, "fitness": fitness, "eval_episodes": 8, "exploit_fraction": 0.25,
                 "perturb_factors": [0.5, 2.0], "resample_probability": 0.25,
                 "hyperparameters": {"training.learning_rate": [low, 1e-2], "agent.ent_coef": [0.0, 0.05]}},
     }
@@ -74,24 +77,26 @@ def main() -> None:
         low, high = TASKS[task][2]
         draws = np.exp(np.random.default_rng(args.seed).uniform(np.log(low), np.log(high), NUM_AGENTS))
         learning_rates = [float(f"{lr:.3g}") for lr in draws]
-        arms = {name: run_arm(config(task, learning_rates, pbt, args.seed), args.eval_episodes)
-                for name, pbt in (("random search", False), ("PBT", True))}
+        arms = {name: run_arm(config(task, learning_rates, pbt, args.seed, fitness), args.eval_episodes)
+                for name, pbt, fitness in ARMS}
         pbt_steps = TASKS[task][1] // 10
-        overhead = (arms["PBT"]["train_s"] - arms["random search"]["train_s"]) / pbt_steps
-        row = {"task": task, "initial_learning_rates": learning_rates, **arms,
-               "pbt_step_s": overhead, "pbt_share": overhead * pbt_steps / arms["PBT"]["train_s"]}
+        overhead = {name: (arms[name]["train_s"] - arms["random search"]["train_s"]) / pbt_steps for name in arms}
+        row = {"task": task, "initial_learning_rates": learning_rates, **arms, "pbt_step_s": overhead,
+               "pbt_share": {name: s * pbt_steps / arms[name]["train_s"] for name, s in overhead.items()}}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("\n| task | arm | best | median | train s | final learning rates |")
     print("|---|---|---:|---:|---:|---|")
     for row in rows:
-        for arm in ("random search", "PBT"):
+        for arm, _, _ in ARMS:
             r = row[arm]
             lrs = ", ".join(f"{lr:.1e}" for lr in r["learning_rates"])
             print(f"| {row['task']} | {arm} | {r['best']:.1f} | {r['median']:.1f} | {r['train_s']:.1f} | {lrs} |")
     for row in rows:
-        print(f"{row['task']}: PBT step {row['pbt_step_s']:.2f} s each ({100 * row['pbt_share']:.1f}% of the PBT run; "
-              f"initial learning rates {row['initial_learning_rates']})")
+        for arm, _, _ in ARMS[1:]:
+            print(f"{row['task']}, {arm}: PBT step {row['pbt_step_s'][arm]:.2f} s each "
+                  f"({100 * row['pbt_share'][arm]:.1f}% of the run)")
+        print(f"{row['task']}: initial learning rates {row['initial_learning_rates']}")
 
 
 if __name__ == "__main__":

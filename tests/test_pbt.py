@@ -144,10 +144,12 @@ def test_pbt_with_an_interval_longer_than_the_run_equals_the_plain_population(wo
 @pytest.mark.parametrize("pbt, error", [
     ({"hyperparameters": {"training.num_envs": [2, 8]}},
      "'training.num_envs' cannot evolve: it shapes the compiled program.*can evolve: agent.clip_epsilon"),
-    ({"hyperparameters": {"agent.actor_hidden_layer_sizes": [8, 16]}}, "'agent.actor_hidden_layer_sizes' cannot evolve"),
+    ({"hyperparameters": {"agent.actor_hidden_layer_sizes": [8, 16]}},
+     "'agent.actor_hidden_layer_sizes' cannot evolve"),
     ({"hyperparameters": {"training.num_minibatches": [1, 4]}}, "'training.num_minibatches' cannot evolve"),
     ({"hyperparameters": {"agent.clip_epsilonn": [0.1, 0.2]}}, "Did you mean 'agent.clip_epsilon'"),
-    ({"hyperparameters": {"agent.clip_epsilon": [-0.1, 0.2]}}, "bound -0.1 is not a valid value: clip_epsilon must be > 0"),
+    ({"hyperparameters": {"agent.clip_epsilon": [-0.1, 0.2]}},
+     "bound -0.1 is not a valid value: clip_epsilon must be > 0"),
     ({"hyperparameters": {"agent.clip_epsilon": [0.3, 0.5]}}, "initial value agent.clip_epsilon=0.2 lies outside"),
     ({"hyperparameters": {"agent.target_kl": [0.01, 0.1]}}, "agent.target_kl is null"),
     ({"hyperparameters": {"training.learning_rate": [0, 0.1]}}, "log-uniformly, its bounds must be > 0"),
@@ -274,7 +276,8 @@ def test_pbt_learns_cartpole_from_learning_rates_that_fail_alone():
     these): with PBT the population finds good learning rates and its median greedy return
     reaches 400; held fixed, it stays below 250."""
     cfg = {"env": BASE["env"], "seed": 0,
-           "agent": {"actor_hidden_layer_sizes": [64, 64], "critic_hidden_layer_sizes": [64, 64], "normalize_obs": True},
+           "agent": {"actor_hidden_layer_sizes": [64, 64], "critic_hidden_layer_sizes": [64, 64],
+                     "normalize_obs": True},
            "training": {"num_iterations": 50, "num_envs": 8, "rollout_length": 128, "num_minibatches": 8,
                         "anneal_lr": False, "learning_rate": [1e-6, 2e-6, 4e-6, 8e-6], "num_seeds": 2,
                         "eval_interval": 50, "eval_episodes": 16},

@@ -229,8 +229,10 @@ class PBT:
 
     def values(self, state) -> jax.Array:
         """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""
+        if not self.evolving:
+            return jnp.zeros(state.iteration.shape + (0,))
         return jnp.stack([state.learning_rate if e.field is None else getattr(state.agent_state.hparams, e.field)
-                          for e in self.evolving], axis=-1) if self.evolving else jnp.zeros(state.iteration.shape + (0,))
+                          for e in self.evolving], axis=-1)
 
     def with_values(self, state, values: jax.Array):
         hparams = state.agent_state.hparams.replace(

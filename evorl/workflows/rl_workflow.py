@@ -28,16 +28,16 @@ import numpy as np
 from evorl import metrics as M
 
 from evorl.config import require, sweep_variants
+from evorl.distributed import is_main_process
 from evorl.envs.config import HOST_ENV_TYPES
 from evorl.evaluator import make_evaluator
+from evorl.pbt_lineage import lineage_record
 from evorl.workflows.actor_learner import ActorLearnerError, ActorLearnerExecutor, check_async_config, learner_placement
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
 from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
 from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
-from evorl.distributed import is_main_process
-from evorl.pbt_lineage import lineage_record
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.pbt_executor import PBTExecutor
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
@@ -217,7 +217,8 @@ class OnPolicyWorkflow(RLWorkflow):
             return {k: float(v) for k, v in metrics.items()}
         self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
         # under PBT the hyperparameters evolve: no per-variant means labelled by their initial values
-        variants, seeds = ([{}], self.num_agents) if self.config.pbt.enabled else (self.variants, self.config.training.num_seeds)
+        pbt = self.config.pbt.enabled
+        variants, seeds = ([{}], self.num_agents) if pbt else (self.variants, self.config.training.num_seeds)
         out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
