@@ -7,9 +7,10 @@ PRNG key) for the same iterations. Random search keeps the learning rates; PBT r
 by mean greedy return every ``interval`` iterations, the worst quarter copies the best quarter
 and perturbs the learning rate and the entropy coefficient. Reports each arm's best and median
 final return (each agent evaluated greedily on ``--eval-episodes`` episodes) and the PBT step's
-overhead: (PBT wall time - random search wall time) / PBT steps, and as a share of the run
-(compilation excluded from both). A third arm ranks by training return (``fitness: train``),
-which needs no evaluation episodes.
+cost: the step alone (compiled by itself) against an interval of iterations that ends with it
+(medians of 5, after training; wall-time differences between whole runs are noise on a shared
+machine). A third arm ranks by training return (``fitness: train``), which needs no
+evaluation episodes.
 
     python benchmarks/pbt_vs_random_search.py [--tasks cartpole acrobot] [--seed 0]
 """
@@ -61,9 +62,33 @@ def run_arm(cfg: dict, eval_episodes: int) -> dict:
                                           recorders=[])
     final.evaluate(state)
     returns = final.last_metrics_per_agent["eval/episode_return"]  # [N]
-    return {"returns": [float(r) for r in returns], "best": float(np.max(returns)),
-            "median": float(np.median(returns)), "train_s": train_s, "compile_s": compile_s,
-            "learning_rates": np.asarray(state.learning_rate).tolist()}
+    out = {"returns": [float(r) for r in returns], "best": float(np.max(returns)),
+           "median": float(np.median(returns)), "train_s": train_s, "compile_s": compile_s,
+           "learning_rates": np.asarray(state.learning_rate).tolist()}
+    if cfg["pbt"]["enabled"]:
+        out.update(time_pbt_step(workflow, state))
+    return out
+
+
+def time_pbt_step(workflow, state, repeats: int = 5) -> dict:
+    """Medians of ``repeats`` timings: the PBT step alone (fitness, exploit, explore; compiled by
+    itself) and an interval of iterations that ends with it (one compiled chunk)."""
+    import jax
+
+    interval = workflow.config.pbt.interval
+    step = jax.jit(workflow.executor.pbt_step)
+    jax.block_until_ready(step(state))
+    step_s, interval_s = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(step(state))
+        step_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        state, _ = workflow.run_iterations(state, interval)  # from a multiple of interval: ends with a PBT step
+        jax.block_until_ready(state)
+        interval_s.append(time.perf_counter() - start)
+    step_s, interval_s = float(np.median(step_s)), float(np.median(interval_s))
+    return {"pbt_step_s": step_s, "interval_s": interval_s, "pbt_share": step_s / interval_s}
 
 
 def main() -> None:
@@ -79,10 +104,7 @@ def main() -> None:
         learning_rates = [float(f"{lr:.3g}") for lr in draws]
         arms = {name: run_arm(config(task, learning_rates, pbt, args.seed, fitness), args.eval_episodes)
                 for name, pbt, fitness in ARMS}
-        pbt_steps = TASKS[task][1] // 10
-        overhead = {name: (arms[name]["train_s"] - arms["random search"]["train_s"]) / pbt_steps for name in arms}
-        row = {"task": task, "initial_learning_rates": learning_rates, **arms, "pbt_step_s": overhead,
-               "pbt_share": {name: s * pbt_steps / arms[name]["train_s"] for name, s in overhead.items()}}
+        row = {"task": task, "initial_learning_rates": learning_rates, **arms}
         rows.append(row)
         print(json.dumps(row), flush=True)
     print("\n| task | arm | best | median | train s | final learning rates |")
@@ -94,8 +116,9 @@ def main() -> None:
             print(f"| {row['task']} | {arm} | {r['best']:.1f} | {r['median']:.1f} | {r['train_s']:.1f} | {lrs} |")
     for row in rows:
         for arm, _, _ in ARMS[1:]:
-            print(f"{row['task']}, {arm}: PBT step {row['pbt_step_s'][arm]:.2f} s each "
-                  f"({100 * row['pbt_share'][arm]:.1f}% of the run)")
+            r = row[arm]
+            print(f"{row['task']}, {arm}: PBT step {r['pbt_step_s']:.3f} s, {100 * r['pbt_share']:.1f}% of an "
+                  f"interval of {r['interval_s']:.2f} s")
         print(f"{row['task']}: initial learning rates {row['initial_learning_rates']}")
 
 

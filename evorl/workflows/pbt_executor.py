@@ -59,16 +59,18 @@ class PBTExecutor(Executor):
 
         state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
         due = state.iteration[0] % self.pbt.config.interval == 0
-        record_shapes = jax.eval_shape(self._pbt_step, state)[1]
+        record_shapes = jax.eval_shape(self.pbt_step, state)[1]
         no_record = lambda s: (s, jax.tree.map(lambda r: jnp.zeros(r.shape, r.dtype), record_shapes))  # noqa: E731
-        state, record = lax.cond(due, self._pbt_step, no_record, state)
+        state, record = lax.cond(due, self.pbt_step, no_record, state)
         if self.final_metrics is not None:
             totals = {**totals, **M.declared(jax.vmap(self.final_metrics)(state))}
         return state, totals, record
 
-    def _pbt_step(self, state):
-        """Exploit/explore on the whole population (gathered over the devices when agents are
-        split); returns this device's agents and their records."""
+    def pbt_step(self, state):
+        """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents):
+        fitness, then exploit/explore on the whole population (gathered over the devices when
+        agents are split). Returns this device's agents and their records. Traced inside the
+        chunk; on one device it can also be jitted by itself (``benchmarks/`` times it so)."""
         local_agents = state.iteration.shape[0]
         fitness = self.pbt.fitness(state)  # [n] each device evaluates its own agents
         kept = {"env_state": state.env_state, "fitness_episodes": state.fitness_episodes}
