@@ -180,6 +180,9 @@ def test_train_fitness_is_the_return_of_the_episodes_since_the_last_step():
     [record] = w.last_pbt_records
     np.testing.assert_allclose(record["fitness"], w.last_metrics_per_agent["train/episode_return"], rtol=1e-5)
     assert np.all(np.asarray(state.fitness_episodes.count) == 0)  # the sums start again after the step
+    state, _ = w.run_iterations(state, 4)  # cut at iteration 6: calls of 3 and 1 iterations
+    assert [r["iteration"] for r in w.last_pbt_records] == [6]
+    assert w.executor._chunk._cache_size() == 1  # one program for every chunk length
 
 
 PBT_TINY = {**TINY, "training": {**TINY["training"], "num_seeds": 4, "learning_rate": 1e-3},
