@@ -141,6 +141,25 @@ def test_pbt_with_an_interval_longer_than_the_run_equals_the_plain_population(wo
     assert workflow.last_pbt_records == []
 
 
+def test_impala_evolves_its_v_trace_hyperparameters():
+    """Any hyperparameter that is data evolves, wherever the state holds it: IMPALA's
+    ``vtrace_c_bar`` and ``training.gae_lambda`` (its ``vtrace_lambda``)."""
+    from evorl.workflows import IMPALAWorkflow
+
+    cfg = config(interval=1, exploit_fraction=0.25)
+    cfg["workflow_cls"] = "evorl.workflows.IMPALAWorkflow"
+    cfg["agent"] = {**BASE["agent"], "vtrace_rho_bar": 1.0, "vtrace_c_bar": 1.0}
+    cfg["training"]["num_seeds"] = 4
+    cfg["pbt"]["hyperparameters"] = {"agent.vtrace_c_bar": [0.5, 1.0], "training.gae_lambda": [0.8, 1.0]}
+    w = IMPALAWorkflow.build_from_config(cfg, recorders=[])
+    state, _ = w.run_iterations(w.init(jax.random.PRNGKey(0)), 2)
+    assert [r["iteration"] for r in w.last_pbt_records] == [1, 2]
+    after = w.last_pbt_records[-1]["new_hyperparameters"]
+    np.testing.assert_allclose(state.agent_state.hparams.vtrace_c_bar, after["agent.vtrace_c_bar"], rtol=1e-6)
+    np.testing.assert_allclose(state.agent_state.hparams.vtrace_lambda, after["training.gae_lambda"], rtol=1e-6)
+    assert len(set(after["training.gae_lambda"])) > 1  # explored: no longer the initial 0.95 everywhere
+
+
 @pytest.mark.parametrize("pbt, error", [
     ({"hyperparameters": {"training.num_envs": [2, 8]}},
      "'training.num_envs' cannot evolve: it shapes the compiled program.*can evolve: agent.clip_epsilon"),
