@@ -1,4 +1,4 @@
-"""Population-based training (Jaderberg et al., 2017): the ``pbt:`` section and the
+r"""Population-based training (Jaderberg et al., 2017): the ``pbt:`` section and the
 exploit/explore step, a pure function over the population.
 
 Every ``pbt.interval`` iterations the agents are ranked by a fitness; each of the
@@ -8,11 +8,11 @@ its environments and PRNG key stay its own) and then changes each evolving hyper
 ``h`` of the copy (**explore**):
 
 .. math::
-    h' = \\mathrm{clip}\\big(u < p \\;?\\; h_{\\mathrm{new}} \\sim U[lo, hi] \\;:\\; f \\cdot h,
-    \\; lo, hi\\big), \\qquad f \\sim U\\{\\text{perturb\\_factors}\\}
+    h' = \mathrm{clip}\big(u < p \;?\; h_{\mathrm{new}} \sim U[lo, hi] \;:\; f \cdot h,
+    \; lo, hi\big), \qquad f \sim U\{\text{perturb\_factors}\}
 
 with ``p = resample_probability``; a learning rate is resampled log-uniformly,
-:math:`\\log h_{\\mathrm{new}} \\sim U[\\log lo, \\log hi]`. The other agents are unchanged.
+:math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
 
 :func:`exploit_explore` is that step on ``fitness [N]`` and the hyperparameters ``[N, H]``,
 given its random numbers (:func:`draw`), so it can be checked against a plain NumPy version;
