@@ -42,7 +42,7 @@ from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
 FORMAT_VERSION = 1
 #: The config sections that define the training trajectory: a resumed run must match the
 #: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
-TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training")
+TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "pbt")
 #: Keys that may differ (a longer run, other logging; the state does not depend on them,
 #: except that ``num_iterations`` sets the learning-rate annealing of the iterations to come).
 RESUMABLE_CHANGES = ("training.num_iterations", "training.eval_interval", "training.eval_episodes")
@@ -238,6 +238,8 @@ class Checkpointer:
             )
         allowed = tuple(f"{k}:" for k in RESUMABLE_CHANGES)
         saved, current = ({k: c.get(k) for k in TRAJECTORY_KEYS} for c in (meta.get("config", {}), self.run_config))
+        if saved["pbt"] is None and not (current["pbt"] or {}).get("enabled"):
+            saved["pbt"] = current["pbt"]  # made before the pbt section existed: without PBT
         diffs = [d for d in config_differences(saved, current) if not d.startswith(allowed)]
         if diffs:
             raise CheckpointError(

@@ -122,6 +122,7 @@ def help_text() -> str:
     from evorl.envs.config import ENV_TYPES, EnvConfig
     from evorl.recorders import LoggingConfig
     from evorl.workflows.actor_learner import RunnerConfig
+    from evorl.workflows.pbt import PBTConfig
 
     out = [
         "usage: evorl-train [--config-name=NAME] [algo=ALGO] [env=ENV] [key=value ...] [-m key=a,b ...]",
@@ -158,7 +159,7 @@ def help_text() -> str:
     out += ["  es (ESWorkflow: evolution strategies; its training: keys are "
             f"{', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
-                         ("distributed", DistributedConfig), ("runner", RunnerConfig)):
+                         ("distributed", DistributedConfig), ("runner", RunnerConfig), ("pbt", PBTConfig)):
         out += [f"  {section}:", *describe_section(cls)]
     out += ["", "More: README.md (Train, Experiments); Hydra's own help: --hydra-help."]
     return "\n".join(out)

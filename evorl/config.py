@@ -146,6 +146,17 @@ def _to_float(value: Any, name: str) -> float:
     raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected float.")
 
 
+def dotted_keys(data: dict, prefix: str = "") -> dict:
+    """A nested mapping as one level with dotted keys: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out.update(dotted_keys(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
 def section_data(data: Any, where: str) -> dict:
     """The config section ``data`` as a plain dict (None: empty); anything but a mapping is
     an error naming the section."""

@@ -32,9 +32,9 @@ import jax
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process, peer_lost
-from evorl.recorders import make_recorders
+from evorl.recorders import JsonlRecorder, make_recorders
 from evorl.run_folder import (
-    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
     finish_run_info, load_run_config, start_run_info, truncate_records, write_yaml, writing,
 )
 
@@ -140,10 +140,13 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_yaml(run_dir / CONFIG_YAML, run_config)
         if resumed_from is not None:
-            for name in (METRICS_JSONL, METRICS_CSV):
+            for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
                 truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
         run_info = start_run_info(run_dir, config, resumed_from)
     workflow.recorders = [chain]
+    if files_dir is not None and config.pbt.enabled:
+        workflow.lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL)
+        workflow.lineage.init(run_config)
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
 
     status, error = "failed", None
@@ -153,6 +156,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             if checkpointer is not None:
                 closing.push(_closer(checkpointer))
             closing.callback(chain.close)
+            if getattr(workflow, "lineage", None) is not None:
+                closing.callback(workflow.lineage.close)
             with stop_on_signals(workflow, label):
                 state = workflow.learn(state)
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
@@ -163,6 +168,11 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
 
                 with writing(run_dir / CURVE_PNG):
                     plot_runs([run_dir], run_dir / CURVE_PNG)
+                if config.pbt.enabled:
+                    from evorl.pbt_lineage import plot_lineage
+
+                    with writing(run_dir / PBT_PNG):
+                        plot_lineage(run_dir, run_dir / PBT_PNG)
         status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
         status, error = "interrupted", e

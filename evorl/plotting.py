@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from evorl.config import dotted_keys
 from evorl.run_folder import CONFIG_YAML, METRICS_JSONL, load_run_config, read_jsonl
 
 #: Groups are labelled by the config keys that tell them apart, or by folder name beyond this.
@@ -181,7 +182,7 @@ def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
         cfg.pop("seed", None)
         for section in ("logging", "checkpoint"):
             cfg.pop(section, None)
-        configs[run_dir] = _flatten(cfg)
+        configs[run_dir] = dotted_keys(cfg)
     varying = sorted({k for c in configs.values() for k in c if len({str(o.get(k)) for o in configs.values()}) > 1})
     groups: dict[str, list[Path]] = {}
     for run_dir, cfg in configs.items():
@@ -293,13 +294,3 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metrics: Sequenc
     out_path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_path, dpi=100)
     return Plot(out_path, fig, curves)
-
-
-def _flatten(data: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out

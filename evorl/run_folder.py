@@ -10,6 +10,8 @@ Run folder layout::
     checkpoints/<iter>/   orbax checkpoints of the whole training state
     learning_curve.png    return vs env steps and vs wall time
     run.lock              while a process writes the folder: its pid, host and start time
+    pbt_lineage.jsonl     population-based training: per PBT step, who copied whom, fitness, hyperparameters
+    pbt.png               population-based training: hyperparameters and returns over training
 
 Writers: :func:`evorl.experiment.run_experiment` (``config.yaml``, ``run.json``, the plot),
 the recorders (metrics files) and :class:`evorl.checkpoint.Checkpointer`; they take the
@@ -44,6 +46,8 @@ TENSORBOARD_DIR = "tensorboard"
 CHECKPOINT_DIR = "checkpoints"
 CURVE_PNG = "learning_curve.png"
 LOCK_FILE = "run.lock"
+PBT_LINEAGE_JSONL = "pbt_lineage.jsonl"
+PBT_PNG = "pbt.png"
 
 
 def checkpoint_dir(run_dir: Path | str) -> Path:

@@ -71,6 +71,7 @@ def main():
         "loss": [m1.get("train/loss"), m2.get("train/loss")],
         "metrics": [m1, m2],
         "eval_return": evals,
+        "learning_rates": [np.asarray(s.learning_rate).tolist() for s in (single, multi)],
     }))
 
 

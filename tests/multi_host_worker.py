@@ -12,6 +12,7 @@ def main():
     import jax
 
     from evorl.workflows import PPOWorkflow
+    from evorl.workflows.execution import to_host  # gathers arrays split across processes
 
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
@@ -19,8 +20,8 @@ def main():
           f"{len(state.env_state.obs.addressable_shards)} local env shard(s)", flush=True)
     for _ in range(iterations):
         state, metrics = workflow.step(state)
-        print(f"iteration {int(np.max(jax.device_get(state.iteration)))} loss {metrics['train/loss']:.6f}", flush=True)
-    leaves = {str(i): np.asarray(x) for i, x in enumerate(jax.tree.leaves(state.agent_state.params))}
+        print(f"iteration {int(np.max(to_host(state.iteration)))} loss {metrics['train/loss']:.6f}", flush=True)
+    leaves = {str(i): x for i, x in enumerate(jax.tree.leaves(to_host(state.agent_state.params)))}
     np.savez(out_path, **leaves)
 
 

@@ -52,6 +52,9 @@ class OnPolicyState:
     #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
     #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
     lagged_params: Any = None
+    #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
+    #: train``); None without PBT (see :mod:`evorl.workflows.pbt`).
+    fitness_episodes: Any = None
 
 
 #: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.

@@ -38,6 +38,7 @@ from evorl.envs import VectorEnv, create_env
 from evorl.envs.config import EnvConfig
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
 from evorl.workflows.actor_learner import RunnerConfig
+from evorl.workflows.pbt import PBTConfig
 from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow
 
@@ -55,6 +56,8 @@ class ExperimentConfig:
     logging: LoggingConfig = LoggingConfig()
     #: How training runs: fused into compiled chunks, or actors and a learner.
     runner: RunnerConfig = RunnerConfig()
+    #: Population-based training: exploit and explore the population every ``pbt.interval`` iterations.
+    pbt: PBTConfig = PBTConfig()
     #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
     output_dir: str | None = None
     #: A run folder to continue from its newest checkpoint (see ``evorl.experiment``).
@@ -62,7 +65,7 @@ class ExperimentConfig:
 
 
 TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
-                  "runner", "output_dir", "resume")
+                  "runner", "pbt", "output_dir", "resume")
 #: Keys that were renamed: the old name gets an error naming the new one.
 RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
 #: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
@@ -210,6 +213,7 @@ class RLWorkflow(Workflow):
             checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
             logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
             runner=parse_section(RunnerConfig, cfg.get("runner"), "runner"),
+            pbt=parse_section(PBTConfig, cfg.get("pbt"), "pbt"),
             output_dir=cfg.get("output_dir"),
             resume=cfg.get("resume"),
         )

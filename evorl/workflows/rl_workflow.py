@@ -28,14 +28,18 @@ import numpy as np
 from evorl import metrics as M
 
 from evorl.config import require, sweep_variants
+from evorl.distributed import is_main_process
 from evorl.envs.config import HOST_ENV_TYPES
 from evorl.evaluator import make_evaluator
+from evorl.pbt_lineage import lineage_record
 from evorl.workflows.actor_learner import ActorLearnerError, ActorLearnerExecutor, check_async_config, learner_placement
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
 from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
 from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
+from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
+from evorl.workflows.pbt_executor import PBTExecutor
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
@@ -88,10 +92,18 @@ class OnPolicyWorkflow(RLWorkflow):
         for variant in self.variants:
             agent_cfg, training = apply_variant(config.agent, tc, variant)
             self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
+        self.lineage = None
         if self.asynchronous:
             self.executor = ActorLearnerExecutor(
                 make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
                 learner_mesh, actor_devices, final_metrics=chunk_health)
+        elif config.pbt.enabled:
+            fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
+            pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                      fitness_evaluator.evaluate)
+            self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
+                                        pbt, ENV_FIELDS, final_metrics=chunk_health)
         else:
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health)
@@ -103,11 +115,15 @@ class OnPolicyWorkflow(RLWorkflow):
     @classmethod
     def check_config(cls, config, agent, num_devices):
         tc = config.training
-        if config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES):
+        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, num_agents, asynchronous,
+                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
+        if asynchronous:
             check_async_config(config, agent, num_devices)
             return
         if config.distributed.layout == "population":
-            num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
             require(num_agents % num_devices == 0,
                     f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
                     f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
@@ -152,7 +168,21 @@ class OnPolicyWorkflow(RLWorkflow):
         (aggregated over a population). The input state's buffers are donated (fused runner)."""
         with self.executor.running(state):
             state, metrics = self.executor.run(state, num_iterations)
+        self.write_lineage()
         return state, self._aggregate(train_metrics(metrics))
+
+    def write_lineage(self) -> None:
+        """The records of the PBT steps run since the last call (:func:`~evorl.pbt_lineage.lineage_record`),
+        kept in ``last_pbt_records`` and written to ``self.lineage``."""
+        if not isinstance(self.executor, PBTExecutor):
+            return
+        keys = [e.key for e in self.executor.pbt.evolving]
+        self.last_pbt_records = [lineage_record(r, keys) for r in self.executor.take_records()]
+        if self.lineage is None or not is_main_process():
+            return
+        steps_per_iteration = self.config.training.env_steps_per_iteration
+        for record in self.last_pbt_records:
+            self.lineage.write(record, record["iteration"] * steps_per_iteration)
 
     def params_finite(self, state: OnPolicyState) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
@@ -193,7 +223,10 @@ class OnPolicyWorkflow(RLWorkflow):
         if not self.population:
             return {k: float(v) for k, v in metrics.items()}
         self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
-        out = aggregate_metrics(metrics, self.variants, self.config.training.num_seeds, may_be_nan=EPISODE_METRICS)
+        # under PBT the hyperparameters evolve: no per-variant means labelled by their initial values
+        pbt = self.config.pbt.enabled
+        variants, seeds = ([{}], self.num_agents) if pbt else (self.variants, self.config.training.num_seeds)
+        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
             params_bad = np.reshape(metrics.get(NONFINITE_PARAMS, np.zeros(self.num_agents)), (self.num_agents,)) > 0
@@ -254,6 +287,7 @@ class OnPolicyWorkflow(RLWorkflow):
             n = int(to_host(state.iteration)) - done
         else:
             state, per_agent = self.executor.run(state, n)
+            self.write_lineage()
         elapsed = time.perf_counter() - start
         if n == 0:
             return state, done, False

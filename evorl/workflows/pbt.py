@@ -1,0 +1,270 @@
+r"""Population-based training (Jaderberg et al., 2017): the ``pbt:`` section and the
+exploit/explore step, a pure function over the population.
+
+Every ``pbt.interval`` iterations the agents are ranked by a fitness; each of the
+``k = floor(N * exploit_fraction)`` worst agents copies a uniformly drawn agent of the ``k``
+best (**exploit**: parameters, optimiser state, observation statistics and hyperparameters;
+its environments and PRNG key stay its own) and then changes each evolving hyperparameter
+``h`` of the copy (**explore**):
+
+.. math::
+    h' = \mathrm{clip}\big(u < p \;?\; h_{\mathrm{new}} \sim U[lo, hi] \;:\; f \cdot h,
+    \; lo, hi\big), \qquad f \sim U\{\text{perturb\_factors}\}
+
+with ``p = resample_probability``; a learning rate is resampled log-uniformly,
+:math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
+
+:func:`exploit_explore` is that step on ``fitness [N]`` and the hyperparameters ``[N, H]``,
+given its random numbers (:func:`draw`), so it can be checked against a plain NumPy version;
+:class:`PBT` applies it to the training state inside the compiled program
+(:mod:`evorl.workflows.pbt_executor`). Which hyperparameters may evolve is declared, not
+guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e. the fields of
+the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma`` and
+``gae_lambda``; a key that shapes the program is refused with a message naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from evorl.config import ConfigError, TrainingConfig, dotted_keys, require, sweep_variants, unknown_key_error
+from evorl.workflows.population import apply_variant
+
+FITNESS = ("eval", "train")
+#: The hyperparameter resampled log-uniformly (its bounds must be > 0).
+LOG_SCALE_KEYS = ("training.learning_rate",)
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """The ``pbt:`` section: population-based training over the ``num_seeds`` x variants agents."""
+
+    #: Evolve the population (exploit and explore every ``interval`` iterations).
+    enabled: bool = False
+    #: Iterations between exploit/explore steps.
+    interval: int = 10
+    #: How agents are ranked: ``eval`` (mean greedy return of ``eval_episodes`` episodes) or
+    #: ``train`` (mean return of the training episodes that ended since the last step).
+    fitness: str = "eval"
+    #: Greedy episodes per agent for ``fitness: eval``.
+    eval_episodes: int = 8
+    #: The worst fraction of agents replaced by copies of the best fraction (in (0, 0.5]).
+    exploit_fraction: float = 0.25
+    #: A copied hyperparameter is multiplied by one of these, drawn uniformly.
+    perturb_factors: tuple[float, ...] = (0.8, 1.2)
+    #: The probability that a copied hyperparameter is resampled from its range instead
+    #: (log-uniformly for learning rates).
+    resample_probability: float = 0.25
+    #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
+    hyperparameters: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):  # nested keys (``{agent: {clip_epsilon: [..]}}``, a CLI override) to dotted ones
+        object.__setattr__(self, "hyperparameters", dotted_keys(self.hyperparameters))
+
+    def validate(self, where: str) -> None:
+        require(self.interval >= 1, f"{where}.interval must be >= 1, got {self.interval}.")
+        require(self.eval_episodes >= 1, f"{where}.eval_episodes must be >= 1, got {self.eval_episodes}.")
+        require(self.fitness in FITNESS, f"{where}.fitness must be one of {', '.join(FITNESS)}; got {self.fitness!r}.")
+        require(0 < self.exploit_fraction <= 0.5,
+                f"{where}.exploit_fraction must be in (0, 0.5] (the worst fraction copies the best), "
+                f"got {self.exploit_fraction}.")
+        require(len(self.perturb_factors) >= 1 and all(f > 0 for f in self.perturb_factors),
+                f"{where}.perturb_factors must be a non-empty list of factors > 0, got {list(self.perturb_factors)}.")
+        require(0 <= self.resample_probability <= 1,
+                f"{where}.resample_probability must be in [0, 1], got {self.resample_probability}.")
+        for key, bounds in self.hyperparameters.items():
+            name = f"{where}.hyperparameters.{key}"
+            ok = (isinstance(bounds, (list, tuple)) and len(bounds) == 2
+                  and all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds))
+            require(ok, f"{name} must be [low, high], two finite numbers; got {bounds!r}.")
+            require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
+            require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
+                    f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
+
+
+@dataclass(frozen=True)
+class Evolving:
+    """One evolving hyperparameter: its config key, where the state holds it (a field of
+    ``AgentState.hparams``, or None for the base learning rate), bounds and scale."""
+
+    key: str
+    field: str | None
+    low: float
+    high: float
+    log_scale: bool
+
+
+def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:
+    """The ``pbt.hyperparameters`` of a parsed experiment config, checked against the
+    workflow: each key may take a list (is data in the program), each bound is a valid value
+    of it, and every agent's initial value lies within the bounds."""
+    agent_keys, training_keys = workflow_cls.sweepable_keys()
+    evolvable = [f"agent.{k}" for k in agent_keys] + [f"training.{k}" for k in training_keys]
+    config_keys = ([f"agent.{f.name}" for f in dataclasses.fields(workflow_cls.agent_config_cls)]
+                   + [f"training.{f.name}" for f in dataclasses.fields(TrainingConfig)])
+    variants = sweep_variants(list(config.sweep))
+    out = []
+    for key, (low, high) in config.pbt.hyperparameters.items():
+        name = f"pbt.hyperparameters.{key}"
+        if key not in config_keys:
+            error = unknown_key_error(key, config_keys, "")
+            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable)}.")
+        require(key in evolvable,
+                f"{name}: '{key}' cannot evolve: it shapes the compiled program (networks, batch or loop sizes), "
+                f"it is not data the program reads. Keys that can evolve: {', '.join(evolvable)}.")
+        section, short = key.split(".", 1)
+        for bound in (low, high):
+            agent_cfg, training = apply_variant(config.agent, config.training, {key: float(bound)})
+            try:
+                training.validate("training")
+                workflow_cls.hparams_of(agent_cfg, training)
+            except ConfigError as e:
+                raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
+        for variant in variants:
+            agent_cfg, training = apply_variant(config.agent, config.training, variant)
+            value = getattr(agent_cfg if section == "agent" else training, short)
+            require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
+            require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
+                                          f"the bounds; widen them or change the initial value.")
+        field = None if key == "training.learning_rate" else (
+            workflow_cls.training_hparams[short] if section == "training" else short)
+        out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
+    return tuple(out)
+
+
+def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchronous: bool,
+                     split_envs: bool) -> None:
+    """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
+    require(not asynchronous, "pbt.enabled runs the population in the fused runner (runner.mode=fused, a JAX env); "
+                              f"env_type {config.env.env_type!r} with runner.mode={config.runner.mode} cannot.")
+    require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
+                            "each device), not distributed.layout=envs.")
+    num_replaced = int(num_agents * config.pbt.exploit_fraction)
+    require(num_replaced >= 1,
+            f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
+            f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
+    evolving_hyperparameters(config, workflow_cls)
+
+
+# --- the step, on arrays ----------------------------------------------------------------
+@struct.dataclass
+class Draws:
+    """The random numbers of one exploit/explore step, per agent (``[N]``) and per agent and
+    hyperparameter (``[N, H]``)."""
+
+    winner: jax.Array  # [N] uniform in [0, 1): which of the k best a replaced agent copies
+    resample: jax.Array  # [N, H] uniform: resample when < resample_probability
+    factor: jax.Array  # [N, H] int32 index into perturb_factors
+    value: jax.Array  # [N, H] uniform: the resampled value's position in its range
+
+
+def draw(key: jax.Array, num_agents: int, num_hparams: int, num_factors: int) -> Draws:
+    k_winner, k_resample, k_factor, k_value = jax.random.split(key, 4)
+    shape = (num_agents, num_hparams)
+    return Draws(jax.random.uniform(k_winner, (num_agents,)), jax.random.uniform(k_resample, shape),
+                 jax.random.randint(k_factor, shape, 0, num_factors), jax.random.uniform(k_value, shape))
+
+
+def ranking(fitness: jax.Array) -> jax.Array:
+    """Agent indices from worst to best (ties: the lower index ranks lower; NaN is worst)."""
+    return jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True)
+
+
+def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_replaced: int,
+                    evolving: tuple[Evolving, ...], perturb_factors: tuple[float, ...],
+                    resample_probability: float) -> tuple[jax.Array, jax.Array]:
+    """One PBT step (see the module docstring) on ``fitness [N]`` and the evolving
+    hyperparameters ``values [N, H]`` (in the order of ``evolving``).
+
+    Returns ``source [N]`` (the agent each agent now copies: itself unless replaced) and the
+    new ``values [N, H]``."""
+    num_agents = fitness.shape[0]
+    order = ranking(fitness)
+    losers, winners = order[:num_replaced], order[num_agents - num_replaced:]  # [k], [k]
+    pick = jnp.minimum((draws.winner[losers] * num_replaced).astype(jnp.int32), num_replaced - 1)
+    source = jnp.arange(num_agents).at[losers].set(winners[pick])  # [N]
+    replaced = (source != jnp.arange(num_agents))[:, None]  # [N, 1]
+    if not evolving:
+        return source, values
+    low = jnp.asarray([e.low for e in evolving], jnp.float32)  # [H]
+    high = jnp.asarray([e.high for e in evolving], jnp.float32)
+    log_scale = jnp.asarray([e.log_scale for e in evolving])
+    inherited = values[source]  # [N, H]
+    perturbed = inherited * jnp.asarray(perturb_factors, jnp.float32)[draws.factor]
+    log_low, log_high = jnp.log(jnp.where(log_scale, low, 1.0)), jnp.log(jnp.where(log_scale, high, 1.0))
+    resampled = jnp.where(log_scale, jnp.exp(log_low + draws.value * (log_high - log_low)),
+                          low + draws.value * (high - low))
+    explored = jnp.clip(jnp.where(draws.resample < resample_probability, resampled, perturbed), low, high)
+    return source, jnp.where(replaced, explored, values)
+
+
+# --- the step, on the training state ----------------------------------------------------
+#: The state fields a replaced agent copies from its source (its env state, PRNG key,
+#: iteration counter and episode sums stay its own).
+COPIED_FIELDS = ("agent_state", "opt_state", "learning_rate", "lagged_params")
+#: Folded into agent 0's key for the step's random numbers, and into each agent's for its evaluation.
+DRAW_TAG, EVAL_TAG = 0x9B7, 0xE7A1
+
+
+class PBT:
+    """The exploit/explore step on a population's :class:`~evorl.workflows.on_policy.OnPolicyState`
+    (leaves ``[N, ...]``), for the execution layer to run inside the compiled program.
+
+    ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
+    ``fitness: eval``."""
+
+    def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None):
+        self.config = config
+        self.evolving = evolving
+        self.num_agents = num_agents
+        self.num_replaced = int(num_agents * config.exploit_fraction)
+        self.evaluate = evaluate
+
+    def values(self, state) -> jax.Array:
+        """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""
+        if not self.evolving:
+            return jnp.zeros(state.iteration.shape + (0,))
+        return jnp.stack([state.learning_rate if e.field is None else getattr(state.agent_state.hparams, e.field)
+                          for e in self.evolving], axis=-1)
+
+    def with_values(self, state, values: jax.Array):
+        hparams = state.agent_state.hparams.replace(
+            **{e.field: values[:, i] for i, e in enumerate(self.evolving) if e.field is not None})
+        lr = [values[:, i] for i, e in enumerate(self.evolving) if e.field is None]
+        return state.replace(agent_state=state.agent_state.replace(hparams=hparams),
+                             learning_rate=lr[0] if lr else state.learning_rate)
+
+    def fitness(self, state) -> jax.Array:
+        """Each agent's fitness ``[N]``: mean greedy return, or the mean return of the training
+        episodes since the last step (NaN, ranked last, if none ended)."""
+        if self.config.fitness == "train":
+            episodes = state.fitness_episodes
+            return jnp.where(episodes.count > 0, episodes.return_sum / jnp.maximum(episodes.count, 1), jnp.nan)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
+        returns, _ = jax.vmap(self.evaluate)(state.agent_state, keys)  # [N, E]
+        return jnp.mean(returns, axis=-1)
+
+    def step(self, state, fitness: jax.Array) -> tuple[Any, dict]:
+        """Exploit and explore on the whole population ``state`` with ``fitness [N]``; returns
+        the new state and the step's record (``source``, ``fitness``, ``before``, ``after``)."""
+        key = jax.random.fold_in(state.key[0], DRAW_TAG)
+        before = self.values(state)
+        draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
+        source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
+                                        self.config.perturb_factors, self.config.resample_probability)
+        state = copy_agents(state, source)
+        state = self.with_values(state, after)
+        record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
+        return state, record
+
+
+def copy_agents(state, source: jax.Array):
+    """``state`` with each agent ``i``'s :data:`COPIED_FIELDS` taken from agent ``source[i]``."""
+    return state.replace(**{name: jax.tree.map(lambda x: x[source], getattr(state, name)) for name in COPIED_FIELDS})

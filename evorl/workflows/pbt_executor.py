@@ -1,0 +1,124 @@
+"""The execution layer of population-based training: chunks of iterations that end with the
+exploit/explore step (:mod:`evorl.workflows.pbt`), inside the same compiled program.
+
+:class:`PBTExecutor` is an :class:`~evorl.workflows.execution.Executor` whose compiled
+chunk runs ``n`` iterations of the vmapped step and then, when the iteration count is a
+multiple of ``pbt.interval``, the PBT step on the whole population. ``run(state, n)`` cuts
+the ``n`` iterations at the PBT steps (one compiled program for any ``n``), so between two PBT
+steps nothing leaves the device but the chunk's metrics and the step's record (who copied
+whom, fitness, hyperparameters: the lineage), which :meth:`PBTExecutor.take_records` hands
+over. With ``distributed.layout=population`` each device holds ``N / D`` agents: the step
+gathers the population's fitness and the copied fields over the devices (``all_gather``),
+decides on the whole population (every device the same, from the same key) and each device
+keeps its own agents.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import PartitionSpec as P
+
+from evorl import metrics as M
+from evorl.rollout import EpisodeStats
+from evorl.workflows.execution import DEVICE_AXIS, Executor, to_host
+from evorl.workflows.pbt import PBT
+
+
+class PBTExecutor(Executor):
+    """Runs the population's step in chunks that end with PBT's exploit/explore step."""
+
+    def __init__(self, step, placement, pbt: PBT, env_fields=(), final_metrics=None):
+        self.pbt = pbt
+        self.records: list[dict] = []
+        super().__init__(step, placement, env_fields, final_metrics)
+
+    @property
+    def split_agents(self) -> bool:
+        return self.placement.mesh is not None and self.placement.layout == "population"
+
+    def init(self, init_fn, *args):
+        """The initial state, with empty episode sums for ``fitness: train``."""
+        return super().init(lambda *a: init_fn(*a).replace(fitness_episodes=EpisodeStats.zeros()), *args)
+
+    # --- the compiled chunk -------------------------------------------------------------
+    def _iterations(self, state, num_iterations):
+        """The local agents' ``num_iterations`` steps, then the PBT step if one is due."""
+        step = jax.vmap(self.step)
+        totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
+
+        def body(_, carry):
+            state, totals = carry
+            state, metrics = step(state)
+            episodes = EpisodeStats(metrics["episode_return_sum"].value, metrics["episode_length_sum"].value,
+                                    metrics["episode_count"].value)
+            state = state.replace(fitness_episodes=jax.tree.map(jnp.add, state.fitness_episodes, episodes))
+            return state, M.accumulate(totals, metrics)
+
+        state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
+        due = state.iteration[0] % self.pbt.config.interval == 0
+        record_shapes = jax.eval_shape(self.pbt_step, state)[1]
+        no_record = lambda s: (s, jax.tree.map(lambda r: jnp.zeros(r.shape, r.dtype), record_shapes))  # noqa: E731
+        state, record = lax.cond(due, self.pbt_step, no_record, state)
+        if self.final_metrics is not None:
+            totals = {**totals, **M.declared(jax.vmap(self.final_metrics)(state))}
+        return state, totals, record
+
+    def pbt_step(self, state):
+        """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents):
+        fitness, then exploit/explore on the whole population (gathered over the devices when
+        agents are split). Returns this device's agents and their records. Traced inside the
+        chunk; on one device it can also be jitted by itself (``benchmarks/`` times it so)."""
+        local_agents = state.iteration.shape[0]
+        fitness = self.pbt.fitness(state)  # [n] each device evaluates its own agents
+        kept = {"env_state": state.env_state, "fitness_episodes": state.fitness_episodes}
+        population = state.replace(env_state=None, fitness_episodes=None)
+        if self.split_agents:
+            gather = lambda x: lax.all_gather(x, DEVICE_AXIS, tiled=True)  # noqa: E731
+            population, fitness = jax.tree.map(gather, (population, fitness))
+        population, record = self.pbt.step(population, fitness)
+        if self.split_agents:
+            start = lax.axis_index(DEVICE_AXIS) * local_agents
+            own = lambda x: lax.dynamic_slice_in_dim(x, start, local_agents)  # noqa: E731
+            population, record = jax.tree.map(own, (population, record))
+        episodes = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
+        return population.replace(env_state=kept["env_state"], fitness_episodes=episodes), record
+
+    def _build_chunk(self):
+        if self.placement.mesh is None:
+            return jax.jit(self._iterations, donate_argnums=0)
+
+        def sharded(state, num_iterations):
+            specs = self.specs(state)
+            return jax.shard_map(self._iterations, mesh=self.placement.mesh, in_specs=(specs, P()),
+                                 out_specs=(specs, P(DEVICE_AXIS), P(DEVICE_AXIS)),
+                                 check_vma=False)(state, num_iterations)
+
+        return jax.jit(sharded, donate_argnums=0)
+
+    # --- the host side ------------------------------------------------------------------
+    def run(self, state, num_iterations: int):
+        """``num_iterations`` iterations, cut into compiled calls at the PBT steps; the steps'
+        records are kept for :meth:`take_records`. Returns the state and the metrics of all
+        the iterations (per agent, per iteration; see :meth:`Executor.run`)."""
+        interval = self.pbt.config.interval
+        state = self.place(state)
+        done = int(np.max(to_host(state.iteration)))
+        totals, left = None, num_iterations
+        while left > 0:
+            n = min(left, interval - done % interval)
+            state, chunk_totals, record = self._chunk(state, np.int32(n))
+            done, left = done + n, left - n
+            chunk_totals = to_host(chunk_totals)
+            totals = chunk_totals if totals is None else M.accumulate(totals, chunk_totals)
+            if done % interval == 0:
+                self.records.append({"iteration": done, **to_host(record)})
+        return state, M.per_iteration(totals, num_iterations)
+
+    def take_records(self) -> list[dict]:
+        """The records of the PBT steps since the last call, oldest first (NumPy arrays:
+        ``source [N]``, ``fitness [N]``, ``before [N, H]``, ``after [N, H]``)."""
+        records, self.records = self.records, []
+        return records
