@@ -4,7 +4,7 @@ evorl.workflows.ESWorkflow`` with an ``es:`` section, see :class:`~evorl.algorit
 One generation (:func:`~evorl.algorithms.es.make_generation`) is one iteration of the
 execution layer (:class:`~evorl.workflows.execution.Executor`), so chunks of
 ``training.eval_interval`` generations compile into one program, and the host loop of
-:class:`~evorl.workflows.rl_workflow.OnPolicyWorkflow` (health checks, greedy evaluation of
+:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` (health checks, greedy evaluation of
 the mean, recorders, progress bar, checkpoints and exact resume) runs ES unchanged.
 With several devices (``distributed.multi_devices``, or ``jax.distributed`` processes) the
 ES state is replicated and each device plays ``population_size / D`` members; fitness and
@@ -29,7 +29,7 @@ from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
 from evorl.workflows.execution import Executor, Placement
-from evorl.workflows.rl_workflow import ExperimentConfig, OnPolicyWorkflow, chunk_health
+from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
 
 
 
@@ -58,7 +58,7 @@ class _NoHparams:
         return self
 
 
-class ESWorkflow(OnPolicyWorkflow):
+class ESWorkflow(ChunkedWorkflow):
     """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop:
     it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
     iteration is (a generation) and the state (:class:`~evorl.algorithms.es.ESState`)."""
@@ -74,8 +74,7 @@ class ESWorkflow(OnPolicyWorkflow):
         self.asynchronous = False
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
-        # RLWorkflow's own __init__: the on-policy one builds an optimiser and a rollout ES has not
-        super(OnPolicyWorkflow, self).__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, recorders)
         es = config.es
         self.strategy, self.strategy_params = make_strategy(es, self.num_params)
         step = make_generation(env, agent, self.strategy, es, self.placement.step_axis_name, num_devices)
@@ -123,6 +122,8 @@ class ESWorkflow(OnPolicyWorkflow):
         agent = make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                   normalize_obs=es.obs_norm, **vars(config.agent))
         num_devices = jax.device_count() if enable_multi_devices else 1
+        require(not config.pbt.enabled, "pbt applies to the RL workflows' populations (PPO, A2C, IMPALA); "
+                                         "ESWorkflow evolves its policy parameters itself: set pbt.enabled=false.")
         require(not env.on_host, f"ESWorkflow plays its episodes inside compiled programs: env_type "
                                  f"{config.env.env_type!r} steps on the host; use a gymnax or brax env.")
         require(es.population_size % num_devices == 0,

@@ -48,7 +48,7 @@ from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config 
     resolve_workflow_cls,
 )
 
-__all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "TrainingInterrupted",
+__all__ = ["ChunkedWorkflow", "OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "TrainingInterrupted",
            "resolve_workflow_cls"]
 
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
@@ -56,83 +56,23 @@ __all__ = ["OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig"
 EPISODE_METRICS = ("train/episode_return", "train/episode_length")
 
 
-class OnPolicyWorkflow(RLWorkflow):
-    """The one on-policy training loop (see the module docstring).
+class ChunkedWorkflow(RLWorkflow):
+    """The host loop every population-and-chunks workflow shares: ``learn`` runs compiled
+    chunks of ``training.eval_interval`` iterations through ``self.executor``, then checks
+    health, evaluates greedily, logs and checkpoints (see the module docstring).
 
-    ``training.num_seeds`` x the variants of any hyperparameter lists train as one population;
-    ``enable_multi_devices`` places it over all devices as ``distributed.layout`` says.
+    A subclass's ``__init__`` sets what the loop runs: ``executor`` (an
+    :class:`~evorl.workflows.execution.Executor` or one with its interface), ``placement``,
+    ``variants`` and ``num_agents`` (the population), ``asynchronous``, ``evaluator`` and
+    ``_evaluate`` (greedy episodes of ``state.agent_state``), ``lineage`` (PBT's recorder or
+    None) and ``_params_finite`` (None); and it defines ``init``. Its state has
+    ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
+    On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
+    (:class:`~evorl.workflows.es.ESWorkflow`) are the two.
     """
 
-    def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
-        tc = config.training
-        eval_env = env  # evaluation plays full episodes; training may cut them earlier
-        if tc.train_episode_length is not None:
-            require(tc.train_episode_length <= env.episode_length,
-                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
-                    f"episodes' length {env.episode_length} (env.episode_length).")
-            env = env.with_episode_length(tc.train_episode_length)
-        self.asynchronous = config.runner.asynchronous(env.on_host)
-        require(self.asynchronous or not env.on_host,
-                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
-                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
-        self.variants = sweep_variants(list(config.sweep))
-        self.num_agents = len(self.variants) * tc.num_seeds
-        if self.asynchronous:
-            learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
-            self.placement = Placement(1, None)
-            axis_name = None if learner_mesh is None else DEVICE_AXIS
-        else:
-            self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
-            axis_name = self.placement.step_axis_name
-        if axis_name is not None:
-            agent = agent.with_axis_name(axis_name)
-        super().__init__(config, env, agent, recorders)
-        self.optimizer = make_optimizer(tc)
-        self._variant_data = []  # (hparams, learning rate) per variant
-        for variant in self.variants:
-            agent_cfg, training = apply_variant(config.agent, tc, variant)
-            self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
-        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
-        self.lineage = None
-        if self.asynchronous:
-            self.executor = ActorLearnerExecutor(
-                make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
-                learner_mesh, actor_devices, final_metrics=chunk_health)
-        elif config.pbt.enabled:
-            fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
-            pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                      fitness_evaluator.evaluate)
-            self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                        pbt, ENV_FIELDS, final_metrics=chunk_health)
-        else:
-            self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                     ENV_FIELDS, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
-        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
-        self._evaluate = self.evaluator.evaluate if eval_env.on_host else self.executor.map_agents(self.evaluator.evaluate)
-        self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
-
-    @classmethod
-    def check_config(cls, config, agent, num_devices):
-        tc = config.training
-        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
-        if config.pbt.enabled:
-            check_pbt_config(config, cls, num_agents, asynchronous,
-                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
-        if asynchronous:
-            check_async_config(config, agent, num_devices)
-            return
-        if config.distributed.layout == "population":
-            require(num_agents % num_devices == 0,
-                    f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
-                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
-            num_devices = 1  # each agent's environments stay on one device
-        require(
-            tc.num_envs % num_devices == 0,
-            f"training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).",
-        )
-        check_minibatches(tc, agent, tc.num_envs // num_devices)
+    lineage = None
+    _params_finite = None
 
     @property
     def population(self) -> bool:
@@ -146,17 +86,6 @@ class OnPolicyWorkflow(RLWorkflow):
     @property
     def compile_seconds(self) -> float | None:
         return self.executor.compile_seconds
-
-    # --- state --------------------------------------------------------------------------
-    def init(self, key: jax.Array) -> OnPolicyState:
-        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
-        ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
-        env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
-        init_one = functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag)
-        if not self.population:
-            hparams, learning_rate = self._variant_data[0]
-            return self.executor.init(init_one, key, hparams, learning_rate)
-        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
 
     def place(self, state: OnPolicyState) -> OnPolicyState:
         """``state`` on the devices the compiled programs expect (a no-op when it already is)."""
@@ -303,6 +232,97 @@ class OnPolicyWorkflow(RLWorkflow):
         self.write_metrics(metrics, done * steps_per_iteration)
         saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
         return state, done, saved
+
+
+
+class OnPolicyWorkflow(ChunkedWorkflow):
+    """The one on-policy training loop (see the module docstring).
+
+    ``training.num_seeds`` x the variants of any hyperparameter lists train as one population;
+    ``enable_multi_devices`` places it over all devices as ``distributed.layout`` says.
+    """
+
+    def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
+        tc = config.training
+        eval_env = env  # evaluation plays full episodes; training may cut them earlier
+        if tc.train_episode_length is not None:
+            require(tc.train_episode_length <= env.episode_length,
+                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
+                    f"episodes' length {env.episode_length} (env.episode_length).")
+            env = env.with_episode_length(tc.train_episode_length)
+        self.asynchronous = config.runner.asynchronous(env.on_host)
+        require(self.asynchronous or not env.on_host,
+                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
+                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
+        self.variants = sweep_variants(list(config.sweep))
+        self.num_agents = len(self.variants) * tc.num_seeds
+        if self.asynchronous:
+            learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
+            self.placement = Placement(1, None)
+            axis_name = None if learner_mesh is None else DEVICE_AXIS
+        else:
+            self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
+            axis_name = self.placement.step_axis_name
+        if axis_name is not None:
+            agent = agent.with_axis_name(axis_name)
+        super().__init__(config, env, agent, recorders)
+        self.optimizer = make_optimizer(tc)
+        self._variant_data = []  # (hparams, learning rate) per variant
+        for variant in self.variants:
+            agent_cfg, training = apply_variant(config.agent, tc, variant)
+            self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
+        self.lineage = None
+        if self.asynchronous:
+            self.executor = ActorLearnerExecutor(
+                make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
+                learner_mesh, actor_devices, final_metrics=chunk_health)
+        elif config.pbt.enabled:
+            fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
+            pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                      fitness_evaluator.evaluate)
+            self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
+                                        pbt, ENV_FIELDS, final_metrics=chunk_health)
+        else:
+            self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
+                                     ENV_FIELDS, final_metrics=chunk_health)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
+        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
+        self._evaluate = self.evaluator.evaluate if eval_env.on_host else self.executor.map_agents(self.evaluator.evaluate)
+        self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
+
+    @classmethod
+    def check_config(cls, config, agent, num_devices):
+        tc = config.training
+        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, num_agents, asynchronous,
+                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
+        if asynchronous:
+            check_async_config(config, agent, num_devices)
+            return
+        if config.distributed.layout == "population":
+            require(num_agents % num_devices == 0,
+                    f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
+                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
+            num_devices = 1  # each agent's environments stay on one device
+        require(
+            tc.num_envs % num_devices == 0,
+            f"training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).",
+        )
+        check_minibatches(tc, agent, tc.num_envs // num_devices)
+
+    # --- state --------------------------------------------------------------------------
+    def init(self, key: jax.Array) -> OnPolicyState:
+        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
+        ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
+        env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
+        init_one = functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag)
+        if not self.population:
+            hparams, learning_rate = self._variant_data[0]
+            return self.executor.init(init_one, key, hparams, learning_rate)
+        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
 
 
 #: The metric :func:`chunk_health` adds to every chunk's (1: the returned state is not finite).
