@@ -45,8 +45,9 @@ def headless_pygame():
     ``dummy`` video and audio drivers unless the user chose others, and no support prompt.
 
     Without them, each ``pygame.init()`` on a headless machine probes Wayland (``error:
-    XDG_RUNTIME_DIR is invalid or not set in the environment.``) and ALSA (a dozen ``ALSA lib``
-    lines) on stderr. The variables are restored on exit."""
+    XDG_RUNTIME_DIR is invalid or not set in the environment.`` on stderr, once per frame when
+    gymnax's visualiser started pygame for each frame) and ALSA (a dozen ``ALSA lib`` lines).
+    The variables are restored on exit."""
     defaults = {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy", "PYGAME_HIDE_SUPPORT_PROMPT": "1"}
     added = [name for name in defaults if not os.environ.get(name)]
     os.environ.update({name: defaults[name] for name in added})
@@ -57,13 +58,13 @@ def headless_pygame():
             os.environ.pop(name, None)
 
 
-def _missing_pygame(env_name: str) -> ImportError | None:
+def require_pygame(env_name: str) -> None:
+    """An ImportError naming the ``render`` extra when pygame, which draws ``env_name``, is missing."""
     with headless_pygame():
         try:
             import pygame  # noqa: F401
         except ImportError:
-            return ImportError(f"Rendering {env_name} needs pygame: pip install 'evorl[render]'.")
-    return None
+            raise ImportError(f"Rendering {env_name} needs pygame: pip install 'evorl[render]'.") from None
 
 
 def classic_control_frames(env: Any, states: Any, returns: np.ndarray) -> list[np.ndarray]:
@@ -75,9 +76,7 @@ def classic_control_frames(env: Any, states: Any, returns: np.ndarray) -> list[n
     from gymnax.visualize.vis_gym import get_gym_state, set_gym_params
 
     name = env.env_name
-    error = _missing_pygame(name)
-    if error is not None:
-        raise error
+    require_pygame(name)
     with headless_pygame():
         renderer = gymnasium.make(name, render_mode="rgb_array")
         try:
@@ -242,9 +241,7 @@ def check_render(env: Any, out_path: str | Path) -> None:
     if suffix == ".mp4" and not any(importlib.util.find_spec(m) for m in ("imageio_ffmpeg", "av")):
         raise ImportError(f"Writing {Path(out_path).name} needs ffmpeg: pip install 'evorl[render]'.")
     if isinstance(env, GymnaxEnv) and env.env_name in CLASSIC_CONTROL:
-        error = _missing_pygame(env.env_name)
-        if error is not None:
-            raise error
+        require_pygame(env.env_name)
     if on_host:
         renderer = _host_renderer(env)
         with headless_pygame():
