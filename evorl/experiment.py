@@ -32,7 +32,7 @@ import jax
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process, peer_lost
-from evorl.recorders import JsonlRecorder, make_recorders
+from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.run_folder import (
     CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
     finish_run_info, load_run_config, start_run_info, truncate_records, write_yaml, writing,
@@ -90,6 +90,7 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     check_agent_keys(cfg["workflow_cls"], cfg.get("agent"))
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     config = workflow.config
+    check_recorder_packages(config.logging)
     run_dir = _run_dir(config, output_dir)
     if config.resume and not run_dir.is_dir():
         raise CheckpointError(f"resume={config.resume}: no such run folder.")

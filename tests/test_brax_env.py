@@ -29,7 +29,8 @@ def test_default_backends():
         resolve_backend("swimmer", "spring")
 
 
-@pytest.mark.parametrize("env_name", [e for e in ALL_ENVS if e != "swimmer"])
+@pytest.mark.parametrize("env_name", [pytest.param(e, marks=pytest.mark.slow) if e == "humanoid" else e
+                                      for e in ALL_ENVS if e != "swimmer"])
 def test_reset_and_step_shapes(env_name):
     """Traced only (no compilation); ``spring`` builds fastest (mjx: tens of seconds per env)."""
     _check_shapes(create_env({"env_type": "brax", "env_name": env_name, "backend": "spring"}, parallel=2))
@@ -43,6 +44,7 @@ def test_swimmer_fails_at_creation_with_the_reason():
         create_env({"env_type": "brax", "env_name": "swimmer"}, parallel=2)
 
 
+@pytest.mark.slow
 def test_default_backend_shapes():
     env = create_env({"env_type": "brax", "env_name": "inverted_pendulum"}, parallel=2)
     assert env.backend == "mjx"

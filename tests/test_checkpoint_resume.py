@@ -103,6 +103,7 @@ KILLED_DURING_SAVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_during_save_keeps_previous_checkpoint(uninterrupted, tiny_cfg, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     proc = subprocess.Popen([sys.executable, "-c", KILLED_DURING_SAVE, str(tmp_path)], stdout=subprocess.PIPE,
@@ -170,6 +171,7 @@ def test_resume_needs_a_checkpoint(tiny_cfg, tmp_path):
         run_experiment({**tiny_cfg, "resume": str(tmp_path)})
 
 
+@pytest.mark.slow
 def test_zero_size_leaves_round_trip(tmp_path):
     """orbax cannot write arrays without elements; mjx env states have them (``act`` of a model
     without actuator activations, e.g. reacher): they are saved and restored with their shape."""

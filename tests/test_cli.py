@@ -37,6 +37,7 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("jax_cache_cli")
 
 
+@pytest.mark.slow
 def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_path, cache_dir):
     run_dir = tmp_path / "run"
     out = run(command("evorl-train") + TINY_OVERRIDES + [
@@ -66,6 +67,7 @@ def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_pa
     assert re.search(r"checkpoint 3, 3 greedy episodes: return mean -?[\d.]+ std [\d.]+ min -?[\d.]+ max -?[\d.]+", out)
 
 
+@pytest.mark.slow
 def test_joblib_sweep_runs_each_job_in_its_own_folder_and_plots(tmp_path, cache_dir):
     sweep_dir = tmp_path / "sweep"
     out = run([sys.executable, str(ROOT / "scripts" / "train.py"), "-m", "seed=1,2", "training.num_iterations=2",

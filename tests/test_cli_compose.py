@@ -36,6 +36,7 @@ def run_folders(cwd):
     return sorted(p.relative_to(cwd) for p in (cwd / "outputs").glob("*/*")) if (cwd / "outputs").exists() else []
 
 
+@pytest.mark.slow
 def test_algo_and_env_groups_compose(tmp_path, cache_dir):
     proc = train(["algo=a2c", "env=acrobot", *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path, cache_dir)
     assert "[A2C] iter=2 " in proc.stdout
@@ -47,6 +48,7 @@ def test_algo_and_env_groups_compose(tmp_path, cache_dir):
     assert config["training"]["num_envs"] == 4  # the command line over both
 
 
+@pytest.mark.slow
 def test_workflow_cls_alone_switches_algorithm_and_resume_adds_no_folder(tmp_path, cache_dir):
     proc = train(["workflow_cls=evorl.workflows.A2CWorkflow", *TINY], tmp_path, cache_dir)
     assert "leaving out the algorithm defaults of the config" in proc.stderr and "algo=a2c" in proc.stderr

@@ -133,6 +133,7 @@ def test_evaluate_refuses_a_nonfinite_checkpoint(tiny_cfg, tmp_path, capsys):
     main([str(tmp_path), "--episodes", "1", "--checkpoint", "2"])  # the finite one still evaluates
 
 
+@pytest.mark.slow
 def test_diverging_run_through_the_cli_exits_3_with_one_line(tmp_path):
     run_dir = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),

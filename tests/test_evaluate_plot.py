@@ -1,6 +1,10 @@
 """Evaluation renderings (learning curves: tests/test_plotting.py)."""
 
+import os
+import sys
+
 import jax
+import numpy as np
 import pytest
 
 from evorl.rendering import render_episode
@@ -35,3 +39,75 @@ def test_render_brax_episode_to_html(tmp_path):
     assert len(page) > 1000
     with pytest.raises(ValueError, match=r"writes \.html files"):
         render_episode(workflow, state, tmp_path / "episode.gif", max_steps=5)
+
+
+def _tiny_cartpole_run(tiny_cfg, tmp_path):
+    from evorl.experiment import run_experiment
+
+    tiny_cfg["training"]["num_iterations"] = 2
+    run_experiment(tiny_cfg, output_dir=tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize("out_name, message", [
+    ("episode.gif", "cannot render: Rendering CartPole-v1 needs pygame: pip install 'evorl[render]'."),
+    ("episode.png", "cannot render: Rendering CartPole-v1 writes .gif or .mp4 files, not 'episode.png'."),
+])
+def test_evaluate_checks_the_rendering_before_evaluating(tiny_cfg, tmp_path, monkeypatch, capsys, out_name, message):
+    from evorl.scripts.evaluate import main
+    from evorl.workflows.rl_workflow import OnPolicyWorkflow
+
+    run_dir = _tiny_cartpole_run(tiny_cfg, tmp_path / "run")
+    evaluations = []
+    monkeypatch.setattr(OnPolicyWorkflow, "evaluate", lambda self, state: evaluations.append(state))
+    monkeypatch.setitem(sys.modules, "pygame", None)  # import pygame raises ImportError
+    with pytest.raises(SystemExit) as info:
+        main([str(run_dir), "--episodes", "100", "--render", str(tmp_path / out_name)])
+    assert info.value.code == 2 and evaluations == []
+    assert capsys.readouterr().err.strip() == f"evorl-eval: {message}"
+
+
+def test_classic_control_rendering_is_quiet_on_a_headless_machine(tmp_path, capfd, monkeypatch):
+    pytest.importorskip("pygame")
+    from PIL import Image
+
+    for name in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER", "SDL_AUDIODRIVER"):
+        monkeypatch.delenv(name, raising=False)
+    workflow = PPOWorkflow.build_from_config({
+        "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+        "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},
+    }, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    capfd.readouterr()
+    path = render_episode(workflow, state, tmp_path / "episode.gif", max_steps=40)
+    out, err = capfd.readouterr()
+    assert (out, err) == ("", "")  # pygame's probes printed "XDG_RUNTIME_DIR is invalid" once per frame
+    assert "SDL_VIDEODRIVER" not in os.environ  # set for the rendering only
+    gif = Image.open(path)
+    assert gif.n_frames >= 8 and gif.size == (600, 400)  # gymnasium's CartPole frames
+    assert gif.convert("RGB").getpixel((300, 100)) == (255, 255, 255)  # the background stays white
+
+
+def test_gif_palette_keeps_frequent_colours_exact(tmp_path):
+    from PIL import Image
+
+    from evorl.rendering import write_gif
+
+    rng = np.random.default_rng(0)
+    flat = np.full((40, 60, 3), 255, np.uint8)
+    flat[10:20, 10:30] = (202, 152, 101)
+    flat[0, :] = rng.integers(0, 256, (60, 3))  # 60 rare colours: nearest palette colour
+    noise = rng.integers(0, 256, (300, 300, 3), dtype=np.uint8)  # more than 65536 colours: median cut
+    for name, frames in (("flat", [flat, flat[::-1].copy()]), ("noise", [noise, noise[::-1].copy()])):
+        write_gif(frames, tmp_path / f"{name}.gif", frame_ms=50)
+        gif = Image.open(tmp_path / f"{name}.gif")
+        decoded = []
+        for i in range(gif.n_frames):
+            gif.seek(i)
+            decoded.append(np.asarray(gif.convert("RGB")))
+        assert len(decoded) == 2
+        error = np.abs(np.stack(decoded).astype(int) - np.stack(frames))
+        if name == "flat":
+            assert (error[:, 1:-1] == 0).all()  # white and the pole's colour, exactly
+        else:
+            assert error.mean() < 20

@@ -29,8 +29,10 @@ CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
     ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}, "envs"),
     ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}, "envs"),  # seeds x devices
     # whole agents on each device: 2 of the 4 agents per device
-    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2], "normalize_obs": True}, {"num_seeds": 2}, "population"),
-    ("evorl.workflows.IMPALAWorkflow", {}, {"num_seeds": 2, "learning_rate": [1e-3, 3e-4]}, "population"),
+    pytest.param("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2], "normalize_obs": True}, {"num_seeds": 2},
+                 "population", marks=pytest.mark.slow),
+    pytest.param("evorl.workflows.IMPALAWorkflow", {}, {"num_seeds": 2, "learning_rate": [1e-3, 3e-4]}, "population",
+                 marks=pytest.mark.slow),
 ])
 def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     cfg = {"env": CARTPOLE, "agent": {"actor_hidden_layer_sizes": [32, 32], "critic_hidden_layer_sizes": [32, 32], **agent},
@@ -46,6 +48,7 @@ def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workflow_cls", ["evorl.workflows.PPOWorkflow", "evorl.workflows.IMPALAWorkflow"])
 def test_async_learner_on_two_devices_equals_one_device(workflow_cls):
     """The asynchronous learner's update data-parallel over a 2-device mesh (one actor in

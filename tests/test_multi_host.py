@@ -93,6 +93,7 @@ def run_two(cfg_for, run_dir, outs):
     return [np.load(o) for o in outs]
 
 
+@pytest.mark.slow
 def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
     def cfg(iterations, resume=None):
         def for_process(port, i):
@@ -113,7 +114,7 @@ def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
         np.testing.assert_array_equal(resumed[0][key], straight[0][key])  # bit-identical resume
 
 
-@pytest.mark.parametrize("victim", [1, 0])
+@pytest.mark.parametrize("victim", [1, pytest.param(0, marks=pytest.mark.slow)])
 def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path, victim):
     """Whichever process dies, the survivor stops within 15 s with one line and run.json says
     failed (process 0 writes the run folder; when it is the one killed, process 1 records it)."""

@@ -153,3 +153,20 @@ def test_wandb_offline(tmp_path, monkeypatch):
     write_all(WandbRecorder(project="evorl-test", run_dir=tmp_path), config={"seed": 1})
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and list(runs[0].glob("*.wandb"))
+
+
+def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_path, monkeypatch):
+    from evorl.config import ConfigError
+    from evorl.experiment import run_experiment
+    from evorl.workflows.rl_workflow import OnPolicyWorkflow
+
+    def init(self, key):
+        raise AssertionError("compiled before the check")
+
+    monkeypatch.setattr(OnPolicyWorkflow, "init", init)
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
+    tiny_cfg["logging"]["recorders"] = ["console", "tensorboard"]
+    with pytest.raises(ConfigError, match=r"^logging.recorders names 'tensorboard', which needs tensorboardX: "
+                                          r"pip install 'evorl\[tensorboard\]'.$"):
+        run_experiment(tiny_cfg, output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -39,6 +39,7 @@ def test_seed_yaml_trains_through_hydra(tmp_path):
     assert re.search(r"final evaluation over 16 episodes: return \d", out)
 
 
+@pytest.mark.slow
 def test_default_train_reaches_500(tmp_path):
     out = run("scripts/train.py", f"hydra.run.dir={tmp_path}")
     final = float(re.search(r"final evaluation over \d+ episodes: return ([\d.]+)", out).group(1))

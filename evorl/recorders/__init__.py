@@ -9,21 +9,24 @@ imported only when named.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from evorl.config import require
+from evorl.config import ConfigError, require
 from evorl.recorders.console import ConsoleRecorder, ProgressRecorder
 from evorl.recorders.files import CsvRecorder, JsonlRecorder
 from evorl.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
 
 __all__ = [
     "Recorder", "RecorderChain", "ConsoleRecorder", "ProgressRecorder", "JsonlRecorder", "CsvRecorder",
-    "LoggingConfig", "make_recorders", "read_jsonl", "truncate_records", "RECORDERS",
+    "LoggingConfig", "make_recorders", "check_recorder_packages", "read_jsonl", "truncate_records", "RECORDERS",
 ]
 
 RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
+#: The optional recorders: the module each imports and the extra that installs it.
+OPTIONAL_RECORDERS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
 
 
 class Recorder(Protocol):
@@ -74,6 +77,16 @@ class LoggingConfig:
             require(name in RECORDERS, f"Unknown recorder {name!r} in {where}.recorders; valid: {', '.join(RECORDERS)}.")
         require(self.console in ("auto", "bar", "lines"),
                 f"{where}.console must be one of auto, bar, lines; got {self.console!r}.")
+
+
+def check_recorder_packages(logging: LoggingConfig) -> None:
+    """A ``ConfigError`` naming the extra to install when a recorder in ``logging.recorders``
+    lacks its package: run before compilation, not when the recorders start after it."""
+    for name in logging.recorders:
+        module, extra = OPTIONAL_RECORDERS.get(name, (None, None))
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"logging.recorders names {name!r}, which needs {module}: "
+                              f"pip install 'evorl[{extra}]'.")
 
 
 def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "",

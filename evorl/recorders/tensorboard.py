@@ -1,4 +1,5 @@
-"""TensorBoard event files through tensorboardX (imported only when this module is)."""
+"""TensorBoard event files through tensorboardX (optional extra ``evorl[tensorboard]``, which
+also installs ``tensorboard`` to view them; imported only when this module is)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from tensorboardX import SummaryWriter
+try:
+    from tensorboardX import SummaryWriter
+except ImportError:
+    raise ImportError("The 'tensorboard' recorder needs tensorboardX: pip install 'evorl[tensorboard]'.") from None
 
 
 class TensorBoardRecorder:

@@ -13,7 +13,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes (default: 100)")
     parser.add_argument("--checkpoint", type=int, default=None, help="iteration of the checkpoint (default: newest)")
     parser.add_argument("--render", default=None, metavar="PATH",
-                        help="also render one greedy episode to PATH (.gif or .mp4; gymnax envs)")
+                        help="also render one greedy episode to PATH (.gif or .mp4; .html for brax envs); "
+                             "checked before the evaluation")
     parser.add_argument("--max-frames", type=int, default=500, help="longest rendering, in steps")
     return parser.parse_args(argv)
 
@@ -36,6 +37,14 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     except (CheckpointError, ConfigError) as e:
         print(f"evorl-eval: {e}", file=sys.stderr)
         sys.exit(2)
+    if args.render:  # a missing package or a wrong file type is known now, not after the evaluation
+        from evorl.rendering import check_render
+
+        try:
+            check_render(workflow.env, args.render)
+        except (ImportError, NotImplementedError, ValueError) as e:
+            print(f"evorl-eval: cannot render: {e}", file=sys.stderr)
+            sys.exit(2)
     labels = workflow.agent_labels()
     nonfinite = [labels[i] for i, finite in enumerate(workflow.params_finite(state)) if not finite]
     if nonfinite:
