@@ -71,7 +71,9 @@ def main():
         "loss": [m1.get("train/loss"), m2.get("train/loss")],
         "metrics": [m1, m2],
         "eval_return": evals,
-        "learning_rates": [np.asarray(s.learning_rate).tolist() for s in (single, multi)],
+        # per-agent learning rates of an RL state (PBT checks them); ES has none
+        "learning_rates": [np.asarray(s.learning_rate).tolist() if hasattr(s, "learning_rate") else None
+                           for s in (single, multi)],
     }))
 
 
