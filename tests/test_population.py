@@ -55,3 +55,19 @@ def test_population_evaluates_every_agent():
     metrics = population.evaluate(state)
     assert population.last_metrics_per_agent["eval/episode_return"].shape == (3,)
     assert metrics["eval/episode_return/min"] <= metrics["eval/episode_return"] <= metrics["eval/episode_return/max"]
+
+
+def test_population_init_factorises_one_agent_at_a_time(tiny_cfg):
+    """A population's initialisation runs the orthogonal initialisers' QR factorisations one
+    agent at a time, never batched: jaxlib 0.10's batched CPU QR can deadlock XLA's thread
+    pool (``evorl.workflows.execution._map_agents_sequentially``)."""
+    from evorl.workflows.population import population_inputs
+
+    tiny_cfg["training"]["num_seeds"] = 4
+    workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
+    workflow.init(jax.random.PRNGKey(0))
+    inputs = population_inputs(jax.random.PRNGKey(0), workflow._variant_data, 4)
+    hlo = workflow.executor._init_jit.lower(*inputs).as_text()
+    qr_calls = [line for line in hlo.splitlines() if "geqrf" in line and "custom_call" in line]
+    assert qr_calls, "the orthogonal initialisers factorise with LAPACK's geqrf"
+    assert all('num_batch_dims = "0"' in line for line in qr_calls)

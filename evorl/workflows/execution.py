@@ -52,6 +52,23 @@ def to_host(tree: Any) -> Any:
     return jax.tree.map(host_copy, tree)
 
 
+def _map_agents_sequentially(fn: Callable) -> Callable:
+    """``fn`` over the leading agent axis of its arguments with ``lax.map``, not ``vmap``.
+
+    Initialising a population under ``vmap`` batches the orthogonal initialisers' QR
+    factorisations. jaxlib 0.10's CPU QR kernel then splits the batch over XLA's intra-op
+    thread pool and waits for the parts. When every pool thread is running such a kernel
+    (two concurrent QRs on a 2-core machine), nothing is left to run the parts, and the
+    program hangs forever at 0% CPU. Seen in about half of the runs that initialised a
+    second population of 8 agents in one process. One agent at a time keeps each QR
+    unbatched, and gives each agent exactly the initialisation it gets alone."""
+
+    def mapped(*args):
+        return jax.lax.map(lambda xs: fn(*xs), args)
+
+    return mapped
+
+
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """Where the training state lives: ``num_agents`` (1: no population axis), and a mesh
@@ -120,10 +137,11 @@ class Executor:
         return jax.device_put(state, self.shardings(state))
 
     def init(self, init_fn: Callable, *args) -> Any:
-        """``init_fn(*args)`` (vmapped over the leading agent axis of ``args`` for a
-        population) computed where the state lives: each device computes only its part."""
+        """``init_fn(*args)`` (mapped over the leading agent axis of ``args`` for a
+        population, one agent after another) computed where the state lives: each device
+        computes only its part."""
         if self._init_jit is None:
-            fn = jax.vmap(init_fn) if self.placement.population else init_fn
+            fn = _map_agents_sequentially(init_fn) if self.placement.population else init_fn
             shardings = self.shardings(jax.eval_shape(fn, *args))
             self._init_jit = jit_rarely_run(fn, out_shardings=shardings)
         return self._init_jit(*args)
