@@ -22,12 +22,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def run_framework(seed: int) -> dict:
-    import jax
-
-    from evorl.workflows import PPOWorkflow
-
-    cfg = {
+def framework_config(seed: int) -> dict:
+    """The reference's job as an evorl config."""
+    return {
         "workflow_cls": "evorl.workflows.PPOWorkflow",
         "seed": seed,
         "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
@@ -38,6 +35,14 @@ def run_framework(seed: int) -> dict:
                      "num_minibatches": 4, "learning_rate": 2.5e-4, "anneal_lr": True, "max_grad_norm": 0.5,
                      "gamma": 0.99, "gae_lambda": 0.95, "eval_episodes": 16},
     }
+
+
+def run_framework(seed: int) -> dict:
+    import jax
+
+    from evorl.workflows import PPOWorkflow
+
+    cfg = framework_config(seed)
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.init(jax.random.PRNGKey(seed))
     compile_s = workflow.compile(state)

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from suites import SUITES, Benchmark  # noqa: E402
+from suites import COMPOSED, SUITES, Benchmark  # noqa: E402
 
 
 @dataclass
@@ -50,17 +50,28 @@ class Result:
 
     @property
     def met(self) -> str:
+        """``"3/3"``: how many seeds' final return reached the target ("" without one)."""
         if self.target is None:
             return ""
-        return "yes" if self.eval_return_mean >= self.target else "no"
+        return f"{sum(r >= self.target for r in self.per_seed)}/{len(self.per_seed)}"
 
 
-def load_config(name: str, overrides: dict) -> dict:
-    """``configs/<name>.yaml`` as a plain dict (Hydra's ``defaults`` dropped), overridden."""
+def load_config(name: str, overrides: dict, groups: dict[str, str] | None = None) -> dict:
+    """``configs/<name>.yaml`` as a plain dict (Hydra's ``defaults`` dropped), overridden.
+    The composed default config (``name == "config"``) is composed from ``groups``
+    (``{"algo": "a2c", "env": "acrobot"}``) as ``evorl-train algo=a2c env=acrobot`` composes it."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / f"{name}.yaml"), resolve=True)
-    cfg.pop("defaults", None)
+    if name == COMPOSED:
+        from evorl.config_groups import default_choices, default_config, select_algorithm
+
+        choices = {**default_choices(), **(groups or {})}
+        cfg, _ = select_algorithm(default_config(choices["algo"], choices["env"]))
+    else:
+        if groups:
+            raise ValueError(f"{name}: config groups apply to the composed config only")
+        cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "configs" / f"{name}.yaml"), resolve=True)
+        cfg.pop("defaults", None)
     for dotted, value in overrides.items():
         node = cfg
         *parents, leaf = dotted.split(".")
@@ -101,7 +112,7 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
     from evorl.recorders import ConsoleRecorder
     from evorl.workflows import resolve_workflow_cls
 
-    cfg = load_config(bench.config, bench.overrides)
+    cfg = load_config(bench.config, bench.overrides, bench.groups)
     workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
     first = FirstReached(bench.target)
     workflow = workflow_cls.build_from_config(
@@ -125,7 +136,7 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
         returns.append(workflow.evaluate(state)["eval/episode_return"])
         print(f"[{bench.name}] seed {seed}: eval return {returns[-1]:.2f} in {walls[-1]:.1f}s", flush=True)
     tc = workflow.config.training
-    env_steps = tc.num_iterations * tc.env_steps_per_iteration
+    env_steps = tc.num_iterations * workflow.env_steps_per_iteration  # ES: the most a generation steps
     return Result(
         name=bench.name,
         env=f"{workflow.config.env.env_type}/{workflow.config.env.env_name}",
@@ -147,15 +158,15 @@ def markdown_table(results: list[Result], title: str) -> str:
     lines = [
         f"## {title}",
         "",
-        "| env | algorithm | env steps | seeds | wall time (s) | compile (s) | steps/s "
-        "| eval return (mean ± std) | per seed | target | met | target first reached (per seed) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---|",
+        "| config | env | algorithm | env steps | seeds | wall time (s) | compile (s) | steps/s "
+        "| eval return (mean ± std) | per seed | target | seeds at target | target first reached (per seed) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---|",
     ]
     for r in results:
         target = "" if r.target is None else f"{r.target:g}"
         per_seed = ", ".join(f"{x:.1f}" for x in r.per_seed)
         lines.append(
-            f"| {r.env} | {r.algorithm} | {r.env_steps:,} | {r.seeds} | {r.wall_s:.0f} | {r.compile_s:.0f} "
+            f"| {r.name} | {r.env} | {r.algorithm} | {r.env_steps:,} | {r.seeds} | {r.wall_s:.0f} | {r.compile_s:.0f} "
             f"| {r.steps_per_s:,.0f} | {r.eval_return_mean:.1f} ± {r.eval_return_std:.1f} | {per_seed} "
             f"| {target} | {r.met} | {first_reached_text(r)} |"
         )
@@ -219,14 +230,18 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     title = f"Benchmark set '{args.suite}' ({total / 60:.1f} min total, {os.cpu_count()} CPUs)"
     table = markdown_table(results, title)
+    missed = [f"{r.name}: {r.met} seeds reached {r.target:g} ({', '.join(f'{x:.1f}' for x in r.per_seed)})"
+              for r in results if r.target is not None and not all(x >= r.target for x in r.per_seed)]
     if failures:
         table += "\nFailed entries (exit status 1):\n\n" + "".join(f"* {f}\n" for f in failures)
+    if missed:
+        table += "\nTargets missed (exit status 1):\n\n" + "".join(f"* {m}\n" for m in missed)
     (out / f"{args.suite}.md").write_text(table)
     (out / f"{args.suite}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     plotted = plot(results, out / f"{args.suite}.png") if results else False
     print("\n" + table)
     print(f"wrote {out / args.suite}.md, .json{', .png' if plotted else ''}")
-    return 1 if failures else 0
+    return 1 if failures or missed else 0
 
 
 if __name__ == "__main__":

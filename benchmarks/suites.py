@@ -1,14 +1,30 @@
 """Named benchmark sets: which config runs with which overrides, seeds and target.
 
-A :class:`Benchmark` names a file in ``configs/`` and optional dotted overrides (e.g. a
-shorter run for the CPU). ``target`` is the evaluation return the issue asks for (higher
-is better); ``None`` means the entry is only timed.
+A :class:`Benchmark` names a file in ``configs/`` (or the composed default config with its
+``algo=``/``env=`` choices) and optional dotted overrides (e.g. a shorter run for the CPU).
+``target`` is the final greedy evaluation return every seed must reach (higher is better);
+``None`` means the entry is only timed.
+
+**Every shipped config states its target in its header**, on one line::
+
+    # Target: final greedy return >= 475 (3/3 seeds; checked by `benchmarks/run.py configs`)
+
+:func:`config_target` reads it. The set named in backticks runs that config at its own length
+(no overrides) with that target; a config whose target line names no set is one the CPU
+cannot afford at its length, and its line says what was measured instead.
+``tests/test_config_targets.py`` keeps the headers and the sets in agreement.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
+#: The file name of the composed default config (``evorl-train`` with no ``--config-name``).
+COMPOSED = "config"
 
 
 @dataclass(frozen=True)
@@ -17,10 +33,73 @@ class Benchmark:
     overrides: dict[str, Any] = field(default_factory=dict)  # {"training.num_iterations": 10}
     seeds: tuple[int, ...] = (0, 1)
     target: float | None = None
+    #: For the composed default config: the group choices, e.g. {"algo": "a2c", "env": "acrobot"}.
+    groups: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
-        return self.config
+        return " ".join([self.config, *(f"{k}={v}" for k, v in self.groups.items())])
+
+
+@dataclass(frozen=True)
+class ConfigTarget:
+    """A config's header target: every seed's final greedy return ``>= value`` (None: the
+    line says ``Target: not measured`` and why); ``suite`` is the benchmark set that checks
+    it at the config's own length (None: not checked by a set; the line says what was
+    measured instead)."""
+
+    value: float | None
+    suite: str | None
+    line: str
+
+
+_TARGET = re.compile(r"^#\s*Target:\s*(.*)$")
+_VALUE = re.compile(r">=\s*(-?[\d,]*\d(?:\.\d+)?)")
+_SUITE = re.compile(r"`benchmarks/run\.py (\w+)`")
+
+
+def target_file(config: str, groups: dict[str, str] | None = None) -> Path:
+    """The file whose header holds the target: ``configs/<config>.yaml``; for the composed
+    config, ``tuned/<algo>_<env>.yaml`` if it exists, else ``algo/<algo>.yaml`` (whose
+    header is for the default env, CartPole)."""
+    if config != COMPOSED:
+        return CONFIG_DIR / f"{config}.yaml"
+    from evorl.config_groups import default_choices
+
+    choices = {**default_choices(), **(groups or {})}
+    tuned = CONFIG_DIR / "tuned" / f"{choices['algo']}_{choices['env']}.yaml"
+    if tuned.is_file():
+        return tuned
+    if choices["env"] != default_choices()["env"]:
+        raise ValueError(f"algo={choices['algo']} env={choices['env']} has no tuned preset, hence no target")
+    return CONFIG_DIR / "algo" / f"{choices['algo']}.yaml"
+
+
+def config_target(path: Path) -> ConfigTarget | None:
+    """The ``# Target: ...`` line of a config's header (the comments above its first key),
+    or None. The line reads ``final greedy return >= X (...)`` or ``not measured (...)``."""
+    for line in path.read_text().splitlines():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        match = _TARGET.match(line)
+        if match:
+            text = match.group(1)
+            value = _VALUE.search(text)
+            if value is None and not text.startswith("not measured"):
+                raise ValueError(f"{path}: a target line reads '... >= X (...)' or 'not measured (...)': {line!r}")
+            suite = _SUITE.search(text)
+            return ConfigTarget(value and float(value.group(1).replace(",", "")), suite and suite.group(1), line)
+    return None
+
+
+def checked(config: str, seeds: tuple[int, ...] = (0, 1, 2), **groups: str) -> Benchmark:
+    """The config at its own length, with its header's target."""
+    target = config_target(target_file(config, groups))
+    if target is None or target.value is None:
+        raise ValueError(f"{config} {groups}: no '# Target: ... >= X' line in its header")
+    return Benchmark(config, seeds=seeds, target=target.value, groups=groups)
 
 
 MINATAR = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
@@ -33,6 +112,24 @@ ALGORITHMS = ("ppo", "a2c", "impala")
 _TINY = {"training.num_iterations": 2, "training.eval_interval": 1, "training.eval_episodes": 2}
 
 SUITES: dict[str, list[Benchmark]] = {
+    # Every config the CPU can afford, at its own length, 3 seeds, against its header's target.
+    "configs": [
+        checked(COMPOSED),  # the default job: PPO CartPole
+        checked(COMPOSED, algo="a2c"),
+        checked(COMPOSED, algo="impala"),
+        checked(COMPOSED, env="acrobot"),
+        checked(COMPOSED, env="pendulum"),
+        checked("ppo_cartpole"),
+        checked("a2c_cartpole"),
+        checked("impala_cartpole"),
+        checked("ppo_acrobot"),
+        checked("ppo_brax_inverted_pendulum"),
+        checked("impala_gymnasium_cartpole"),
+        checked("ppo_gymnasium_inverted_pendulum"),
+        checked("es_openes_cartpole"),
+        checked("es_snes_inverted_pendulum"),
+        checked("es_openes_hopper"),  # ~2 min per seed
+    ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.
     "smoke": [
         Benchmark("ppo_cartpole", _TINY, seeds=(0,)),

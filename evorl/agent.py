@@ -120,20 +120,31 @@ class ActorCriticOptions:
     init_log_std: float = 0.0
     #: Normalise observations by their running mean and std (updated every iteration).
     normalize_obs: bool = False
+    #: Image torsos (``cnn``, ``nature_cnn``): one torso that the policy and the value heads
+    #: share (trained by both losses, computed once per observation), instead of one each.
+    shared_torso: bool = False
 
 
-#: ``network_factory(action_space, obs_space, options) -> (policy_network, value_network)``;
-#: the policy network's output parametrises ``make_distribution(action_space, ...)``.
-NetworkFactory = Callable[[Space, Box, ActorCriticOptions], tuple[Network, Network]]
+#: ``network_factory(action_space, obs_space, options) -> (policy_network, value_network)``,
+#: or ``(policy_network, value_network, torso_network)`` for heads that share a torso (they
+#: then read the torso's features, not the observation); the policy network's output
+#: parametrises ``make_distribution(action_space, ...)``.
+NetworkFactory = Callable[[Space, Box, ActorCriticOptions], tuple[Network, ...]]
 
 
 def make_actor_critic_networks(action_space: Space, obs_space: Box,
-                               options: ActorCriticOptions) -> tuple[Network, Network]:
+                               options: ActorCriticOptions) -> tuple[Network, ...]:
     """The default :data:`NetworkFactory`: separate policy and value networks
-    (:func:`~evorl.networks.make_policy_network`, :func:`~evorl.networks.make_v_network`)."""
-    from evorl.networks import make_policy_network, make_v_network
+    (:func:`~evorl.networks.make_policy_network`, :func:`~evorl.networks.make_v_network`);
+    with ``shared_torso``, MLP heads over one image torso (:func:`~evorl.networks.make_torso_network`)."""
+    from evorl.networks import make_policy_network, make_torso_network, make_v_network
 
     o = options
+    if o.shared_torso:
+        torso, features = make_torso_network(obs_space, o.network, o.activation)
+        policy = make_policy_network(action_space, features, o.actor_hidden_layer_sizes, o.activation,
+                                     o.init_log_std, o.state_dependent_std)
+        return policy, make_v_network(features, o.critic_hidden_layer_sizes, o.activation), torso
     policy = make_policy_network(action_space, obs_space, o.actor_hidden_layer_sizes, o.activation,
                                  o.init_log_std, o.state_dependent_std, o.network)
     value = make_v_network(obs_space, o.critic_hidden_layer_sizes, o.activation, o.network)
@@ -155,6 +166,8 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
     require(o.network in NETWORKS, f"Unknown agent.network {o.network!r}; valid: {', '.join(NETWORKS)}.")
     require(o.network not in IMAGE_NETWORKS or len(obs_space.shape) == 3,
             f"agent.network={o.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
+    require(not o.shared_torso or o.network in IMAGE_NETWORKS,
+            f"agent.shared_torso shares an image torso ({', '.join(IMAGE_NETWORKS)}); agent.network={o.network!r} has none.")
     require(o.policy_distribution in GAUSSIANS,
             f"Unknown agent.policy_distribution {o.policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
     if not isinstance(action_space, Box):
@@ -174,10 +187,11 @@ def build_actor_critic(agent_cls: type, factory: str, action_space: Space, obs_s
     require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
     options = parse_section(ActorCriticOptions, network_options, factory)
     check_network_options(action_space, obs_space, options)
-    policy_network, value_network = (network_factory or make_actor_critic_networks)(action_space, obs_space, options)
+    policy_network, value_network, *torso = (network_factory or make_actor_critic_networks)(
+        action_space, obs_space, options)
     return agent_cls(
         action_space=action_space, obs_space=obs_space, policy_network=policy_network,
-        value_network=value_network, normalize_obs=options.normalize_obs,
+        value_network=value_network, torso_network=torso[0] if torso else None, normalize_obs=options.normalize_obs,
         policy_distribution=options.policy_distribution, hparams_defaults=hparams, **agent_fields,
     )
 
@@ -195,6 +209,8 @@ class ActorCriticAgent(Agent):
     policy_network: Network
     value_network: Network
     normalize_obs: bool = False
+    #: A torso both networks read (``params["torso"]``; they then take its features), or None.
+    torso_network: Network | None = None
     #: Device axis for batch statistics inside the loss (set by the workflow), or None.
     axis_name: str | None = None
     #: Gaussian for ``Box`` actions: "clipped_gaussian" or "tanh_gaussian" (see distributions).
@@ -215,6 +231,8 @@ class ActorCriticAgent(Agent):
             "policy": self.policy_network.init(policy_key),
             "value": self.value_network.init(value_key),
         }
+        if self.torso_network is not None:
+            params["torso"] = self.torso_network.init(jax.random.fold_in(key, 2))
         obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
         return AgentState(params=params, obs_stats=obs_stats, hparams=hparams_as_arrays(self.default_hparams()))
 
@@ -224,13 +242,26 @@ class ActorCriticAgent(Agent):
             return obs
         return normalize(agent_state.obs_stats, obs)
 
+    def features(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        """What the policy and value networks read: the preprocessed observations, through the
+        shared torso where there is one."""
+        x = self.preprocess(agent_state, obs)
+        return x if self.torso_network is None else self.torso_network.apply(agent_state.params["torso"], x)
+
     def policy_output(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
         """Distribution parameters ``[..., num_params]`` for raw observations ``obs``."""
-        return self.policy_network.apply(agent_state.params["policy"], self.preprocess(agent_state, obs))
+        return self.policy_network.apply(agent_state.params["policy"], self.features(agent_state, obs))
 
     def values(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
         """``V(obs)`` ``[...]`` for raw observations ``obs``."""
-        return self.value_network.apply(agent_state.params["value"], self.preprocess(agent_state, obs))
+        return self.value_network.apply(agent_state.params["value"], self.features(agent_state, obs))
+
+    def actor_critic(self, agent_state: AgentState, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(distribution parameters [..., num_params], V(obs) [...])`` for raw observations
+        ``obs``, the torso (if shared) computed once: what the losses call."""
+        x = self.features(agent_state, obs)
+        return (self.policy_network.apply(agent_state.params["policy"], x),
+                self.value_network.apply(agent_state.params["value"], x))
 
     # --- acting ---------------------------------------------------------------------
     def compute_actions(self, agent_state, obs, key):

@@ -98,3 +98,15 @@ def test_list_envs(tmp_path):
              "assert 'mujoco' not in sys.modules and 'ale_py' not in sys.modules")  # ids, not the envs' packages
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "unknown env type 'gym'" in train(["--list-envs", "gym"], tmp_path, status=2).stderr
+
+
+@pytest.mark.parametrize("module", ["evorl.scripts.evaluate", "evorl.scripts.plot"])
+def test_eval_and_plot_help_are_plain_text(module, capsys):
+    import importlib
+
+    mod = importlib.import_module(module)
+    main = mod.parse_args if hasattr(mod, "parse_args") else mod.main
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "RUN_DIR" in out and "``" not in out and ":class:" not in out

@@ -183,3 +183,46 @@ def test_uint8_observations_become_float32():
     np.testing.assert_allclose(net.apply(params, pixels), net.apply(params, pixels.astype(np.float32)), rtol=1e-6)
     with pytest.raises(ConfigError, match=r"network='nature_cnn' needs image observations"):
         make_mlp_ppo_agent(Discrete(2), Box(-np.ones(3, np.float32), np.ones(3, np.float32)), network="nature_cnn")
+
+
+@pytest.mark.parametrize("make_agent", ["ppo", "a2c", "impala"])
+def test_shared_torso_is_one_torso_read_by_both_heads_and_trained_by_both_losses(make_agent):
+    """``shared_torso``: params hold one torso and two MLP heads over its features; the
+    heads' outputs are the torso's features through an MLP (checked against a hand-built
+    forward pass); the value loss alone moves the torso, which a policy-only gradient also does."""
+    from evorl.algorithms.a2c import make_mlp_a2c_agent
+    from evorl.algorithms.impala import make_mlp_impala_agent
+    from evorl.networks import NatureCNNTorso
+
+    factory = {"ppo": make_mlp_ppo_agent, "a2c": make_mlp_a2c_agent, "impala": make_mlp_impala_agent}[make_agent]
+    obs_space = Box(np.zeros((84, 84, 4), np.float32), np.full((84, 84, 4), 255.0, np.float32))
+    agent = factory(Discrete(4), obs_space, network="nature_cnn", activation="relu", shared_torso=True,
+                    actor_hidden_layer_sizes=(8,), critic_hidden_layer_sizes=(8,))
+    state = agent.init(jax.random.PRNGKey(0))
+    assert set(state.params) == {"torso", "policy", "value"}
+    obs = jax.random.randint(jax.random.PRNGKey(1), (3, 84, 84, 4), 0, 256).astype(jnp.uint8)
+    features = NatureCNNTorso().apply({"params": state.params["torso"]["params"]["NatureCNNTorso_0"]}, obs)
+    assert features.shape == (3, 3136)
+
+    def head(params, x):  # Dense -> relu -> Dense, by hand
+        p = params["params"]
+        h = jnp.maximum(x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
+        return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
+
+    logits, values = agent.actor_critic(state, obs)
+    np.testing.assert_allclose(logits, head(state.params["policy"], features), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(values, head(state.params["value"], features)[:, 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(agent.policy_output(state, obs), logits, rtol=1e-6)
+    np.testing.assert_allclose(agent.values(state, obs), values, rtol=1e-6)
+
+    def torso_grad(loss):
+        grads = jax.grad(lambda p: loss(state.replace(params=p)))(state.params)
+        return max(float(jnp.max(jnp.abs(g))) for g in jax.tree.leaves(grads["torso"]))
+
+    assert torso_grad(lambda s: jnp.sum(agent.values(s, obs))) > 0
+    assert torso_grad(lambda s: jnp.sum(agent.policy_output(s, obs)[:, 0])) > 0
+
+
+def test_shared_torso_needs_an_image_network():
+    with pytest.raises(ConfigError, match="agent.shared_torso shares an image torso"):
+        make_mlp_ppo_agent(Discrete(2), Box(-np.ones(3, np.float32), np.ones(3, np.float32)), shared_torso=True)

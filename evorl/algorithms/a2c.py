@@ -53,9 +53,7 @@ class A2CAgent(ActorCriticAgent):
 
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
-        obs = self.preprocess(agent_state, batch.obs)  # [N, *obs_shape]
-        dist_params = self.policy_network.apply(agent_state.params["policy"], obs)  # [N, num_params]
-        values = self.value_network.apply(agent_state.params["value"], obs)  # [N]
+        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [N, num_params], [N]
 
         advantages = batch.extras["advantages"]  # [N]
         if self.normalize_gae:

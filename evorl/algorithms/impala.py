@@ -170,9 +170,7 @@ class IMPALAAgent(ActorCriticAgent):
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
         dist = self.distribution
-        obs = self.preprocess(agent_state, batch.obs)  # [T, b, *obs_shape]
-        dist_params = self.policy_network.apply(agent_state.params["policy"], obs)  # [T, b, num_params]
-        values = self.value_network.apply(agent_state.params["value"], obs)  # [T, b]
+        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [T, b, num_params], [T, b]
         next_values = self.values(agent_state, batch.next_obs)  # [T, b]
 
         log_prob = dist.log_prob(dist_params, batch.actions)  # [T, b]

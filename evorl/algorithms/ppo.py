@@ -74,9 +74,7 @@ class PPOAgent(ActorCriticAgent):
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
         dist = self.distribution
-        obs = self.preprocess(agent_state, batch.obs)  # [N, *obs_shape]
-        dist_params = self.policy_network.apply(agent_state.params["policy"], obs)
-        values = self.value_network.apply(agent_state.params["value"], obs)  # [N]
+        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [N, num_params], [N]
 
         log_ratio = dist.log_prob(dist_params, batch.actions) - batch.extras["logp"]  # [N]
         ratio = jnp.exp(log_ratio)

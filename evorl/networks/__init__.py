@@ -246,6 +246,27 @@ def make_policy_network(
     return _network(module, obs_space)
 
 
+def make_torso_network(obs_space: Box, network: str, activation: str = "relu") -> tuple[Network, Box]:
+    """The image torso of ``network`` (``"cnn"`` or ``"nature_cnn"``) alone, for an actor and a
+    critic that share it: ``apply(params, obs [..., H, W, C]) -> features [..., F]``. Returns the
+    network and the space of its features (``Box`` of shape ``[F]``), which the heads read."""
+    if network not in IMAGE_NETWORKS:
+        raise ValueError(f"a shared torso needs an image network ({', '.join(IMAGE_NETWORKS)}), got {network!r}")
+    conv = conv_channels_for(network, obs_space)
+    get_activation(activation)
+
+    class Torso(nn.Module):
+        @nn.compact
+        def __call__(self, obs):
+            obs = jnp.asarray(obs, jnp.float32)
+            return NatureCNNTorso()(obs) if network == "nature_cnn" else ConvTorso(conv, activation)(obs)
+
+    torso = _network(Torso(), obs_space)
+    features = jax.eval_shape(lambda: torso.apply(torso.init(jax.random.PRNGKey(0)), jnp.zeros((1,) + obs_space.shape)))
+    dim = features.shape[-1]
+    return torso, Box(low=np.full((dim,), -np.inf, np.float32), high=np.full((dim,), np.inf, np.float32))
+
+
 def make_v_network(
     obs_space: Box,
     hidden_layer_sizes: Sequence[int] = (64, 64),

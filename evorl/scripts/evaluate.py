@@ -8,7 +8,9 @@ import sys
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="evorl-eval", description=__doc__)
+    from evorl.cli_help import plain
+
+    parser = argparse.ArgumentParser(prog="evorl-eval", description=plain(__doc__))
     parser.add_argument("run_dir", help="a run folder (holds config.yaml and checkpoints/)")
     parser.add_argument("--episodes", type=int, default=100, help="greedy episodes (default: 100)")
     parser.add_argument("--checkpoint", type=int, default=None, help="iteration of the checkpoint (default: newest)")

@@ -27,7 +27,9 @@ def find_runs(paths: list[str]) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="evorl-plot", description=__doc__,
+    from evorl.cli_help import plain
+
+    parser = argparse.ArgumentParser(prog="evorl-plot", description=plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders, or folders holding them (e.g. multirun/...)")
     parser.add_argument("-o", "--out", default="learning_curves.png", help="PNG to write (default: learning_curves.png)")
