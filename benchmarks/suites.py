@@ -127,7 +127,6 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),
-        checked("es_snes_inverted_pendulum"),
         checked("es_openes_hopper"),  # ~2 min per seed
     ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.

@@ -19,7 +19,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def test_ppo_balances_inverted_pendulum():
     cfg = OmegaConf.to_container(OmegaConf.load(CONFIGS / "ppo_brax_inverted_pendulum.yaml"))
     cfg.pop("defaults")
-    cfg["training"].update(num_iterations=200, eval_interval=200)  # 205k env steps
+    cfg["training"].update(num_iterations=200, eval_interval=200, num_envs=32)  # 205k env steps
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.learn(workflow.init(jax.random.PRNGKey(0)))
     final = workflow.evaluate(state)
