@@ -312,8 +312,11 @@ class TrainingConfig:
     num_minibatches: int = 4
     #: Iterations between evaluations and log lines; each interval is one compiled call.
     eval_interval: int = 10
-    #: Greedy episodes per evaluation.
+    #: Episodes per evaluation.
     eval_episodes: int = 16
+    #: Evaluate with the policy's most likely action (greedy); false: with sampled actions, as
+    #: it acts in training (an undertrained Atari policy's argmax often repeats one action).
+    eval_deterministic: bool = True
     #: Independent agents trained side by side in one program (vmapped), each its own seed.
     num_seeds: int = 1
     #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one "update" of

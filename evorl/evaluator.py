@@ -1,4 +1,6 @@
-"""Greedy evaluation: one episode in each of ``num_episodes`` parallel environments.
+"""Evaluation: one episode in each of ``num_episodes`` parallel environments, with the greedy
+policy (``agent.evaluate_actions``), or with sampled actions (``agent.compute_actions``,
+``deterministic=False``: ``training.eval_deterministic``).
 
 :class:`Evaluator` runs JAX environments inside one ``lax.while_loop``;
 :class:`HostEvaluator` steps host environments (gymnasium, envpool) from Python with the
@@ -26,13 +28,15 @@ class Evaluator:
     limit ends every episode within ``episode_length`` steps, so the loop always finishes.
     """
 
-    def __init__(self, env: VectorEnv, agent: Agent, num_episodes: int):
+    def __init__(self, env: VectorEnv, agent: Agent, num_episodes: int, deterministic: bool = True):
         self.env = env.with_num_envs(num_episodes)
         self.agent = agent
         self.num_episodes = num_episodes
+        self.deterministic = deterministic
 
     def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[jax.Array, jax.Array]:
-        returns, lengths, _ = greedy_episodes(self.env, self.agent, agent_state, key)
+        sample_key = None if self.deterministic else jax.random.fold_in(key, 1)  # resets use key itself
+        returns, lengths, _ = greedy_episodes(self.env, self.agent, agent_state, key, sample_key=sample_key)
         return returns, lengths
 
 
@@ -46,10 +50,19 @@ class ObsSums:
     sum_d2: jax.Array  # [*obs_shape]
 
 
+def sampled_actions(agent: Agent, agent_state: AgentState, obs: jax.Array, key: jax.Array) -> jax.Array:
+    """Actions ``[E, ...]`` sampled by ``agent.compute_actions`` for observations ``[E, ...]``,
+    environment ``i`` with ``fold_in(key, i)``."""
+    keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(obs.shape[0]))
+    return jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))(agent_state, obs, keys)[0]
+
+
 def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
                     obs_shift: jax.Array | None = None,
-                    axis_name: str | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
-    """One greedy episode (``agent.evaluate_actions``) in each of ``env``'s ``E`` environments,
+                    axis_name: str | None = None,
+                    sample_key: jax.Array | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
+    """One greedy episode (``agent.evaluate_actions``; with ``sample_key``, sampled actions,
+    step ``t`` drawn with ``fold_in(sample_key, t)``) in each of ``env``'s ``E`` environments,
     in one ``lax.while_loop`` that stops when every episode has ended (terminated, or
     truncated by the time limit). Returns the episode returns and lengths ``[E]`` (the env's
     own unscaled return) and, with ``obs_shift [*obs_shape]``, the :class:`ObsSums` of the
@@ -65,7 +78,10 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
         if sums is not None:
             d = jnp.where(active.reshape((-1,) + (1,) * (env_state.obs.ndim - 1)), env_state.obs - obs_shift, 0.0)
             sums = ObsSums(sums.count + jnp.sum(active), sums.sum_d + jnp.sum(d, 0), sums.sum_d2 + jnp.sum(d * d, 0))
-        actions = agent.evaluate_actions(agent_state, env_state.obs)
+        if sample_key is None:
+            actions = agent.evaluate_actions(agent_state, env_state.obs)
+        else:
+            actions = sampled_actions(agent, agent_state, env_state.obs, jax.random.fold_in(sample_key, t))
         env_state = env.step(env_state, agent.to_env_action(actions))
         ended = active & env_state.done  # [E]
         returns = jnp.where(ended, env_state.episode_return, returns)
@@ -84,25 +100,33 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
 
 class HostEvaluator:
     """:class:`Evaluator` for a :class:`~evorl.envs.host_env.HostVectorEnv`: environment ``i``
-    plays exactly one greedy episode (``agent.evaluate_actions``), seeded ``seed + i`` with
-    ``seed`` drawn from ``key``; ``evaluate`` returns NumPy float32 ``[num_episodes]`` episode
-    returns (the env's unclipped, unscaled ``episode_return``) and lengths (agent steps)."""
+    plays exactly one greedy (or, ``deterministic=False``, sampled) episode, seeded ``seed + i``
+    with ``seed`` drawn from ``key``; ``evaluate`` returns NumPy float32 ``[num_episodes]``
+    episode returns (the env's unclipped, unscaled ``episode_return``) and lengths (agent steps)."""
 
-    def __init__(self, env, agent: Agent, num_episodes: int):
+    def __init__(self, env, agent: Agent, num_episodes: int, deterministic: bool = True):
         self.env = env.with_num_envs(num_episodes)
         self.agent = agent
         self.num_episodes = num_episodes
-        self._greedy = jax.jit(lambda agent_state, obs: agent.to_env_action(agent.evaluate_actions(agent_state, obs)))
+        self.deterministic = deterministic
+        if deterministic:
+            self._act = jax.jit(lambda agent_state, obs, key: agent.to_env_action(agent.evaluate_actions(agent_state, obs)))
+        else:
+            self._act = jax.jit(lambda agent_state, obs, key: agent.to_env_action(
+                sampled_actions(agent, agent_state, obs, key)))
 
     def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
         env = self.env
+        sample_key = jax.random.fold_in(key, 1)  # the resets' seed comes from key itself
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1 - self.num_episodes))
         env_state = env.reset(seed)
         returns = np.zeros((self.num_episodes,), np.float32)  # [E]
         lengths = np.zeros((self.num_episodes,), np.float32)  # [E]
         active = np.ones((self.num_episodes,), bool)  # [E]
-        for _ in range(env.episode_length):  # the time limit ends every episode by then
-            env_state = env.step(np.asarray(self._greedy(agent_state, env_state.obs)))
+        for t in range(env.episode_length):  # the time limit ends every episode by then
+            step_key = None if self.deterministic else jax.random.fold_in(sample_key, t)
+            actions = self._act(agent_state, env_state.obs, step_key)
+            env_state = env.step(np.asarray(actions))
             ended = active & env_state.done
             returns[ended] = env_state.episode_return[ended]
             lengths[ended] = env_state.episode_length[ended]
@@ -112,7 +136,7 @@ class HostEvaluator:
         return returns, lengths
 
 
-def make_evaluator(env, agent: Agent, num_episodes: int) -> Evaluator | HostEvaluator:
+def make_evaluator(env, agent: Agent, num_episodes: int, deterministic: bool = True) -> Evaluator | HostEvaluator:
     """The evaluator for ``env``: :class:`HostEvaluator` when it declares ``on_host``."""
     cls = HostEvaluator if env.on_host else Evaluator
-    return cls(env, agent, num_episodes)
+    return cls(env, agent, num_episodes, deterministic)

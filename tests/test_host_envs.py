@@ -424,3 +424,28 @@ def test_fused_workflow_refuses_host_envs():
            "runner": {"mode": "fused"}}
     with pytest.raises(ConfigError, match=r"env_type 'gymnasium' steps its environments on the host.*runner.mode=async"):
         PPOWorkflow.build_from_config(cfg)
+
+
+def test_host_evaluator_samples_when_not_deterministic():
+    """``deterministic=False`` on the host: the same episodes, played by hand with
+    ``sampled_actions`` and the step keys ``fold_in(fold_in(key, 1), t)``; a fresh agent's
+    nearly uniform policy lasts as long as a random one (22.4 steps on average), longer than
+    its argmax does."""
+    from evorl.evaluator import sampled_actions
+
+    env = create_env({"env_name": "CartPole-v1", "env_type": "gymnasium"})
+    agent = make_mlp_ppo_agent(env.action_space, env.obs_space)
+    state = agent.init(jax.random.PRNGKey(0))
+    key = jax.random.PRNGKey(5)
+    returns, lengths = make_evaluator(env, agent, 64, deterministic=False).evaluate(state, key)
+    greedy = make_evaluator(env, agent, 64).evaluate(state, key)[1]
+    assert float(np.mean(greedy)) < 12 and 17 < float(np.mean(lengths)) < 28, (np.mean(greedy), np.mean(lengths))
+
+    by_hand_env = env.with_num_envs(64)
+    seed = int(jax.random.randint(key, (), 0, 2**31 - 1 - 64))
+    env_state, expected = by_hand_env.reset(seed), np.zeros(64)
+    for t in range(500):
+        step_key = jax.random.fold_in(jax.random.fold_in(key, 1), t)
+        env_state = by_hand_env.step(np.asarray(sampled_actions(agent, state, env_state.obs, step_key)))
+        expected = np.where((expected == 0) & env_state.done, env_state.episode_length, expected)
+    np.testing.assert_array_equal(lengths, expected)

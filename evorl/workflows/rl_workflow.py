@@ -286,7 +286,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         else:
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluate = self.evaluator.evaluate if eval_env.on_host else self.executor.map_agents(self.evaluator.evaluate)
         self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
