@@ -218,6 +218,7 @@ def test_es_run_folder_works_with_eval_policy_and_plot(uninterrupted, tmp_path):
     assert (tmp_path / "curve.png").is_file() and curves
 
 
+@pytest.mark.slow
 def test_two_devices_equal_one_device():
     result = run_two_devices("evorl.workflows.ESWorkflow", {**TINY_ES, "checkpoint": {}}, iterations=3)
     assert result["member_devices"] == 2 and result["replicated"]
@@ -267,6 +268,7 @@ def test_openes_solves_cartpole():
     assert workflow.last_metrics["eval/episode_return"] >= 475
 
 
+@pytest.mark.slow
 def test_two_processes_equal_one_process(tmp_path):
     """jax.distributed over 2 processes (one CPU device each, gloo): each process plays half the
     members; both end with the single process's state."""

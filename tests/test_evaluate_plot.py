@@ -26,6 +26,7 @@ def test_render_gymnax_episode(tmp_path, suffix):
     assert frames.ndim == 4 and frames.shape[-1] == 3 and len(frames) == 9  # Catch: the ball falls 9 rows
 
 
+@pytest.mark.slow
 def test_render_brax_episode_to_html(tmp_path):
     pytest.importorskip("brax")
     workflow = PPOWorkflow.build_from_config({

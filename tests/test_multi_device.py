@@ -26,8 +26,10 @@ CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 
 @pytest.mark.parametrize("workflow_cls, agent, training, layout", [
     ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}, {}, "envs"),
-    ("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}, "envs"),
-    ("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}, "envs"),  # seeds x devices
+    pytest.param("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}, "envs",
+                 marks=pytest.mark.slow),
+    pytest.param("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2]}, {"num_seeds": 2}, "envs",  # seeds x devices
+                 marks=pytest.mark.slow),
     # whole agents on each device: 2 of the 4 agents per device
     pytest.param("evorl.workflows.PPOWorkflow", {"clip_epsilon": [0.1, 0.2], "normalize_obs": True}, {"num_seeds": 2},
                  "population", marks=pytest.mark.slow),

@@ -68,6 +68,7 @@ def kill_one_while_training(procs, progress, victim=1):
             p.kill()
 
 
+@pytest.mark.slow
 def test_a_dead_process_stops_the_other_with_an_error(tmp_path):
     port = free_port()
     procs = [start(two_process_cfg(port, i, heartbeat=5), tmp_path / f"p{i}.npz", 100_000) for i in range(2)]
@@ -114,7 +115,8 @@ def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
         np.testing.assert_array_equal(resumed[0][key], straight[0][key])  # bit-identical resume
 
 
-@pytest.mark.parametrize("victim", [1, pytest.param(0, marks=pytest.mark.slow)])
+@pytest.mark.slow  # both victims: a minute or more of multi-process runs
+@pytest.mark.parametrize("victim", [1, 0])
 def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path, victim):
     """Whichever process dies, the survivor stops within 15 s with one line and run.json says
     failed (process 0 writes the run folder; when it is the one killed, process 1 records it)."""

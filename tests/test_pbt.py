@@ -141,6 +141,7 @@ def test_pbt_with_an_interval_longer_than_the_run_equals_the_plain_population(wo
     assert workflow.last_pbt_records == []
 
 
+@pytest.mark.slow
 def test_impala_evolves_its_v_trace_hyperparameters():
     """Any hyperparameter that is data evolves, wherever the state holds it: IMPALA's
     ``vtrace_c_bar`` and ``training.gae_lambda`` (its ``vtrace_lambda``)."""
@@ -219,6 +220,7 @@ def lineage(run_dir):
     return [{k: v for k, v in r.items() if k != "wall_time"} for r in read_jsonl(run_dir / "pbt_lineage.jsonl")]
 
 
+@pytest.mark.slow
 def test_lineage_file_and_plot(uninterrupted):
     records = lineage(uninterrupted.run_dir)
     assert [r["iteration"] for r in records] == [2, 4, 6]
@@ -242,6 +244,7 @@ def test_lineage_file_and_plot(uninterrupted):
     assert json.loads((uninterrupted.run_dir / "run.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.slow
 def test_interrupted_and_resumed_pbt_run_is_bit_identical(uninterrupted, tmp_path):
     cfg = copy.deepcopy(PBT_TINY)
     with pytest.raises(Interrupted):
@@ -252,6 +255,7 @@ def test_interrupted_and_resumed_pbt_run_is_bit_identical(uninterrupted, tmp_pat
     assert lineage(tmp_path) == lineage(uninterrupted.run_dir)  # none lost, none repeated
 
 
+@pytest.mark.slow
 def test_pbt_population_on_two_devices_equals_one_device():
     cfg = config()
     cfg["distributed"] = {"layout": "population"}
@@ -262,6 +266,7 @@ def test_pbt_population_on_two_devices_equals_one_device():
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow
 def test_pbt_over_two_processes_equals_one_process(tmp_path):
     """``jax.distributed`` with 2 processes of 1 CPU device each, agents split over them
     (``layout=population``): the PBT steps gather the population across the processes."""

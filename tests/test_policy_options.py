@@ -185,7 +185,8 @@ def test_uint8_observations_become_float32():
         make_mlp_ppo_agent(Discrete(2), Box(-np.ones(3, np.float32), np.ones(3, np.float32)), network="nature_cnn")
 
 
-@pytest.mark.parametrize("make_agent", ["ppo", "a2c", "impala"])
+@pytest.mark.parametrize("make_agent", ["ppo", pytest.param("a2c", marks=pytest.mark.slow),
+                                        pytest.param("impala", marks=pytest.mark.slow)])
 def test_shared_torso_is_one_torso_read_by_both_heads_and_trained_by_both_losses(make_agent):
     """``shared_torso``: params hold one torso and two MLP heads over its features; the
     heads' outputs are the torso's features through an MLP (checked against a hand-built
