@@ -195,6 +195,16 @@ def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
     return groups
 
 
+def metric_name(metric: str, run_dirs: list[Path]) -> str:
+    """The legend's name of ``metric``; the evaluation return says how its runs evaluated
+    (``training.eval_deterministic``: the greedy policy, or sampled actions)."""
+    if metric == EVAL_RETURN and run_dirs and (run_dirs[0] / CONFIG_YAML).is_file():
+        deterministic = load_run_config(run_dirs[0]).get("training", {}).get("eval_deterministic", True)
+        if not deterministic:
+            return "evaluation return (sampled actions)"
+    return METRIC_NAMES.get(metric, metric)
+
+
 def group_curves(run_dirs: list[Path | str], metrics: Sequence[str] | str | None = None) -> list[GroupCurve]:
     """Every group's curve of every metric on every panel.
 
@@ -219,7 +229,7 @@ def group_curves(run_dirs: list[Path | str], metrics: Sequence[str] | str | None
             if len(curves) > 1:
                 name += f" ({'IQM' if len(curves) >= 4 else 'mean'} of {len(curves)} seeds, 95% CI)"
             if len(metrics) + len(optional) > 1:
-                name = f"{METRIC_NAMES.get(metric, metric)}: {name}"
+                name = f"{metric_name(metric, dirs)}: {name}"
             out += [aggregate(label, name, metric, panel, curves) for panel in PANELS]
     return out
 

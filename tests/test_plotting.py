@@ -160,3 +160,13 @@ def test_run_curve_shows_training_and_evaluation_return(tmp_path):
 
     untrained = write_run(tmp_path / "untrained", [1024], [1.0], [9])  # no training return logged at all
     assert {c.metric for c in plot_runs([untrained], tmp_path / "u.png").curves} == {EVAL_RETURN}
+
+
+def test_a_sampled_evaluation_is_labelled_as_such(tmp_path):
+    run = write_run(tmp_path / "run", [1024, 2048], [1.0, 2.0], [9, 150], train_return=[20, 30])
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    config["training"]["eval_deterministic"] = False
+    (run / "config.yaml").write_text(yaml.safe_dump(config))
+    plot = plot_runs([run], tmp_path / "learning_curve.png")
+    labels = {line.get_label() for line in plot.figure.axes[0].get_lines()}
+    assert "evaluation return (sampled actions): PPOWorkflow CartPole-v1" in labels
