@@ -94,12 +94,21 @@ def config_target(path: Path) -> ConfigTarget | None:
     return None
 
 
-def checked(config: str, seeds: tuple[int, ...] = (0, 1, 2), **groups: str) -> Benchmark:
-    """The config at its own length, with its header's target."""
+def config_seed(config: str) -> int:
+    """The ``seed`` a config trains with (the composed config: ``config.yaml``'s)."""
+    import yaml
+
+    return int(yaml.safe_load((CONFIG_DIR / f"{config}.yaml").read_text()).get("seed", 0))
+
+
+def checked(config: str, **groups: str) -> Benchmark:
+    """The config at its own length, with its header's target, for its own seed and the next
+    two (``seed: 42`` -> 42, 43, 44: the run a user gets from the CLI is one of them)."""
     target = config_target(target_file(config, groups))
     if target is None or target.value is None:
         raise ValueError(f"{config} {groups}: no '# Target: ... >= X' line in its header")
-    return Benchmark(config, seeds=seeds, target=target.value, groups=groups)
+    seed = config_seed(config)
+    return Benchmark(config, seeds=(seed, seed + 1, seed + 2), target=target.value, groups=groups)
 
 
 MINATAR = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
