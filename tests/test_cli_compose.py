@@ -84,7 +84,8 @@ def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
                  "evorl.workflows.A2CWorkflow", "Advantage actor-critic", "Env types (env.env_type): gymnax, brax",
                  "anneal_lr = true", "Decay the learning rate linearly to 0 over num_iterations",
                  "agent (IMPALA): ", "vtrace_rho_bar=1.0", "checkpoint:", "max_to_keep = 3", "--list-envs",
-                 "evorl.workflows.ESWorkflow", "strategy = OpenES", "population_size = 64"):
+                 "evorl.workflows.ESWorkflow", "strategy = OpenES", "population_size = 64",
+                 "training (PPO) defaults: num_minibatches=8", "training (A2C) defaults: num_epochs=1"):
         assert text in out, text
     assert "``" not in out and ":class:" not in out and "Powered by Hydra" not in out
 
