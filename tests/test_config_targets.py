@@ -33,7 +33,7 @@ def test_every_config_header_states_its_target(path):
         assert "not " in target.line or "measured" in target.line, target.line
 
 
-NAMING_A_SET = [p for p in TOP_LEVEL + GROUP_FILES if (config_target(p) or None) and config_target(p).suite]
+NAMING_A_SET = [p for p in TOP_LEVEL + GROUP_FILES if (target := config_target(p)) is not None and target.suite]
 
 
 def test_the_configs_set_claims_configs_of_every_kind():
