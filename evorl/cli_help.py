@@ -153,7 +153,7 @@ def help_text() -> str:
     for name, cls in workflow_classes().items():
         keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(cls.agent_config_cls))
         out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-        if getattr(cls, "training_defaults", None):  # where the config does not set them
+        if cls.training_defaults:  # where the config does not set them
             own = ", ".join(f"{k}={v}" for k, v in cls.training_defaults.items())
             out += textwrap.wrap(f"training ({cls.name()}) defaults: {own}", WIDTH, initial_indent="  ",
                                  subsequent_indent="    ")

@@ -135,6 +135,12 @@ class NatureCNNTorso(nn.Module):
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 
+def image_torso(obs: jax.Array, nature_cnn: bool, conv_channels: Sequence[int], activation: str) -> jax.Array:
+    """The image torso's features ``[..., F]``, called inside a compact module: the Nature DQN
+    torso, or the 3x3 conv torso with ``conv_channels``."""
+    return NatureCNNTorso()(obs) if nature_cnn else ConvTorso(conv_channels, activation)(obs)
+
+
 class MLP(nn.Module):
     """(Optional conv torso +) fully connected layers + linear head, orthogonal init
     (hidden ``sqrt(2)``). ``nature_cnn``: the Nature DQN torso; else ``conv_channels``
@@ -151,10 +157,8 @@ class MLP(nn.Module):
     @nn.compact
     def __call__(self, obs):
         obs = jnp.asarray(obs, jnp.float32)
-        if self.nature_cnn:
-            x = NatureCNNTorso()(obs)
-        elif self.conv_channels:
-            x = ConvTorso(self.conv_channels, self.activation)(obs)
+        if self.nature_cnn or self.conv_channels:
+            x = image_torso(obs, self.nature_cnn, self.conv_channels, self.activation)
         else:
             x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
         act = get_activation(self.activation)
@@ -258,8 +262,7 @@ def make_torso_network(obs_space: Box, network: str, activation: str = "relu") -
     class Torso(nn.Module):
         @nn.compact
         def __call__(self, obs):
-            obs = jnp.asarray(obs, jnp.float32)
-            return NatureCNNTorso()(obs) if network == "nature_cnn" else ConvTorso(conv, activation)(obs)
+            return image_torso(jnp.asarray(obs, jnp.float32), network == "nature_cnn", conv, activation)
 
     torso = _network(Torso(), obs_space)
     features = jax.eval_shape(lambda: torso.apply(torso.init(jax.random.PRNGKey(0)), jnp.zeros((1,) + obs_space.shape)))
