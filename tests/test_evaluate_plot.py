@@ -112,3 +112,20 @@ def test_gif_palette_keeps_frequent_colours_exact(tmp_path):
             assert (error[:, 1:-1] == 0).all()  # white and the pole's colour, exactly
         else:
             assert error.mean() < 20
+
+
+def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
+    """evorl-eval evaluates as the run did (training.eval_deterministic) unless --actions says
+    otherwise, and its line names the mode it used; sampled and greedy returns differ here."""
+    from evorl.scripts.evaluate import main
+
+    tiny_cfg["training"]["eval_deterministic"] = False
+    run_dir = str(_tiny_cartpole_run(tiny_cfg, tmp_path / "run"))
+    lines = {}
+    for actions in (None, "greedy", "sampled"):
+        main([run_dir, "--episodes", "16"] + ([] if actions is None else ["--actions", actions]))
+        lines[actions] = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "16 sampled-action episodes: return mean" in lines[None]
+    assert "16 greedy episodes: return mean" in lines["greedy"]
+    assert lines["sampled"] == lines[None]  # the run's own mode, same key: the same episodes
+    assert lines["greedy"].split("return")[1] != lines[None].split("return")[1]

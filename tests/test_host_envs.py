@@ -218,10 +218,10 @@ def test_atari_keys_change_what_they_should():
     assert not np.array_equal(s.obs[..., 0], s.obs[..., -1])
     rgb = atari(grayscale=False, frame_stack=2)
     assert rgb.reset(0).obs.shape == (1, 84, 84, 6)
-    env = atari(noop_max=7, terminal_on_life_loss=True, repeat_action_probability=0.0, frame_skip=3)
+    env = atari(noop_max=7, repeat_action_probability=0.0, frame_skip=3)
     env.reset(0)
     wrapper = env._envs[0].env
-    assert (wrapper.noop_max, wrapper.frame_skip, wrapper.terminal_on_life_loss) == (7, 3, True)
+    assert (wrapper.noop_max, wrapper.frame_skip) == (7, 3)
     assert env._envs[0].unwrapped.ale.getFloat("repeat_action_probability") == 0.0
 
 
@@ -264,6 +264,52 @@ def test_fire_reset_serves_at_start_and_after_every_lost_life(env_type):
     assert steps < 200 and terminated and not truncated
     with pytest.raises(ConfigError, match="Freeway-v5' has no FIRE action"):
         Env("ALE/Freeway-v5", num_envs=1, fire_reset=True)
+
+
+def breakout(env_type, **keys):
+    if env_type == "envpool":
+        pytest.importorskip("envpool", reason="envpool is an optional extra")
+        from evorl.envs.envpool_env import EnvpoolEnv as Env
+        atari("ALE/Breakout-v5")  # ale-py reads the action set
+    else:
+        Env = type(atari("ALE/Breakout-v5"))
+    return Env("ALE/Breakout-v5", num_envs=1, fire_reset=True, repeat_action_probability=0.0, **keys)
+
+
+def episode_ends(env, steps):
+    """``(step, terminated, truncated, episode_length)`` of each episode end of a policy that
+    never moves (action 0), over ``steps`` agent steps from ``reset(0)``."""
+    env.reset(0)
+    ends = []
+    for t in range(steps):
+        state = env.step(np.zeros(1, np.int32))
+        if state.done[0]:
+            ends.append((t, bool(state.terminated[0]), bool(state.truncated[0]), int(state.episode_length[0])))
+    env.close()
+    return ends
+
+
+@pytest.mark.parametrize("env_type", ["gymnasium", "envpool"])
+def test_life_loss_ends_the_learners_episode_and_the_game_goes_on(env_type):
+    """terminal_on_life_loss: each of Breakout's five lost balls ends an episode (terminated)
+    while the game continues, so the five lives together last as long as one whole game
+    played without the option; then a new game starts (its first life as long as the first
+    game's). The time limit counts whole games. Evaluation plays whole games. Both backends
+    agree."""
+    whole = episode_ends(breakout(env_type), 300)
+    game_steps, terminated, truncated, _ = whole[0]
+    assert terminated and not truncated
+    lives = episode_ends(breakout(env_type, terminal_on_life_loss=True), 2 * (game_steps + 1))
+    assert [(te, tr) for _, te, tr, _ in lives] == [(True, False)] * 10
+    assert sum(length for *_, length in lives[:5]) == game_steps + 1  # one game, five lives
+    assert lives[4][0] == game_steps and lives[9][0] == 2 * game_steps + 1
+    assert lives[5][3] == lives[0][3] < game_steps // 3  # a new game's first life
+    limited = episode_ends(breakout(env_type, terminal_on_life_loss=True, episode_length=30), 60)
+    first_life = lives[0][3]
+    assert limited[:2] == [(first_life - 1, True, False, first_life), (29, False, True, 30 - first_life)]
+    assert limited[2][0] == 30 + first_life - 1  # the truncated game restarted from its first life
+    whole_again = episode_ends(breakout(env_type, terminal_on_life_loss=True).for_evaluation(), 300)
+    assert whole_again[0] == whole[0]
 
 
 def test_envpool_atari_layout():

@@ -16,7 +16,11 @@ sticky actions), applied to the raw ALE frames of a game stepped one frame at a 
 * ``clip_rewards = True``: the training reward is ``sign(r)`` of the agent step's summed
   reward, while ``episode_return`` keeps summing the raw game score;
 * ``repeat_action_probability = 0.25``: sticky actions, as ALE v5 sets them;
-* ``terminal_on_life_loss = False``: losing a life does not end the episode;
+* ``terminal_on_life_loss = False``: losing a life does not end the episode; when true, a
+  lost life ends the learner's episode (``terminated``: no bootstrap across it) while the
+  game goes on from that frame (DeepMind's training setup); game over or the time limit,
+  counted in whole games, starts a new game. Training statistics then count lives, and
+  evaluation plays whole games (``for_evaluation``);
 * ``fire_reset = False``: when true, the env presses FIRE (the game's serve) for the agent
   at the start of every episode and after every lost life, one extra agent step whose reward
   counts (games without a FIRE action refuse it). In Breakout a policy that has not learnt

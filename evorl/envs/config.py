@@ -63,8 +63,8 @@ class EnvConfig:
     #: brackets (see :mod:`evorl.envs.atari`): no-op starts [30], frames per agent step,
     #: max-pooled over the last two [4], square frame side [84], grayscale [true], frames
     #: stacked on the channel axis [4], training reward sign(r) [true], sticky actions
-    #: [0.25], episode ends on a life loss [false], FIRE pressed for the agent at episode
-    #: start and after a lost life [false].
+    #: [0.25], a lost life ends the learner's episode, the game going on [false], FIRE
+    #: pressed for the agent at episode start and after a lost life [false].
     noop_max: int | None = None
     frame_skip: int | None = None
     screen_size: int | None = None

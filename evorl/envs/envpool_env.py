@@ -21,6 +21,7 @@ reward ourselves so that ``episode_return`` stays the raw score. Observations
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 import numpy as np
@@ -121,6 +122,14 @@ class EnvpoolEnv(HostVectorEnv):
             "repeat_action_probability": o.repeat_action_probability, "episodic_life": o.terminal_on_life_loss,
             "reward_clip": False, "use_fire_reset": o.fire_reset,
         }
+
+    def for_evaluation(self) -> "EnvpoolEnv":
+        """Whole games for an Atari env that ends training episodes at a lost life (a new,
+        independent pool); the env itself otherwise."""
+        if self._atari is None or not self._atari.terminal_on_life_loss:
+            return self
+        return self._replace(_atari=dataclasses.replace(self._atari, terminal_on_life_loss=False),
+                             _options={**self._options, "episodic_life": False})
 
     def _observe(self, obs: np.ndarray) -> np.ndarray:
         if self._atari is not None:

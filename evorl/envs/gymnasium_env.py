@@ -148,6 +148,39 @@ def _fire_to_serve(env):
     return FireToServe(env)
 
 
+def _life_loss_ends_episode(env, game_length: int):
+    """``env`` (an Atari game) with a lost life reported as ``terminated`` while the game goes
+    on (``env.terminal_on_life_loss``): the learner bootstraps from nothing at a lost life,
+    and the restart that follows continues the same game from the frame where the life was
+    lost instead of starting a new one (the ``EpisodicLifeEnv`` of Mnih et al., 2015). The
+    game ends as without the option: game over (terminated), ALE's frame limit, or
+    ``game_length`` agent steps since the game began (truncated), the time limit counting
+    whole games as envpool's ``episodic_life`` does; then a new game starts. Evaluation plays
+    whole games (:meth:`GymnasiumEnv.for_evaluation`)."""
+    import gymnasium
+
+    class LifeLossEndsEpisode(gymnasium.Wrapper):
+        def reset(self, **kwargs):
+            if getattr(self, "_game_goes_on", False):
+                self._game_goes_on = False
+                return self._last_obs, {}
+            obs, info = self.env.reset(**kwargs)
+            self._lives, self._game_steps = self.env.unwrapped.ale.lives(), 0
+            return obs, info
+
+        def step(self, action):
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            lives = self.env.unwrapped.ale.lives()
+            self._game_steps += 1
+            life_lost = lives < self._lives
+            truncated = (truncated or self._game_steps >= game_length) and not (terminated or life_lost)
+            self._game_goes_on = life_lost and not (terminated or truncated or self._game_steps >= game_length)
+            self._lives, self._last_obs = lives, obs
+            return obs, reward, terminated or life_lost, truncated, info
+
+    return LifeLossEndsEpisode(env)
+
+
 class GymnasiumEnv(HostVectorEnv):
     """``num_envs`` gymnasium envs of one id, built on the first ``reset`` (see the module
     docstring); building one only to read its spaces makes one probe env and closes it."""
@@ -168,6 +201,10 @@ class GymnasiumEnv(HostVectorEnv):
         self._render_mode = render_mode
         self._envs: list | None = None
 
+        if episode_length is None:
+            episode_length = self._own_time_limit()
+        super().__init__(num_envs, episode_length, reward_scale, action_repeat,
+                         clip_rewards=self._atari is not None and self._atari.clip_rewards)
         probe = self._make_one(render_mode=None)
         try:
             self.obs_space, self._observe_one = self._obs_space(probe)
@@ -175,10 +212,6 @@ class GymnasiumEnv(HostVectorEnv):
             self.render_modes = tuple(probe.metadata.get("render_modes") or ())
         finally:
             probe.close()
-        if episode_length is None:
-            episode_length = self._own_time_limit()
-        super().__init__(num_envs, episode_length, reward_scale, action_repeat,
-                         clip_rewards=self._atari is not None and self._atari.clip_rewards)
 
     @property
     def atari(self) -> AtariOptions | None:
@@ -210,11 +243,12 @@ class GymnasiumEnv(HostVectorEnv):
         # ALE steps single frames; the preprocessing skips frames and max-pools the last two
         env = gymnasium.make(spec, **{**kwargs, "frameskip": 1, "repeat_action_probability": o.repeat_action_probability})
         env = AtariPreprocessing(env, noop_max=o.noop_max, frame_skip=o.frame_skip, screen_size=o.screen_size,
-                                 terminal_on_life_loss=o.terminal_on_life_loss, grayscale_obs=o.grayscale,
-                                 scale_obs=False)
+                                 terminal_on_life_loss=False, grayscale_obs=o.grayscale, scale_obs=False)
         if o.fire_reset:
             check_fire_action(env.unwrapped.get_action_meanings(), self.env_name)
             env = _fire_to_serve(env)
+        if o.terminal_on_life_loss:
+            env = _life_loss_ends_episode(env, self.episode_length)
         return FrameStackObservation(env, o.frame_stack)
 
     def _obs_space(self, probe) -> tuple[Box, Callable[[Any], np.ndarray]]:
@@ -234,6 +268,13 @@ class GymnasiumEnv(HostVectorEnv):
             raise ConfigError(f"gymnasium env {self._id!r} has no time limit of its own (its spec's "
                               f"max_episode_steps is None): set env.episode_length.")
         return int(spec.max_episode_steps)
+
+    def for_evaluation(self) -> "GymnasiumEnv":
+        """Whole games for an Atari env that ends training episodes at a lost life (a new,
+        independent vector); the env itself otherwise."""
+        if self._atari is None or not self._atari.terminal_on_life_loss:
+            return self
+        return self._replace(_atari=dataclasses.replace(self._atari, terminal_on_life_loss=False))
 
     def with_render_mode(self, render_mode: str = "rgb_array") -> "GymnasiumEnv":
         """A new vector whose envs draw frames (:meth:`render_frame`)."""

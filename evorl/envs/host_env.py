@@ -119,6 +119,12 @@ class HostVectorEnv:
             raise ValueError(f"num_envs (parallel) must be >= 1, got {num_envs}")
         return self._replace(num_envs=int(num_envs))
 
+    def for_evaluation(self) -> "HostVectorEnv":
+        """The vector evaluation plays: whole episodes, ended only by the env's own terminal
+        states and time limit. The env itself; an Atari env whose training episodes end at a
+        lost life (``terminal_on_life_loss``) returns a copy that plays whole games."""
+        return self
+
     def with_episode_length(self, episode_length: int) -> "HostVectorEnv":
         """A new, independent vector with another time limit (agent steps)."""
         if int(episode_length) < 1:

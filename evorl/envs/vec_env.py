@@ -69,6 +69,10 @@ class VectorEnv:
         """The same environment with another number of parallel copies (e.g. for evaluation)."""
         return self._replace(num_envs=int(num_envs))
 
+    def for_evaluation(self) -> "VectorEnv":
+        """The vector evaluation plays (the env itself: a JAX env's episodes are whole)."""
+        return self
+
     def with_episode_length(self, episode_length: int) -> "VectorEnv":
         """The same environment with another time limit (agent steps)."""
         if int(episode_length) < 1:

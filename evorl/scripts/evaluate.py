@@ -1,4 +1,6 @@
-"""``evorl-eval RUN_DIR``: greedy evaluation of a run's checkpoint, optionally rendered."""
+"""``evorl-eval RUN_DIR``: evaluation of a run's checkpoint (greedy actions, or sampled ones where
+the run evaluated with ``training.eval_deterministic: false`` or ``--actions sampled`` says so),
+optionally rendered."""
 
 from __future__ import annotations
 
@@ -12,7 +14,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(prog="evorl-eval", description=plain(__doc__))
     parser.add_argument("run_dir", help="a run folder (holds config.yaml and checkpoints/)")
-    parser.add_argument("--episodes", type=int, default=100, help="greedy episodes (default: 100)")
+    parser.add_argument("--episodes", type=int, default=100, help="episodes (default: 100)")
+    parser.add_argument("--actions", choices=("greedy", "sampled"), default=None,
+                        help="the policy's mode (greedy) or actions sampled from it (default: as the run "
+                             "evaluated, training.eval_deterministic)")
     parser.add_argument("--checkpoint", type=int, default=None, help="iteration of the checkpoint (default: newest)")
     parser.add_argument("--render", default=None, metavar="PATH",
                         help="also render one greedy episode to PATH (.gif or .mp4; .html for brax envs); "
@@ -35,7 +40,10 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     if args.episodes < 1:
         sys.exit("evorl-eval: --episodes must be >= 1")
     try:
-        workflow, state, iteration = load_run(args.run_dir, args.checkpoint, {"eval_episodes": args.episodes})
+        overrides = {"eval_episodes": args.episodes}
+        if args.actions is not None:
+            overrides["eval_deterministic"] = args.actions == "greedy"
+        workflow, state, iteration = load_run(args.run_dir, args.checkpoint, overrides)
     except (CheckpointError, ConfigError) as e:
         print(f"evorl-eval: {e}", file=sys.stderr)
         sys.exit(2)
@@ -55,8 +63,9 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
               f"checkpoint (--checkpoint).", file=sys.stderr)
         sys.exit(2)
     metrics = workflow.evaluate(state)
+    actions = "greedy" if workflow.config.training.eval_deterministic else "sampled-action"
     print(
-        f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} greedy episodes: "
+        f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} {actions} episodes: "
         f"return mean {metrics['eval/episode_return']:.2f} std {metrics['eval/episode_return_std']:.2f} "
         f"min {metrics['eval/episode_return_min']:.2f} max {metrics['eval/episode_return_max']:.2f}",
         flush=True,

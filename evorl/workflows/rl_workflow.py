@@ -244,7 +244,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
-        eval_env = env  # evaluation plays full episodes; training may cut them earlier
+        eval_env = env.for_evaluation()  # whole episodes; training may cut them earlier
         if tc.train_episode_length is not None:
             require(tc.train_episode_length <= env.episode_length,
                     f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
