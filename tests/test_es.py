@@ -204,11 +204,10 @@ def test_interrupted_and_resumed_es_run_is_bit_identical(uninterrupted, tmp_path
 def test_es_run_folder_works_with_eval_policy_and_plot(uninterrupted, tmp_path):
     import evorl
     from evorl.plotting import plot_runs
-    from evorl.scripts.evaluate import evaluate
+    from evorl.scripts.evaluate import evaluate, parse_args
 
     run_dir = uninterrupted.run_dir
-    metrics = evaluate(argparse.Namespace(run_dir=str(run_dir), episodes=3, checkpoint=None, render=None,
-                                          max_frames=10))
+    metrics = evaluate(parse_args([str(run_dir), "--episodes", "3", "--max-frames", "10"]))
     assert metrics["eval/episode_return"] == pytest.approx(
         ESWorkflow.build_from_config({**TINY_ES, "training": {**TINY_ES["training"], "eval_episodes": 3}},
                                      recorders=[]).evaluate(uninterrupted.state)["eval/episode_return"])

@@ -178,3 +178,23 @@ def test_sampled_evaluation_acts_like_the_policy_not_its_argmax():
     assert 19 < float(np.mean(lengths)) < 26 and abs(float(np.mean(greedy)) - 22.4) > 5, (np.mean(greedy), np.mean(lengths))
     np.testing.assert_array_equal(lengths, sampled.evaluate(state, key)[1])
     assert not np.array_equal(lengths, sampled.evaluate(state, jax.random.PRNGKey(2))[1])
+
+
+def test_compile_also_compiles_the_evaluation():
+    """workflow.compile compiles the evaluation beside the chunk (a second thread), so the
+    first evaluate neither traces nor compiles."""
+    events = []
+    record = lambda name, *args, **kwargs: events.append(name)  # noqa: E731
+    jax.monitoring.register_event_listener(record)
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        workflow = PPOWorkflow.build_from_config({**CFG, "seed": 7}, recorders=[])
+        state = workflow.init(jax.random.PRNGKey(7))
+        workflow.compile(state)
+        events.clear()
+        first = workflow.evaluate(state)
+        assert [e for e in events if "compile" in e or "trace" in e] == []
+        assert first == workflow.evaluate(state)  # the same evaluation either way
+    finally:
+        jax.monitoring.unregister_event_listener(record)
+        jax.monitoring.unregister_event_duration_listener(record)

@@ -63,7 +63,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
               f"checkpoint (--checkpoint).", file=sys.stderr)
         sys.exit(2)
     metrics = workflow.evaluate(state)
-    actions = "greedy" if workflow.config.training.eval_deterministic else "sampled-action"
+    actions = "greedy" if workflow.evaluator.deterministic else "sampled-action"
     print(
         f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} {actions} episodes: "
         f"return mean {metrics['eval/episode_return']:.2f} std {metrics['eval/episode_return_std']:.2f} "

@@ -81,6 +81,7 @@ class ESWorkflow(ChunkedWorkflow):
         self.executor = Executor(step, self.placement, final_metrics=chunk_health)
         self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        self._evaluation_compiled = True
         self._params_finite = None
 
     @property

@@ -18,6 +18,7 @@ ago (IMPALA's decoupled actors simulated on one machine).
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import time
 
@@ -64,7 +65,9 @@ class ChunkedWorkflow(RLWorkflow):
     A subclass's ``__init__`` sets what the loop runs: ``executor`` (an
     :class:`~evorl.workflows.execution.Executor` or one with its interface), ``placement``,
     ``variants`` and ``num_agents`` (the population), ``asynchronous``, ``evaluator`` and
-    ``_evaluate`` (greedy episodes of ``state.agent_state``), ``lineage`` (PBT's recorder or
+    ``_evaluate`` (greedy episodes of ``state.agent_state``), ``_evaluation_compiled`` (True
+    when ``_evaluate`` is one jitted program, which ``compile`` compiles beside the chunk),
+    ``lineage`` (PBT's recorder or
     None) and ``_params_finite`` (None); and it defines ``init``. Its state has
     ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
     On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
@@ -140,8 +143,17 @@ class ChunkedWorkflow(RLWorkflow):
 
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk (or the learner's update) ahead of time; returns the
-        seconds it took."""
-        return self.executor.compile(state)
+        seconds it took. A compiled evaluation (a JAX env) is compiled meanwhile in a second
+        thread: XLA compiles outside the GIL, so with two or more cores the evaluator's compile
+        hides behind the chunk's, and the first ``evaluate`` finds it compiled."""
+        if not self._evaluation_compiled:
+            return self.executor.compile(state)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evorl-compile") as pool:
+            evaluation = pool.submit(
+                lambda: self._evaluate.lower(state.agent_state, self._evaluation_key(state)).compile())
+            seconds = self.executor.compile(state)
+            evaluation.result()  # an error compiling the evaluation is raised here
+        return seconds
 
     def step(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
         """One training iteration: the new state and its metrics (on the host); no
@@ -165,8 +177,7 @@ class ChunkedWorkflow(RLWorkflow):
     # --- evaluation -----------------------------------------------------------------------
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
         """Greedy evaluation; for a population, of every agent (metrics aggregated)."""
-        fold = jax.vmap(jax.random.fold_in, in_axes=(0, None)) if self.population else jax.random.fold_in
-        returns, lengths = to_host(self._evaluate(state.agent_state, fold(state.key, 0x5EED)))  # [(N,) E]
+        returns, lengths = to_host(self._evaluate(state.agent_state, self._evaluation_key(state)))  # [(N,) E]
         return self._aggregate({
             "eval/episode_return": np.mean(returns, axis=-1),
             "eval/episode_return_std": np.std(returns, axis=-1),
@@ -174,6 +185,10 @@ class ChunkedWorkflow(RLWorkflow):
             "eval/episode_return_max": np.max(returns, axis=-1),
             "eval/episode_length": np.mean(lengths, axis=-1),
         })
+
+    def _evaluation_key(self, state: OnPolicyState) -> jax.Array:
+        fold = jax.vmap(jax.random.fold_in, in_axes=(0, None)) if self.population else jax.random.fold_in
+        return fold(state.key, 0x5EED)  # [(N,) key]
 
     # --- the host loop --------------------------------------------------------------------
     def learn(self, state: OnPolicyState) -> OnPolicyState:
@@ -288,7 +303,9 @@ class OnPolicyWorkflow(ChunkedWorkflow):
                                      ENV_FIELDS, final_metrics=chunk_health)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
-        self._evaluate = self.evaluator.evaluate if eval_env.on_host else self.executor.map_agents(self.evaluator.evaluate)
+        self._evaluation_compiled = not eval_env.on_host
+        self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
+            self.evaluator.evaluate
         self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
 
     @classmethod
