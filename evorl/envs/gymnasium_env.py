@@ -160,8 +160,10 @@ def _life_loss_ends_episode(env, game_length: int):
     import gymnasium
 
     class LifeLossEndsEpisode(gymnasium.Wrapper):
+        _game_goes_on = False  # the last step lost a life and the game continues
+
         def reset(self, **kwargs):
-            if getattr(self, "_game_goes_on", False):
+            if self._game_goes_on:
                 self._game_goes_on = False
                 return self._last_obs, {}
             obs, info = self.env.reset(**kwargs)
@@ -173,10 +175,11 @@ def _life_loss_ends_episode(env, game_length: int):
             lives = self.env.unwrapped.ale.lives()
             self._game_steps += 1
             life_lost = lives < self._lives
-            truncated = (truncated or self._game_steps >= game_length) and not (terminated or life_lost)
-            self._game_goes_on = life_lost and not (terminated or truncated or self._game_steps >= game_length)
+            game_ends = terminated or truncated or self._game_steps >= game_length
+            self._game_goes_on = life_lost and not game_ends
             self._lives, self._last_obs = lives, obs
-            return obs, reward, terminated or life_lost, truncated, info
+            ended_by_time = game_ends and not (terminated or life_lost)
+            return obs, reward, terminated or life_lost, ended_by_time, info
 
     return LifeLossEndsEpisode(env)
 
