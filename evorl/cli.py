@@ -24,6 +24,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,8 @@ def exit_on_config_error():
     from evorl.workflows.health import TrainingDiverged
     from evorl.workflows.rl_workflow import TrainingInterrupted
 
+    previous_hook = threading.excepthook
+    threading.excepthook = _quiet_about_lost_peers(previous_hook)
     try:
         yield
     except ConfigError as e:
@@ -272,15 +275,48 @@ def exit_on_config_error():
         print(f"evorl: {error}", file=sys.stderr, flush=True)
         sys.exit(EXIT_NO_SPACE)
     except PeerLost as e:
-        print(f"evorl: {e}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(EXIT_PEER_LOST)
+        _leave_peer_lost(e)
     except ActorLearnerError as e:
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(EXIT_ACTOR_FAILED)
     except TrainingInterrupted as e:  # by a signal: the shell's status for it (128 + its number)
         print(f"evorl: {e}", file=sys.stderr, flush=True)
         sys.exit(128 + signal.Signals[e.reason] if e.reason in signal.Signals.__members__ else 1)
+    finally:
+        threading.excepthook = previous_hook
+
+
+#: Seconds a process waits, after a background thread saw a lost peer, for its main thread
+#: to notice too (and record the failure in run.json) before it leaves on its own.
+PEER_LOST_GRACE_SECONDS = 10.0
+_leaving = threading.Lock()
+
+
+def _leave_peer_lost(error: BaseException) -> None:
+    """One line and exit status 5, at once (``os._exit``: JAX's shutdown would wait for the lost
+    process, then abort); whichever thread comes first, the line is printed once."""
+    _leaving.acquire()  # never released: the process ends here
+    print(f"evorl: {error}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(EXIT_PEER_LOST)
+
+
+def _quiet_about_lost_peers(default_hook):
+    """A ``threading.excepthook`` for a run: a background thread that fails because a peer
+    process was lost (orbax's checkpoint thread waits at a barrier with it) prints no
+    traceback; the main thread, whose collectives fail too, reports it in one line. Should the
+    main thread not notice within ``PEER_LOST_GRACE_SECONDS``, the process leaves anyway."""
+    from evorl.distributed import peer_lost
+
+    def hook(args) -> None:
+        error = peer_lost(args.exc_value)
+        if error is None:
+            default_hook(args)
+            return
+        timer = threading.Timer(PEER_LOST_GRACE_SECONDS, _leave_peer_lost, args=(error,))
+        timer.daemon = True
+        timer.start()
+    return hook
 
 
 def yaml_error_line(error: Any) -> str:

@@ -140,3 +140,65 @@ def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path, victim)
     assert info["status"] == "failed" and f"process {victim} of 2 stopped responding" in info["reason"], info
     if victim == 0:
         assert "recorded by process 1" in info["reason"], info
+
+
+def orbax_barrier_error() -> TimeoutError:
+    """What orbax's checkpoint thread raised in process 1 when process 0 died during a save
+    (CI, stop 21): a TimeoutError from the coordination service's error."""
+    cause = RuntimeError("UNAVAILABLE: Failed to send RPC to coordination service. Additional GRPC error "
+                         "information from remote target coordination_service while calling Barrier: "
+                         "{grpc_status:14, grpc_message:\"Socket closed\"}")
+    try:
+        raise TimeoutError("Timed out while waiting for async_commit_complete barrier.") from cause
+    except TimeoutError as e:
+        return e
+
+
+def test_a_lost_peer_is_read_through_the_chain_of_causes(monkeypatch):
+    import jax
+
+    from evorl.distributed import peer_lost
+
+    assert peer_lost(orbax_barrier_error()) is None  # one process: no peer to lose
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "process_index", lambda: 1)
+    error = peer_lost(orbax_barrier_error())
+    assert str(error).startswith("process 0 of 2 stopped responding (Socket closed); process 1 stops too."), error
+    assert peer_lost(TimeoutError("Timed out while waiting for async_commit_complete barrier.")) is None
+    assert peer_lost(RuntimeError("Gloo all-reduce: invalid argument")) is None
+
+
+def test_a_thread_that_fails_on_a_lost_peer_prints_no_traceback_and_the_process_leaves(monkeypatch, capfd):
+    """The main thread reports a lost peer in one line; a background thread failing on it prints
+    nothing, and the process leaves on its own should the main thread not notice in time."""
+    import threading
+
+    import jax
+
+    import evorl.cli as cli
+
+    monkeypatch.setattr(jax, "process_count", lambda: 2)
+    monkeypatch.setattr(jax, "process_index", lambda: 1)
+    left = threading.Event()
+    monkeypatch.setattr(cli, "PEER_LOST_GRACE_SECONDS", 0.2)
+    monkeypatch.setattr(cli, "_leave_peer_lost", lambda error: left.set())
+
+    def save():
+        raise orbax_barrier_error()
+
+    def other():
+        raise ValueError("an ordinary bug")
+
+    printed = []  # what the hook before it (Python's prints the traceback) was given
+    monkeypatch.setattr(threading, "excepthook", lambda args: printed.append(args.exc_value))
+    before = threading.excepthook
+    with cli.exit_on_config_error():
+        for target in (save, other):
+            thread = threading.Thread(target=target)
+            thread.start()
+            thread.join()
+        assert left.wait(5), "the process did not leave after the grace period"
+    err = capfd.readouterr().err
+    assert "Timed out while waiting" not in err and "coordination service" not in err, err
+    assert [type(e).__name__ for e in printed] == ["ValueError"]  # other threads' errors as before
+    assert threading.excepthook is before  # restored on leaving

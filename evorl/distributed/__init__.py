@@ -103,19 +103,28 @@ class PeerLost(RuntimeError):
 #: Parts of the messages of errors of the collectives (gloo on CPUs, NCCL on GPUs) and of the
 #: coordination service, and the signs among them that a peer is gone, the most telling first.
 COLLECTIVE_ERRORS = ("Gloo", "NCCL", "coordination service", "heartbeat")
-PEER_LOST_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "heartbeat timeout")
+PEER_LOST_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Broken pipe", "heartbeat timeout",
+                   "Socket closed")
 
 
 def peer_lost(error: BaseException | None) -> PeerLost | None:
     """The :class:`PeerLost` that ``error`` means, or None: in a multi-process run, an error of a
     collective (JAX raises them as ``JaxRuntimeError`` or ``ValueError``) that names a lost
-    connection or missed heartbeats."""
-    text = str(error)
-    if error is None or jax.process_count() == 1 or not any(name in text for name in COLLECTIVE_ERRORS):
+    connection or missed heartbeats; or an error raised because of one (orbax's checkpoint
+    thread raises a ``TimeoutError`` from the coordination service's error), so the chain of
+    causes is read too."""
+    if error is None or jax.process_count() == 1:
         return None
-    sign = next((s for s in PEER_LOST_SIGNS if s in text), None)
-    if sign is None:
+    chain, seen = [], set()
+    while error is not None and id(error) not in seen:
+        chain.append(str(error))
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    text = next((t for t in chain if any(name in t for name in COLLECTIVE_ERRORS)
+                 and any(s in t for s in PEER_LOST_SIGNS)), None)
+    if text is None:
         return None
+    sign = next(s for s in PEER_LOST_SIGNS if s in text)
     count, index = jax.process_count(), jax.process_index()
     who = f"process {1 - index} of 2" if count == 2 else f"one of the other {count - 1} processes (of {count})"
     return PeerLost(f"{who} stopped responding ({sign}); process {index} stops too. Start all {count} processes "
