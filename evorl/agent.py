@@ -15,12 +15,14 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
+from jax import lax
 
 from evorl.distributions import make_distribution
 from evorl.envs.spaces import Box, Space
 from evorl.networks import Network
-from evorl.rollout import Trajectory
+from evorl.rollout import Trajectory, reset_policy_state
 from evorl.utils.rl_toolkits import compute_gae
 from evorl.utils.running_statistics import (
     RunningStatistics,
@@ -51,9 +53,30 @@ class Agent(ABC):
     #: The agent may end an iteration's updates early: the workflow then calls
     #: :meth:`stop_updates` after every minibatch step.
     stops_early: bool = False
+    #: The policy carries a state from step to step (a recurrent core): the rollout keeps one
+    #: per environment, resets it where an episode starts and stores the state each step
+    #: acted with in the trajectory (``extras["policy_state"]``), from which the loss unrolls.
+    recurrent: bool = False
 
     @abstractmethod
     def init(self, key: jax.Array) -> AgentState: ...
+
+    def initial_policy_state(self, num_envs: int) -> Any:
+        """The policy state of ``num_envs`` environments at the start of an episode (leaves
+        ``[B, ...]``); None for a feed-forward policy."""
+        return None
+
+    def policy_step(self, agent_state: AgentState, policy_state: Any, obs: jax.Array, keys: jax.Array | None,
+                    greedy: bool = False) -> tuple[jax.Array, dict, Any]:
+        """Acts on observations ``obs [B, ...]`` with ``policy_state`` (already reset where an
+        episode starts): ``(actions [B, ...], extras, next policy_state)``, sampled with the
+        per-environment ``keys [B]``, or ``greedy``. A feed-forward policy samples with
+        :meth:`compute_actions` per environment (or acts with :meth:`evaluate_actions`); its
+        state stays None."""
+        if greedy:
+            return self.evaluate_actions(agent_state, obs), {}, policy_state
+        actions, extras = jax.vmap(self.compute_actions, in_axes=(None, 0, 0))(agent_state, obs, keys)
+        return actions, extras, policy_state
 
     def default_hparams(self) -> Any:
         """The loss hyperparameters ``init`` puts into ``AgentState.hparams``."""
@@ -123,12 +146,20 @@ class ActorCriticOptions:
     #: Image torsos (``cnn``, ``nature_cnn``): one torso that the policy and the value heads
     #: share (trained by both losses, computed once per observation), instead of one each.
     shared_torso: bool = False
+    #: A recurrent core between a shared torso and the heads: ``none``, ``gru`` or ``lstm``.
+    #: The torso is the image torso, or for ``mlp`` one ``core_size`` layer; the heads are the
+    #: ``*_hidden_layer_sizes`` MLPs reading the core's output. Minibatches are whole sequences.
+    core: str = "none"
+    #: Units of the recurrent core (and of the ``mlp`` torso's layer before it).
+    core_size: int = 128
 
 
 #: ``network_factory(action_space, obs_space, options) -> (policy_network, value_network)``,
 #: or ``(policy_network, value_network, torso_network)`` for heads that share a torso (they
-#: then read the torso's features, not the observation); the policy network's output
-#: parametrises ``make_distribution(action_space, ...)``.
+#: then read the torso's features, not the observation), or ``(policy_network, value_network,
+#: torso_network, core)`` with a :class:`~evorl.networks.RecurrentCore` between the torso and
+#: the heads (they read its output); the policy network's output parametrises
+#: ``make_distribution(action_space, ...)``.
 NetworkFactory = Callable[[Space, Box, ActorCriticOptions], tuple[Network, ...]]
 
 
@@ -136,10 +167,18 @@ def make_actor_critic_networks(action_space: Space, obs_space: Box,
                                options: ActorCriticOptions) -> tuple[Network, ...]:
     """The default :data:`NetworkFactory`: separate policy and value networks
     (:func:`~evorl.networks.make_policy_network`, :func:`~evorl.networks.make_v_network`);
-    with ``shared_torso``, MLP heads over one image torso (:func:`~evorl.networks.make_torso_network`)."""
-    from evorl.networks import make_policy_network, make_torso_network, make_v_network
+    with ``shared_torso``, MLP heads over one image torso (:func:`~evorl.networks.make_torso_network`);
+    with a ``core``, MLP heads over a recurrent core (:func:`~evorl.networks.make_core`) over one torso."""
+    from evorl.networks import make_core, make_policy_network, make_torso_network, make_v_network
 
     o = options
+    if o.core != "none":
+        torso, features = make_torso_network(obs_space, o.network, o.activation, dense_size=o.core_size)
+        core = make_core(o.core, features.shape[0], o.core_size)
+        outputs = Box(low=np.full((o.core_size,), -1.0, np.float32), high=np.full((o.core_size,), 1.0, np.float32))
+        policy = make_policy_network(action_space, outputs, o.actor_hidden_layer_sizes, o.activation,
+                                     o.init_log_std, o.state_dependent_std)
+        return policy, make_v_network(outputs, o.critic_hidden_layer_sizes, o.activation), torso, core
     if o.shared_torso:
         torso, features = make_torso_network(obs_space, o.network, o.activation)
         policy = make_policy_network(action_space, features, o.actor_hidden_layer_sizes, o.activation,
@@ -155,7 +194,7 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
     """Config errors for the network / policy keywords, naming the keys."""
     from evorl.config import require
     from evorl.distributions import GAUSSIANS
-    from evorl.networks import IMAGE_NETWORKS, NETWORKS
+    from evorl.networks import CORES, IMAGE_NETWORKS, NETWORKS
 
     o = options
     for key in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):
@@ -168,6 +207,8 @@ def check_network_options(action_space: Space, obs_space: Box, options: ActorCri
             f"agent.network={o.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
     require(not o.shared_torso or o.network in IMAGE_NETWORKS,
             f"agent.shared_torso shares an image torso ({', '.join(IMAGE_NETWORKS)}); agent.network={o.network!r} has none.")
+    require(o.core in CORES, f"Unknown agent.core {o.core!r}; valid: {', '.join(CORES)}.")
+    require(o.core_size >= 1, f"agent.core_size must be >= 1, got {o.core_size}.")
     require(o.policy_distribution in GAUSSIANS,
             f"Unknown agent.policy_distribution {o.policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
     if not isinstance(action_space, Box):
@@ -187,21 +228,27 @@ def build_actor_critic(agent_cls: type, factory: str, action_space: Space, obs_s
     require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
     options = parse_section(ActorCriticOptions, network_options, factory)
     check_network_options(action_space, obs_space, options)
-    policy_network, value_network, *torso = (network_factory or make_actor_critic_networks)(
+    policy_network, value_network, *shared = (network_factory or make_actor_critic_networks)(
         action_space, obs_space, options)
+    torso, core = (shared + [None, None])[:2]
     return agent_cls(
         action_space=action_space, obs_space=obs_space, policy_network=policy_network,
-        value_network=value_network, torso_network=torso[0] if torso else None, normalize_obs=options.normalize_obs,
+        value_network=value_network, torso_network=torso, core_network=core, normalize_obs=options.normalize_obs,
         policy_distribution=options.policy_distribution, hparams_defaults=hparams, **agent_fields,
     )
 
 
 @dataclass(frozen=True, eq=False)
 class ActorCriticAgent(Agent):
-    """A policy network, a state-value network and optional observation normalisation.
+    r"""A policy network, a state-value network and optional observation normalisation.
 
     ``compute_targets`` computes GAE (:func:`evorl.utils.rl_toolkits.compute_gae`) with
     the agent's ``discount`` and ``gae_lambda`` hyperparameters; subclasses add the loss.
+
+    With a ``core_network`` (a :class:`~evorl.networks.RecurrentCore`) the heads read the
+    core's output :math:`y_t`, where :math:`(h_{t+1}, y_t) = \mathrm{core}(h_t, \mathrm{torso}(o_t))`
+    and :math:`h_t` is reset to the initial state where an episode starts; the losses
+    recompute every :math:`y_t` by unrolling the core over the stored sequence (:meth:`unroll`).
     """
 
     action_space: Space
@@ -213,6 +260,8 @@ class ActorCriticAgent(Agent):
     torso_network: Network | None = None
     #: Device axis for batch statistics inside the loss (set by the workflow), or None.
     axis_name: str | None = None
+    #: A recurrent core between the (shared) torso and the heads (``params["core"]``), or None.
+    core_network: Any = None
     #: Gaussian for ``Box`` actions: "clipped_gaussian" or "tanh_gaussian" (see distributions).
     policy_distribution: str = "clipped_gaussian"
     #: The loss hyperparameters ``init`` puts into ``AgentState.hparams`` (the algorithm's
@@ -225,6 +274,18 @@ class ActorCriticAgent(Agent):
     def default_hparams(self) -> Any:
         return self.hparams_defaults
 
+    @property
+    def recurrent(self) -> bool:
+        return self.core_network is not None
+
+    @property
+    def sequence_minibatches(self) -> bool:
+        """A recurrent core learns from whole sequences (it unrolls along time)."""
+        return self.recurrent
+
+    def initial_policy_state(self, num_envs):
+        return None if self.core_network is None else self.core_network.initial_state((num_envs,))
+
     def init(self, key: jax.Array) -> AgentState:
         policy_key, value_key = jax.random.split(key)
         params = {
@@ -233,6 +294,8 @@ class ActorCriticAgent(Agent):
         }
         if self.torso_network is not None:
             params["torso"] = self.torso_network.init(jax.random.fold_in(key, 2))
+        if self.core_network is not None:
+            params["core"] = self.core_network.init(jax.random.fold_in(key, 3))
         obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
         return AgentState(params=params, obs_stats=obs_stats, hparams=hparams_as_arrays(self.default_hparams()))
 
@@ -256,22 +319,81 @@ class ActorCriticAgent(Agent):
         """``V(obs)`` ``[...]`` for raw observations ``obs``."""
         return self.value_network.apply(agent_state.params["value"], self.features(agent_state, obs))
 
-    def actor_critic(self, agent_state: AgentState, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """``(distribution parameters [..., num_params], V(obs) [...])`` for raw observations
-        ``obs``, the torso (if shared) computed once: what the losses call."""
-        x = self.features(agent_state, obs)
+    def heads(self, agent_state: AgentState, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(distribution parameters [..., num_params], values [...])`` of the heads on what they
+        read ``x [..., F]`` (features, or the core's output)."""
         return (self.policy_network.apply(agent_state.params["policy"], x),
                 self.value_network.apply(agent_state.params["value"], x))
 
+    def unroll(self, agent_state: AgentState, trajectory: Trajectory) -> tuple[jax.Array, jax.Array, jax.Array]:
+        r"""What the losses read: ``(distribution parameters [..., num_params], V(s_t) [...],
+        V(s'_t) [...])`` for the observations and the true next observations of ``trajectory``
+        (the torso, if shared, computed once per observation). Feed-forward: any batch shape
+        (``[T, B]`` or shuffled ``[N]``). Recurrent: whole sequences ``[T, b]``, the core
+        unrolled from the stored state (:meth:`unroll_core`); :math:`V(s'_t)` reads
+        :math:`\mathrm{core}(h_{t+1}, \mathrm{torso}(s'_t))` with the state before any reset, so
+        a truncated episode bootstraps from the memory it ended with."""
+        if self.core_network is None:
+            dist_params, values = self.heads(agent_state, self.features(agent_state, trajectory.obs))
+            return dist_params, values, self.values(agent_state, trajectory.next_obs)
+        _, states_after, outputs = self.unroll_core(agent_state, trajectory)  # outputs [T, b, H]
+        next_features = self.features(agent_state, trajectory.next_obs)  # [T, b, F]
+        _, next_outputs = self.core_network.apply(agent_state.params["core"], states_after, next_features)
+        dist_params, values = self.heads(agent_state, outputs)
+        return dist_params, values, self.value_network.apply(agent_state.params["value"], next_outputs)
+
+    def unroll_core(self, agent_state: AgentState, trajectory: Trajectory) -> tuple[Any, Any, jax.Array]:
+        """The recurrent core over the sequences ``trajectory [T, b]`` from the state the rollout
+        stored for step 0 (``extras["policy_state"][0]``), reset to the initial state after
+        every step that ended an episode. Returns ``(states acted with [T, b, ...], states
+        after each step (before any reset) [T, b, ...], outputs [T, b, H])``; the first equals
+        the rollout's ``extras["policy_state"]`` (tested)."""
+        core = self.core_network
+        features = self.features(agent_state, trajectory.obs)  # [T, b, F]
+        done = trajectory.terminated | trajectory.truncated  # [T, b]
+        starts = jnp.concatenate([jnp.zeros_like(done[:1]), done[:-1]])  # [T, b]: step t starts an episode
+        first = jax.tree.map(lambda h: h[0], trajectory.extras["policy_state"])  # [b, ...]
+        initial = core.initial_state()
+
+        def step(state, inputs):
+            x_t, start_t = inputs
+            state = reset_policy_state(state, start_t, initial)
+            after, y_t = core.apply(agent_state.params["core"], state, x_t)
+            return after, (state, after, y_t)
+
+        _, (states, states_after, outputs) = lax.scan(step, first, (features, starts))
+        return states, states_after, outputs
+
     # --- acting ---------------------------------------------------------------------
-    def compute_actions(self, agent_state, obs, key):
-        dist_params = self.policy_output(agent_state, obs)  # [B, num_params]
+    def sample_actions(self, dist_params: jax.Array, key: jax.Array) -> tuple[jax.Array, dict]:
+        """Actions sampled from the policy's distribution ``dist_params`` and the extras the
+        trajectory keeps (the log-probability ``logp``)."""
         actions = self.distribution.sample(dist_params, key)
-        logp = self.distribution.log_prob(dist_params, actions)  # [B]
-        return actions, {"logp": logp}
+        return actions, {"logp": self.distribution.log_prob(dist_params, actions)}
+
+    def compute_actions(self, agent_state, obs, key):
+        self._feed_forward_only("compute_actions")
+        return self.sample_actions(self.policy_output(agent_state, obs), key)
 
     def evaluate_actions(self, agent_state, obs):
+        self._feed_forward_only("evaluate_actions")
         return self.distribution.mode(self.policy_output(agent_state, obs))
+
+    def policy_step(self, agent_state, policy_state, obs, keys, greedy=False):
+        if self.core_network is None:
+            return super().policy_step(agent_state, policy_state, obs, keys, greedy)
+        next_state, outputs = self.core_network.apply(agent_state.params["core"], policy_state,
+                                                      self.features(agent_state, obs))  # [B, H]
+        dist_params = self.policy_network.apply(agent_state.params["policy"], outputs)  # [B, num_params]
+        if greedy:
+            return self.distribution.mode(dist_params), {}, next_state
+        actions, extras = jax.vmap(self.sample_actions)(dist_params, keys)
+        return actions, {**extras, "policy_state": policy_state}, next_state
+
+    def _feed_forward_only(self, method: str) -> None:
+        if self.core_network is not None:
+            raise TypeError(f"{type(self).__name__}.{method} acts without memory; this agent has a recurrent core "
+                            f"(agent.core={self.core_network.kind}): act with policy_step, which carries its state.")
 
     def to_env_action(self, actions):
         return self.distribution.to_env_action(actions)
@@ -284,8 +406,7 @@ class ActorCriticAgent(Agent):
     # --- learning -------------------------------------------------------------------
     def compute_targets(self, agent_state, trajectory):
         hp = agent_state.hparams
-        values = self.values(agent_state, trajectory.obs)  # [T, B]
-        next_values = self.values(agent_state, trajectory.next_obs)  # [T, B]
+        _, values, next_values = self.unroll(agent_state, trajectory)  # [T, B] each
         advantages, returns = compute_gae(
             trajectory.rewards, values, next_values,
             trajectory.terminated, trajectory.truncated, hp.discount, hp.gae_lambda,

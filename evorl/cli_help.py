@@ -172,6 +172,15 @@ def help_text() -> str:
 # ----------------------------------------------------------------------------------------
 # Environments of each env type
 # ----------------------------------------------------------------------------------------
+#: The env types that list their envs with a function of their adapter: ``(module, function)``.
+SUITE_ENV_NAMES = {
+    "playground": ("playground_env", "playground_env_names"),
+    "craftax": ("craftax_env", "craftax_env_names"),
+    "jumanji": ("jumanji_env", "jumanji_env_names"),
+    "xminigrid": ("xminigrid_env", "xminigrid_env_names"),
+}
+
+
 def env_names(env_type: str) -> list[str] | None:
     """The environment names ``env_type`` knows, from its registry; None when its package is
     not installed. gymnasium's registry is listed without importing any env's own package
@@ -195,6 +204,13 @@ def env_names(env_type: str) -> list[str] | None:
         import gymnasium
 
         return sorted(gymnasium.envs.registry)
+    if env_type in SUITE_ENV_NAMES:
+        from evorl.envs.config import ENV_TYPE_PACKAGES
+
+        if importlib.util.find_spec(ENV_TYPE_PACKAGES[env_type][1].split(".")[0]) is None:
+            return None
+        module_name, function_name = SUITE_ENV_NAMES[env_type]
+        return list(getattr(importlib.import_module(f"evorl.envs.{module_name}"), function_name)())
     raise ValueError(env_type)
 
 
@@ -202,7 +218,7 @@ def listable_env_types() -> tuple[str, ...]:
     """The env types whose environments have a registry to list."""
     from evorl.envs import config
 
-    return tuple(t for t in config.ENV_TYPES if t in ("gymnax", "brax", "gymnasium"))
+    return tuple(t for t in config.ENV_TYPES if t in ("gymnax", "brax", "gymnasium", *SUITE_ENV_NAMES))
 
 
 def list_envs_main(args: list[str]) -> int:

@@ -50,11 +50,15 @@ class ObsSums:
     sum_d2: jax.Array  # [*obs_shape]
 
 
-def sampled_actions(agent: Agent, agent_state: AgentState, obs: jax.Array, key: jax.Array) -> jax.Array:
-    """Actions ``[E, ...]`` sampled by ``agent.compute_actions`` for observations ``[E, ...]``,
-    environment ``i`` with ``fold_in(key, i)``."""
+def act(agent: Agent, agent_state: AgentState, policy_state, obs: jax.Array, key: jax.Array | None):
+    """``(actions [E, ...], policy_state)`` for observations ``[E, ...]``: greedy with ``key``
+    None, else sampled (``agent.policy_step``), environment ``i`` with ``fold_in(key, i)``."""
+    if key is None:
+        actions, _, policy_state = agent.policy_step(agent_state, policy_state, obs, None, greedy=True)
+        return actions, policy_state
     keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(key, jnp.arange(obs.shape[0]))
-    return jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))(agent_state, obs, keys)[0]
+    actions, _, policy_state = agent.policy_step(agent_state, policy_state, obs, keys)
+    return actions, policy_state
 
 
 def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
@@ -67,34 +71,33 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
     truncated by the time limit). Returns the episode returns and lengths ``[E]`` (the env's
     own unscaled return) and, with ``obs_shift [*obs_shape]``, the :class:`ObsSums` of the
     observations acted on before each episode ended. ``axis_name``: the device axis over which
-    ``agent_state`` varies (each device plays its own policies)."""
+    ``agent_state`` varies (each device plays its own policies). A recurrent policy starts
+    every episode from its initial state and carries it through the episode."""
 
     def cond(carry):
-        _, _, _, active, t, _ = carry
+        _, _, _, active, t, _, _ = carry
         return jnp.any(active) & (t < env.episode_length)
 
     def body(carry):
-        env_state, returns, lengths, active, t, sums = carry
+        env_state, returns, lengths, active, t, sums, policy_state = carry
         if sums is not None:
             d = jnp.where(active.reshape((-1,) + (1,) * (env_state.obs.ndim - 1)), env_state.obs - obs_shift, 0.0)
             sums = ObsSums(sums.count + jnp.sum(active), sums.sum_d + jnp.sum(d, 0), sums.sum_d2 + jnp.sum(d * d, 0))
-        if sample_key is None:
-            actions = agent.evaluate_actions(agent_state, env_state.obs)
-        else:
-            actions = sampled_actions(agent, agent_state, env_state.obs, jax.random.fold_in(sample_key, t))
+        step_key = None if sample_key is None else jax.random.fold_in(sample_key, t)
+        actions, policy_state = act(agent, agent_state, policy_state, env_state.obs, step_key)
         env_state = env.step(env_state, agent.to_env_action(actions))
         ended = active & env_state.done  # [E]
         returns = jnp.where(ended, env_state.episode_return, returns)
         lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
-        return env_state, returns, lengths, active & ~env_state.done, t + 1, sums
+        return env_state, returns, lengths, active & ~env_state.done, t + 1, sums, policy_state
 
     zeros = jnp.zeros((env.num_envs,), jnp.float32)
     sums = None
     if obs_shift is not None:
         sums = ObsSums(jnp.zeros((), jnp.float32), jnp.zeros_like(obs_shift), jnp.zeros_like(obs_shift))
-    init = vary((env.reset(key), zeros, zeros, zeros == 0, sums), axis_name)
-    init = (*init[:4], jnp.zeros((), jnp.int32), init[4])
-    _, returns, lengths, _, _, sums = lax.while_loop(cond, body, init)
+    init = vary((env.reset(key), zeros, zeros, zeros == 0, sums, agent.initial_policy_state(env.num_envs)), axis_name)
+    init = (*init[:4], jnp.zeros((), jnp.int32), *init[4:])
+    _, returns, lengths, _, _, sums, _ = lax.while_loop(cond, body, init)
     return returns, lengths, sums
 
 
@@ -109,11 +112,12 @@ class HostEvaluator:
         self.agent = agent
         self.num_episodes = num_episodes
         self.deterministic = deterministic
-        if deterministic:
-            self._act = jax.jit(lambda agent_state, obs, key: agent.to_env_action(agent.evaluate_actions(agent_state, obs)))
-        else:
-            self._act = jax.jit(lambda agent_state, obs, key: agent.to_env_action(
-                sampled_actions(agent, agent_state, obs, key)))
+
+        def env_actions(agent_state, policy_state, obs, key):
+            actions, policy_state = act(agent, agent_state, policy_state, obs, key)
+            return agent.to_env_action(actions), policy_state
+
+        self._act = jax.jit(env_actions)
 
     def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
         env = self.env
@@ -123,9 +127,10 @@ class HostEvaluator:
         returns = np.zeros((self.num_episodes,), np.float32)  # [E]
         lengths = np.zeros((self.num_episodes,), np.float32)  # [E]
         active = np.ones((self.num_episodes,), bool)  # [E]
+        policy_state = self.agent.initial_policy_state(self.num_episodes)
         for t in range(env.episode_length):  # the time limit ends every episode by then
             step_key = None if self.deterministic else jax.random.fold_in(sample_key, t)
-            actions = self._act(agent_state, env_state.obs, step_key)
+            actions, policy_state = self._act(agent_state, policy_state, env_state.obs, step_key)
             env_state = env.step(np.asarray(actions))
             ended = active & env_state.done
             returns[ended] = env_state.episode_return[ended]

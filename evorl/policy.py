@@ -9,9 +9,14 @@
 
 Actions are the environment's (NumPy): a ``Discrete`` index, or a ``Box`` vector within its
 bounds, exactly what evaluation steps the environment with (``agent.to_env_action`` of
-``agent.evaluate_actions``, greedy, or of ``agent.compute_actions``, sampled). Observations are
-raw: the agent's observation statistics (``normalize_obs``) are applied inside it. Both paths
-are jitted once per batch size.
+``agent.policy_step``, greedy or sampled, environment ``i`` of a batch with
+``fold_in(key, i)``). Observations are raw: the agent's observation statistics
+(``normalize_obs``) are applied inside it. Both paths are jitted once per batch size.
+
+A recurrent policy (``agent.core``) remembers: each call continues the episodes of the last
+one (a batch of size ``B`` is ``B`` episodes side by side); ``policy.reset()`` starts new
+episodes, ``policy.reset(done)`` those of the environments where ``done [B]`` is true. A call
+with another batch size starts new episodes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import jax
 import numpy as np
 
 from evorl.config import ConfigError
+from evorl.evaluator import act as evaluator_act
+from evorl.rollout import reset_policy_state
 
 
 class Policy:
@@ -41,8 +48,22 @@ class Policy:
         #: The training iteration of the checkpoint the parameters come from.
         self.iteration = iteration
         self._key = jax.random.PRNGKey(0)
-        self._greedy = jax.jit(lambda state, obs: agent.to_env_action(agent.evaluate_actions(state, obs)))
-        self._sample = jax.jit(lambda state, obs, key: agent.to_env_action(agent.compute_actions(state, obs, key)[0]))
+        #: A recurrent policy's state of the episodes in progress (leaves ``[B, ...]``), else None.
+        self.policy_state = None
+
+        def act(state, policy_state, obs, key):
+            actions, policy_state = evaluator_act(agent, state, policy_state, obs, key)
+            return agent.to_env_action(actions), policy_state
+
+        self._act = jax.jit(act)
+
+    def reset(self, done: Any = None) -> None:
+        """A recurrent policy starts new episodes: all of them, or those where ``done [B]``."""
+        if done is None or self.policy_state is None:
+            self.policy_state = None
+            return
+        done = np.asarray(done, bool).reshape(-1)
+        self.policy_state = reset_policy_state(self.policy_state, done, self.agent.initial_policy_state(done.size))
 
     def __call__(self, obs: Any, deterministic: bool = True, key: jax.Array | None = None,
                  seed: int | None = None) -> np.ndarray:
@@ -53,10 +74,11 @@ class Policy:
             raise ValueError(f"policy: observation of shape {obs.shape}; this policy takes one observation "
                              f"{list(shape)} or a batch [B, {', '.join(map(str, shape))}].")
         batch = obs[None] if single else obs
+        if self.policy_state is None or jax.tree.leaves(self.policy_state)[0].shape[0] != batch.shape[0]:
+            self.policy_state = self.agent.initial_policy_state(batch.shape[0])
         if deterministic:
             if key is not None or seed is not None:
                 raise ValueError("policy: key / seed sample actions; pass deterministic=False with them.")
-            actions = self._greedy(self.agent_state, batch)
         else:
             if key is not None and seed is not None:
                 raise ValueError("policy: pass key or seed, not both.")
@@ -64,7 +86,7 @@ class Policy:
                 self._key, key = jax.random.split(self._key)
             elif seed is not None:
                 key = jax.random.PRNGKey(seed)
-            actions = self._sample(self.agent_state, batch, key)
+        actions, self.policy_state = self._act(self.agent_state, self.policy_state, batch, key)
         actions = np.asarray(actions)
         return actions[0] if single else actions
 

@@ -22,12 +22,13 @@ def greedy_episode(workflow: Any, agent_state: Any, key: jax.Array, max_steps: i
     env = workflow.env.with_num_envs(1)
     agent = workflow.agent
 
-    def step(env_state, _):
-        actions = agent.evaluate_actions(agent_state, env_state.obs)
+    def step(carry, _):
+        env_state, policy_state = carry
+        actions, _, policy_state = agent.policy_step(agent_state, policy_state, env_state.obs, None, greedy=True)
         next_state = env.step(env_state, agent.to_env_action(actions))
-        return next_state, (env_state.backend_state, env_state.episode_return, next_state.done)
+        return (next_state, policy_state), (env_state.backend_state, env_state.episode_return, next_state.done)
 
-    first = env.reset(key)
+    first = (env.reset(key), agent.initial_policy_state(1))
     _, (backend_states, returns, done) = jax.jit(lambda s: lax.scan(step, s, None, length=max_steps))(first)
     done = np.asarray(done[:, 0])
     length = int(np.argmax(done)) + 1 if done.any() else max_steps
@@ -134,13 +135,20 @@ def host_frames(env: Any, agent: Any, agent_state: Any, seed: int, max_steps: in
     drawn by the env itself (``render_mode="rgb_array"``), from the first observation to the
     last step before the episode ended (at most ``max_steps`` frames)."""
     env = _host_renderer(env)
-    greedy = jax.jit(lambda s, obs: agent.to_env_action(agent.evaluate_actions(s, obs)))
+
+    @jax.jit
+    def greedy(agent_state, policy_state, obs):
+        actions, _, policy_state = agent.policy_step(agent_state, policy_state, obs, None, greedy=True)
+        return agent.to_env_action(actions), policy_state
+
     with headless_pygame():
         try:
             env_state = env.reset(seed)
+            policy_state = agent.initial_policy_state(env.num_envs)
             frames = [env.render_frame(0)]
             while len(frames) < max_steps:
-                env_state = env.step(np.asarray(greedy(agent_state, env_state.obs)))
+                actions, policy_state = greedy(agent_state, policy_state, env_state.obs)
+                env_state = env.step(np.asarray(actions))
                 if env_state.done[0]:
                     break
                 frames.append(env.render_frame(0))

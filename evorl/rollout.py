@@ -50,6 +50,14 @@ class EpisodeStats:
         )
 
 
+def reset_policy_state(policy_state: Any, starts: jax.Array, initial: Any) -> Any:
+    """``policy_state`` (leaves ``[B, ...]``) with the initial state (leaves ``[...]`` or
+    ``[B, ...]``) where ``starts [B]`` (an episode starts); None stays None."""
+    def reset(state, init):
+        return jnp.where(starts.reshape(starts.shape + (1,) * (state.ndim - starts.ndim)), init, state)
+    return jax.tree.map(reset, policy_state, initial)
+
+
 def rollout(
     env,
     agent,
@@ -64,16 +72,43 @@ def rollout(
     Environment ``i`` samples its action at step ``t`` with ``fold_in(key_t, env_ids[i])``,
     so what an environment does depends only on its global index, not on how the
     environments are split across devices (``env_ids`` defaults to ``arange(B)``).
-    Returns ``(env_state, trajectory [T, B, ...], episode_stats)``.
+    Returns ``(env_state, trajectory [T, B, ...], episode_stats)``. A recurrent agent's state
+    must outlive the rollout: :func:`rollout_with_policy_state`.
     """
+    if agent.recurrent:
+        raise TypeError(f"rollout: {type(agent).__name__} is recurrent; use rollout_with_policy_state, which carries "
+                        f"its policy state from one rollout to the next.")
+    env_state, _, trajectory, stats = rollout_with_policy_state(
+        env, agent, agent_state, env_state, None, key, rollout_length, env_ids)
+    return env_state, trajectory, stats
+
+
+def rollout_with_policy_state(
+    env,
+    agent,
+    agent_state,
+    env_state: EnvState,
+    policy_state: Any,
+    key: jax.Array,
+    rollout_length: int,
+    env_ids: jax.Array | None = None,
+):
+    """:func:`rollout` for any agent: ``agent.policy_step`` acts with ``policy_state`` (leaves
+    ``[B, ...]``; None for a feed-forward agent), which is reset to
+    ``agent.initial_policy_state`` where an episode starts; a recurrent agent stores the state
+    each step acted with in ``extras["policy_state"]`` ``[T, B, ...]``. Returns ``(env_state,
+    policy_state, trajectory [T, B, ...], episode_stats)``.
+    """
+    num_envs = env_state.reward.shape[0]
     if env_ids is None:
-        env_ids = jnp.arange(env_state.reward.shape[0])
-    act = jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))
+        env_ids = jnp.arange(num_envs)
+    initial = agent.initial_policy_state(num_envs)
 
     def step(carry, step_key):
-        env_state, stats = carry
+        env_state, policy_state, stats = carry
         env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_key, env_ids)  # [B]
-        actions, extras = act(agent_state, env_state.obs, env_keys)
+        policy_state = reset_policy_state(policy_state, env_state.done, initial)
+        actions, extras, policy_state = agent.policy_step(agent_state, policy_state, env_state.obs, env_keys)
         next_state = env.step(env_state, agent.to_env_action(actions))
         transition = Trajectory(
             obs=env_state.obs,
@@ -84,8 +119,9 @@ def rollout(
             next_obs=next_state.final_obs,
             extras=extras,
         )
-        return (next_state, stats.add(next_state)), transition
+        return (next_state, policy_state, stats.add(next_state)), transition
 
     keys = jax.random.split(key, rollout_length)
-    (env_state, stats), trajectory = lax.scan(step, (env_state, EpisodeStats.zeros(like=env_state.reward)), keys)
-    return env_state, trajectory, stats
+    carry = (env_state, policy_state, EpisodeStats.zeros(like=env_state.reward))
+    (env_state, policy_state, stats), trajectory = lax.scan(step, carry, keys)
+    return env_state, policy_state, trajectory, stats

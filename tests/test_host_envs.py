@@ -474,10 +474,13 @@ def test_fused_workflow_refuses_host_envs():
 
 def test_host_evaluator_samples_when_not_deterministic():
     """``deterministic=False`` on the host: the same episodes, played by hand with
-    ``sampled_actions`` and the step keys ``fold_in(fold_in(key, 1), t)``; a fresh agent's
+    ``compute_actions`` per env ``i`` with the keys ``fold_in(fold_in(fold_in(key, 1), t), i)``; a fresh agent's
     nearly uniform policy lasts as long as a random one (22.4 steps on average), unlike its
     argmax (38.3 steps here)."""
-    from evorl.evaluator import sampled_actions
+
+    def sampled_actions(agent, state, obs, step_key):
+        keys = jnp.stack([jax.random.fold_in(step_key, i) for i in range(obs.shape[0])])
+        return jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))(state, obs, keys)[0]
 
     env = create_env({"env_name": "CartPole-v1", "env_type": "gymnasium"})
     agent = make_mlp_ppo_agent(env.action_space, env.obs_space)

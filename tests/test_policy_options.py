@@ -210,7 +210,7 @@ def test_shared_torso_is_one_torso_read_by_both_heads_and_trained_by_both_losses
         h = jnp.maximum(x @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"], 0)
         return h @ p["Dense_1"]["kernel"] + p["Dense_1"]["bias"]
 
-    logits, values = agent.actor_critic(state, obs)
+    logits, values = agent.heads(state, agent.features(state, obs))
     np.testing.assert_allclose(logits, head(state.params["policy"], features), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(values, head(state.params["value"], features)[:, 0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(agent.policy_output(state, obs), logits, rtol=1e-6)

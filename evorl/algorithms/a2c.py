@@ -53,7 +53,7 @@ class A2CAgent(ActorCriticAgent):
 
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
-        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [N, num_params], [N]
+        dist_params, values, _ = self.unroll(agent_state, batch)  # [N, num_params], [N] (or [T, b, ...])
 
         advantages = batch.extras["advantages"]  # [N]
         if self.normalize_gae:

@@ -154,15 +154,13 @@ class IMPALAAgent(ActorCriticAgent):
     paper's "no correction" baseline).
     """
 
-    sequence_minibatches = True
+    sequence_minibatches = True  # V-trace runs along time
     #: Correct for the actors' lag (false: :math:`\pi/\mu := 1`, the paper's "no correction").
     vtrace_correction: bool = True
 
-    def compute_actions(self, agent_state, obs, key):
-        dist_params = self.policy_output(agent_state, obs)  # [B, num_params]
-        actions = self.distribution.sample(dist_params, key)
-        logp = self.distribution.log_prob(dist_params, actions)  # [B]
-        return actions, {"logp": logp, "behaviour_params": dist_params}
+    def sample_actions(self, dist_params, key):
+        actions, extras = super().sample_actions(dist_params, key)
+        return actions, {**extras, "behaviour_params": dist_params}
 
     def compute_targets(self, agent_state, trajectory):
         return trajectory  # V-trace needs the current parameters: computed in the loss
@@ -170,8 +168,7 @@ class IMPALAAgent(ActorCriticAgent):
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
         dist = self.distribution
-        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [T, b, num_params], [T, b]
-        next_values = self.values(agent_state, batch.next_obs)  # [T, b]
+        dist_params, values, next_values = self.unroll(agent_state, batch)  # [T, b, num_params], [T, b], [T, b]
 
         log_prob = dist.log_prob(dist_params, batch.actions)  # [T, b]
         log_rhos = lax.stop_gradient(log_prob - batch.extras["logp"])  # [T, b]

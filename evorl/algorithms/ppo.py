@@ -74,7 +74,7 @@ class PPOAgent(ActorCriticAgent):
     def loss(self, agent_state, batch, key):
         hp = agent_state.hparams
         dist = self.distribution
-        dist_params, values = self.actor_critic(agent_state, batch.obs)  # [N, num_params], [N]
+        dist_params, values, _ = self.unroll(agent_state, batch)  # [N, num_params], [N] (or [T, b, ...])
 
         log_ratio = dist.log_prob(dist_params, batch.actions) - batch.extras["logp"]  # [N]
         ratio = jnp.exp(log_ratio)

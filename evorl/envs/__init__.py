@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -15,6 +16,19 @@ from evorl.envs.vec_env import VectorEnv
 __all__ = [
     "Box", "Discrete", "EnvState", "HostVectorEnv", "Space", "VectorEnv", "create_env", "EnvConfig", "ENV_TYPES", "ENV_TYPE_KEYS",
 ]
+
+
+#: The adapter class of each env type: ``(module under evorl.envs, class)``.
+ENV_TYPE_CLASSES: dict[str, tuple[str, str]] = {
+    "gymnax": ("gymnax_env", "GymnaxEnv"),
+    "brax": ("brax_env", "BraxEnv"),
+    "gymnasium": ("gymnasium_env", "GymnasiumEnv"),
+    "envpool": ("envpool_env", "EnvpoolEnv"),
+    "playground": ("playground_env", "PlaygroundEnv"),
+    "craftax": ("craftax_env", "CraftaxEnv"),
+    "jumanji": ("jumanji_env", "JumanjiEnv"),
+    "xminigrid": ("xminigrid_env", "XMinigridEnv"),
+}
 
 
 def _as_dict(env_cfg: Any) -> dict:
@@ -42,10 +56,10 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
         env_cfg: a dict / OmegaConf / EnvConfig with ``env_name`` and ``env_type``
             (one of ``ENV_TYPES``), optionally ``reward_scale`` and ``action_repeat``
             (see :class:`VectorEnv`) and the type's own keys (``ENV_TYPE_KEYS``, e.g. brax's
-            ``backend``, gymnasium's and envpool's Atari keys and ``kwargs``); other keys are
-            passed to the backend's constructor. ``gymnax`` and ``brax`` give a JAX
-            :class:`VectorEnv`, ``gymnasium`` and ``envpool`` a :class:`HostVectorEnv`
-            (``env.on_host`` tells them apart).
+            ``backend``, gymnasium's and envpool's Atari keys and ``kwargs``, playground's and
+            jumanji's ``obs_fields``); other keys are passed to the backend's constructor.
+            ``gymnasium`` and ``envpool`` give a :class:`HostVectorEnv`, every other type
+            (``ENV_TYPE_CLASSES``) a JAX :class:`VectorEnv` (``env.on_host`` tells them apart).
         episode_length: time limit in steps (episodes end ``truncated`` there); ``None``
             keeps the environment's own limit.
         parallel: number of environments stepped in lock step.
@@ -62,12 +76,6 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     check_env_type_keys(env_type, cfg)
     foreign = {key for keys in ENV_TYPE_KEYS.values() for key in keys} - set(ENV_TYPE_KEYS[env_type])
     kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}
-    if env_type == "gymnax":
-        from evorl.envs.gymnax_env import GymnaxEnv as backend_env
-    elif env_type == "brax":
-        from evorl.envs.brax_env import BraxEnv as backend_env
-    elif env_type == "gymnasium":
-        from evorl.envs.gymnasium_env import GymnasiumEnv as backend_env
-    else:  # "envpool", the last of ENV_TYPES
-        from evorl.envs.envpool_env import EnvpoolEnv as backend_env
+    module_name, class_name = ENV_TYPE_CLASSES[env_type]
+    backend_env = getattr(importlib.import_module(f"evorl.envs.{module_name}"), class_name)
     return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.config import ConfigError
+from evorl.envs.env import strip_weak_types
 from evorl.envs.spaces import Box
 from evorl.envs.vec_env import VectorEnv
 
@@ -81,11 +82,6 @@ def resolve_backend(env_name: str, backend: str | None) -> str:
 def _uses_fluid(sys, backend: str) -> bool:
     """Whether the ``generalized`` pipeline applies brax's fluid drag (viscosity/density)."""
     return backend == "generalized" and bool(float(sys.viscosity) > 0 or float(sys.density) > 0)
-
-
-def _strong(tree):
-    """Strips weak types so reset and step states have identical avals (one compilation)."""
-    return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.result_type(x)), tree)
 
 
 class BraxEnv(VectorEnv):
@@ -138,9 +134,9 @@ class BraxEnv(VectorEnv):
             ) from err
 
     def _reset_one(self, key):
-        state = _strong(self._env.reset(key))
+        state = strip_weak_types(self._env.reset(key))
         return state.obs, state
 
     def _step_one(self, key, backend_state, action):
-        state = _strong(self._env.step(backend_state, action))
+        state = strip_weak_types(self._env.step(backend_state, action))
         return state.obs, state, state.reward, state.done > 0.5

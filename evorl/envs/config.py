@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from evorl.config import ConfigError, require
 
-ENV_TYPES = ("gymnax", "brax", "gymnasium", "envpool")
+ENV_TYPES = ("gymnax", "brax", "gymnasium", "envpool", "playground", "craftax", "jumanji", "xminigrid")
 #: Env types whose environments are stepped on the host (Python), not in compiled programs.
 HOST_ENV_TYPES = ("gymnasium", "envpool")
 #: The Atari preprocessing keys (see :class:`evorl.envs.atari.AtariOptions`); None = the
@@ -25,6 +26,19 @@ ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {
     "brax": ("backend",),
     "gymnasium": ATARI_KEYS + ("kwargs",),
     "envpool": ATARI_KEYS + ("kwargs",),
+    "playground": ("impl", "obs_fields", "menagerie_path"),
+    "craftax": (),
+    "jumanji": ("obs_fields",),
+    "xminigrid": (),
+}
+#: The pip extra (``pip install -e ".[EXTRA]"``) and the module each optional env type needs.
+ENV_TYPE_PACKAGES: dict[str, tuple[str, str]] = {
+    "brax": ("brax", "brax"),
+    "envpool": ("envpool", "envpool"),
+    "playground": ("playground", "mujoco_playground"),
+    "craftax": ("craftax", "craftax.craftax_env"),
+    "jumanji": ("jumanji", "jumanji"),
+    "xminigrid": ("xminigrid", "xminigrid"),
 }
 
 
@@ -44,12 +58,37 @@ def check_env_type_keys(env_type: str, cfg: Mapping, where: str = "env") -> None
         )
 
 
+def checked_env_name(env_type: str, env_name: str, valid: list[str] | tuple[str, ...]) -> str:
+    """``env_name`` if ``valid`` holds it, else a ConfigError naming the close matches and
+    every valid name."""
+    if env_name in valid:
+        return env_name
+    close = difflib.get_close_matches(env_name, list(valid), n=3)
+    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    raise ConfigError(f"Unknown {env_type} env_name {env_name!r} (env.env_name with env.env_type={env_type!r})."
+                      f"{hint} Valid names: {', '.join(valid)}.")
+
+
+def import_env_package(env_type: str):
+    """The module ``env_type`` steps its envs with; a missing package is an ImportError naming
+    the pip extra that installs it."""
+    import importlib
+
+    extra, module = ENV_TYPE_PACKAGES[env_type]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as err:
+        raise ImportError(f"env_type {env_type!r} needs the {module} package: pip install -e \".[{extra}]\" "
+                          f"({err})") from err
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     #: Name in the env type's registry; ``evorl-train --list-envs`` lists them.
     env_name: str = "CartPole-v1"
-    #: gymnax, brax (JAX envs) or gymnasium, envpool (host envs); JAX envs are stepped inside
-    #: the compiled program, host envs in Python by the actors.
+    #: gymnax, brax, playground, craftax, jumanji, xminigrid (JAX envs) or gymnasium, envpool
+    #: (host envs); JAX envs are stepped inside the compiled program, host envs in Python by
+    #: the actors.
     env_type: str = "gymnax"
     #: Time limit in (agent) steps (truncation); None keeps the environment's own.
     episode_length: int | None = None
@@ -76,6 +115,17 @@ class EnvConfig:
     fire_reset: bool | None = None
     #: gymnasium / envpool: keyword arguments of ``gymnasium.make`` / ``envpool.make``.
     kwargs: dict = field(default_factory=dict)
+    #: playground only: MuJoCo implementation, ``jax`` (MJX, the default: on CPU 60x faster
+    #: than ``warp`` on CartpoleBalance) or ``warp`` (MuJoCo Warp, playground's own default).
+    impl: str | None = None
+    #: playground / jumanji: the fields of a structured (dict) observation the agent sees,
+    #: each flattened to float32 and concatenated in this order (one field keeps its shape);
+    #: nested fields by dotted path (``agent_position.row``). None: playground's ``state``,
+    #: jumanji's every field.
+    obs_fields: tuple[str, ...] | None = None
+    #: playground only: folder of a MuJoCo Menagerie copy for the locomotion robots (None:
+    #: playground's own, which it git-clones on first use).
+    menagerie_path: str | None = None
 
     def validate(self, where: str) -> None:
         require(self.env_type in ENV_TYPES, f"Unknown {where}.env_type {self.env_type!r}; valid: {', '.join(ENV_TYPES)}.")
@@ -89,6 +139,11 @@ class EnvConfig:
 
             require(self.backend in BRAX_BACKENDS,
                     f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
+        if self.impl is not None:
+            from evorl.envs.playground_env import PLAYGROUND_IMPLS
+
+            require(self.impl in PLAYGROUND_IMPLS,
+                    f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")
         if self.env_type in ("gymnasium", "envpool"):
             from evorl.envs.atari import atari_options
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 
@@ -52,3 +53,10 @@ def checked_vector_settings(num_envs: int, episode_length: int, reward_scale: fl
     if int(action_repeat) < 1:
         raise ValueError(f"action_repeat must be >= 1, got {action_repeat}")
     return int(num_envs), int(episode_length), float(reward_scale), int(action_repeat)
+
+
+def strip_weak_types(tree: Any) -> Any:
+    """``tree`` with weakly typed leaves (Python scalars traced as arrays) made strong, so a
+    backend's reset and step states have identical avals and auto-reset's ``where`` between
+    them keeps one dtype (one compilation)."""
+    return jax.tree.map(lambda x: jnp.asarray(x, dtype=jnp.result_type(x)), tree)

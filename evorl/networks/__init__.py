@@ -250,19 +250,28 @@ def make_policy_network(
     return _network(module, obs_space)
 
 
-def make_torso_network(obs_space: Box, network: str, activation: str = "relu") -> tuple[Network, Box]:
-    """The image torso of ``network`` (``"cnn"`` or ``"nature_cnn"``) alone, for an actor and a
-    critic that share it: ``apply(params, obs [..., H, W, C]) -> features [..., F]``. Returns the
+def make_torso_network(obs_space: Box, network: str, activation: str = "relu",
+                       dense_size: int | None = None) -> tuple[Network, Box]:
+    """The torso of ``network`` alone, for an actor and a critic that share it (and a recurrent
+    core, which reads it): ``apply(params, obs [..., *obs_shape]) -> features [..., F]``. The
+    image torso of ``"cnn"`` / ``"nature_cnn"``; for ``"mlp"``, the flattened observation
+    through one fully connected layer of ``dense_size`` units with ``activation``. Returns the
     network and the space of its features (``Box`` of shape ``[F]``), which the heads read."""
-    if network not in IMAGE_NETWORKS:
-        raise ValueError(f"a shared torso needs an image network ({', '.join(IMAGE_NETWORKS)}), got {network!r}")
+    if network not in IMAGE_NETWORKS and dense_size is None:
+        raise ValueError(f"a shared torso needs an image network ({', '.join(IMAGE_NETWORKS)}) or, for "
+                         f"{network!r}, a dense_size")
     conv = conv_channels_for(network, obs_space)
-    get_activation(activation)
+    act = get_activation(activation)
+    ndim = len(obs_space.shape)
 
     class Torso(nn.Module):
         @nn.compact
         def __call__(self, obs):
-            return image_torso(jnp.asarray(obs, jnp.float32), network == "nature_cnn", conv, activation)
+            obs = jnp.asarray(obs, jnp.float32)
+            if network in IMAGE_NETWORKS:
+                return image_torso(obs, network == "nature_cnn", conv, activation)
+            x = obs.reshape(obs.shape[: obs.ndim - ndim] + (-1,))  # [..., prod(obs_shape)]
+            return act(nn.Dense(dense_size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
 
     torso = _network(Torso(), obs_space)
     features = jax.eval_shape(lambda: torso.apply(torso.init(jax.random.PRNGKey(0)), jnp.zeros((1,) + obs_space.shape)))
@@ -284,3 +293,45 @@ def make_v_network(
                  nature_cnn=network == "nature_cnn")
     net = _network(module, obs_space)
     return Network(init=net.init, apply=lambda params, obs: net.apply(params, obs)[..., 0])
+
+
+#: Recurrent cores (``agent.core``): none, a GRU (Cho et al., 2014) or an LSTM (Hochreiter &
+#: Schmidhuber, 1997).
+CORES = ("none", "gru", "lstm")
+
+
+@dataclass(frozen=True)
+class RecurrentCore:
+    r"""A recurrent cell between the torso and the heads.
+
+    ``init(key) -> params``; ``initial_state(batch_shape=()) -> carry`` (zeros: ``[*batch, H]``
+    for a GRU, the pair ``(c, h)`` for an LSTM); ``apply(params, carry, x [*batch, F]) ->
+    (carry, y [*batch, H])``, one step. The GRU's step is
+
+    .. math::
+        r = \sigma(W_r x + U_r h), \; z = \sigma(W_z x + U_z h), \;
+        n = \tanh(W_n x + r \odot (U_n h + b_n)), \; h' = (1 - z) \odot n + z \odot h = y
+    """
+
+    kind: str
+    size: int
+    init: Callable[[jax.Array], Any]
+    apply: Callable[[Any, Any, jax.Array], tuple[Any, jax.Array]]
+    initial_state: Callable[..., Any]
+
+
+def make_core(kind: str, input_dim: int, size: int) -> RecurrentCore:
+    """A :class:`RecurrentCore` of ``kind`` (``"gru"`` or ``"lstm"``, flax's cells) with ``size``
+    units reading features of ``input_dim``."""
+    if kind not in CORES[1:]:
+        raise ValueError(f"Unknown core {kind!r}; valid: {', '.join(CORES[1:])}.")
+    if int(size) < 1:
+        raise ValueError(f"core size must be >= 1, got {size}")
+    cell = nn.GRUCell(features=size) if kind == "gru" else nn.OptimizedLSTMCell(features=size)
+
+    def initial_state(batch_shape: tuple[int, ...] = ()) -> Any:
+        zeros = jnp.zeros(tuple(batch_shape) + (size,), jnp.float32)
+        return zeros if kind == "gru" else (zeros, zeros)
+
+    return RecurrentCore(kind, size, init=lambda key: cell.init(key, initial_state(), jnp.zeros((input_dim,))),
+                         apply=cell.apply, initial_state=initial_state)

@@ -110,6 +110,9 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
     require(tc.actor_lag == 0,
             f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async the "
             f"lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
+    require(not agent.recurrent,
+            "runner.mode=async: the actors do not carry a recurrent policy's state (agent.core); train a "
+            "recurrent agent with runner.mode=fused on a JAX env (gymnax, brax), or set agent.core=none.")
     require(not config.distributed.multi_process,
             "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
     require(tc.num_envs % rc.num_actors == 0,

@@ -36,7 +36,7 @@ from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import TrainingConfig, require
 from evorl.distributed import agent_gradient_update, axis_index
 from evorl.envs import EnvState, VectorEnv
-from evorl.rollout import EpisodeStats, Trajectory, rollout
+from evorl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
 
 
 @struct.dataclass
@@ -55,10 +55,13 @@ class OnPolicyState:
     #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
     #: train``); None without PBT (see :mod:`evorl.workflows.pbt`).
     fitness_episodes: Any = None
+    #: A recurrent agent's state of each environment's episode in progress (leaves ``[B, ...]``,
+    #: carried from one rollout to the next); None for a feed-forward agent.
+    policy_state: Any = None
 
 
 #: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.
-ENV_FIELDS = ("env_state",)
+ENV_FIELDS = ("env_state", "policy_state")
 
 
 def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
@@ -91,6 +94,7 @@ def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
         learning_rate=jnp.asarray(learning_rate, jnp.float32),
         iteration=jnp.zeros((), jnp.int32),
         lagged_params=init_lagged_params(agent_state.params, actor_lag),
+        policy_state=None if env is None else agent.initial_policy_state(env.num_envs),
     )
 
 
@@ -153,12 +157,12 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransf
         actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
         local_envs = state.env_state.reward.shape[0]
         env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
-        env_state, trajectory, episodes = rollout(
-            env, agent, actor_state, state.env_state, rollout_key, tc.rollout_length, env_ids
+        env_state, policy_state, trajectory, episodes = rollout_with_policy_state(
+            env, agent, actor_state, state.env_state, state.policy_state, rollout_key, tc.rollout_length, env_ids
         )  # trajectory [T, B, ...]
         state, loss_metrics = learner_update(state, trajectory, update_key)
         metrics = {**loss_metrics, **episode_metrics(episodes, axis_name)}
-        state = state.replace(key=key, env_state=env_state, lagged_params=lagged_params)
+        state = state.replace(key=key, env_state=env_state, policy_state=policy_state, lagged_params=lagged_params)
         return state, metrics
 
     return iteration

@@ -73,8 +73,10 @@ class PBTExecutor(Executor):
         chunk; on one device it can also be jitted by itself (``benchmarks/`` times it so)."""
         local_agents = state.iteration.shape[0]
         fitness = self.pbt.fitness(state)  # [n] each device evaluates its own agents
-        kept = {"env_state": state.env_state, "fitness_episodes": state.fitness_episodes}
-        population = state.replace(env_state=None, fitness_episodes=None)
+        # each agent's environments (and its policy's state of their episodes) stay where they are
+        kept = {"env_state": state.env_state, "policy_state": state.policy_state,
+                "fitness_episodes": state.fitness_episodes}
+        population = state.replace(env_state=None, policy_state=None, fitness_episodes=None)
         if self.split_agents:
             gather = lambda x: lax.all_gather(x, DEVICE_AXIS, tiled=True)  # noqa: E731
             population, fitness = jax.tree.map(gather, (population, fitness))
@@ -84,7 +86,8 @@ class PBTExecutor(Executor):
             own = lambda x: lax.dynamic_slice_in_dim(x, start, local_agents)  # noqa: E731
             population, record = jax.tree.map(own, (population, record))
         episodes = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
-        return population.replace(env_state=kept["env_state"], fitness_episodes=episodes), record
+        return population.replace(env_state=kept["env_state"], policy_state=kept["policy_state"],
+                                  fitness_episodes=episodes), record
 
     def _build_chunk(self):
         if self.placement.mesh is None:
