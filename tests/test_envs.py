@@ -29,7 +29,9 @@ def random_actions(env):
     return lambda key: jax.random.uniform(key, (env.num_envs,) + space.shape, minval=space.low, maxval=space.high)
 
 
-@pytest.mark.parametrize("name", [n for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD])
+# the MinAtar games other than Breakout (3-6 s each to compile) run in the slow set
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.endswith("-MinAtar") and n != "Breakout-MinAtar"
+                                  else n for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD])
 def test_every_gymnax_env_steps(name):
     env = create_env({"env_name": name, "env_type": "gymnax"}, episode_length=7, parallel=3)
     states = jax.jit(lambda: run_steps(env, random_actions(env), 16))()

@@ -92,6 +92,7 @@ print("OK", workflow.last_metrics["train/max_importance_ratio"])
 """
 
 
+@pytest.mark.slow  # 12 s; test_multi_device.py keeps a 2-device run in the default set
 def test_seed_distributed_snippet_runs_on_two_devices():
     """The seed's "Running Distributed IMPALA" code (num_iterations 10000 -> 2) on 2 CPU devices."""
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "JAX_PLATFORMS": "cpu"}

@@ -59,12 +59,14 @@ def menagerie():
     return str(assets.asset_path() / "mujoco" / "playground" / "assets" / "mujoco_menagerie")
 
 
+@pytest.mark.slow  # 13 s to build the robot
 def test_a_locomotion_env_resets_and_steps(menagerie):
     env = playground_env("Op3Joystick", menagerie_path=menagerie)
     assert env.obs_space.shape == (147,) and env.action_space.shape == (20,)
     check_traced_shapes(env)
 
 
+@pytest.mark.slow
 def test_dict_observations_show_state_unless_obs_fields_say_otherwise(menagerie):
     assert playground_env("T1JoystickFlatTerrain", menagerie_path=menagerie).obs_space.shape == (85,)
     both = playground_env("T1JoystickFlatTerrain", menagerie_path=menagerie, obs_fields=["state", "privileged_state"])

@@ -157,6 +157,47 @@ def test_the_policy_api_carries_the_state_as_evaluation_does(tmp_path):
     np.testing.assert_array_equal(policy(np.asarray(env_state.obs[0])), first[0])
 
 
+@pytest.mark.slow  # 17 s
+def test_a_recurrent_population_equals_its_agents_trained_alone():
+    """Two seeds x two clip values in one program: each agent's parameters and the policy state
+    of its episodes in progress equal those of the same agent trained by itself."""
+    from evorl.workflows import PPOWorkflow
+
+    def cfg(clip, **training):
+        c = recurrent_tiny(clip_epsilon=clip)
+        c["training"].update(num_iterations=3, **training)
+        return c
+
+    population = PPOWorkflow.build_from_config(cfg([0.1, 0.3], num_seeds=2), recorders=[])
+    state, _ = population.run_iterations(population.init(jax.random.PRNGKey(7)), 3)
+    assert state.policy_state.shape == (4, 4, 8)  # [agents, envs, core]
+    seed_keys = jax.random.split(jax.random.PRNGKey(7), 2)
+    for index, (clip, seed) in enumerate([(c, s) for c in (0.1, 0.3) for s in (0, 1)]):
+        if index not in (0, 3):
+            continue  # a sample of the 4 keeps the test quick
+        alone = PPOWorkflow.build_from_config(cfg(clip), recorders=[])
+        single, _ = alone.run_iterations(alone.init(seed_keys[seed]), 3)
+        own = jax.tree.map(lambda x: x[index], (state.agent_state.params, state.policy_state))
+        jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6), own,
+                     (single.agent_state.params, single.policy_state))
+
+
+@pytest.mark.slow  # 23 s each (a subprocess compiles both runs)
+@pytest.mark.parametrize("core", ["gru", "lstm"])
+def test_a_recurrent_agent_on_two_devices_equals_one_device(core):
+    """The environments (and their policy states) split over 2 devices: the same episodes and
+    parameters as on one device."""
+    from test_multi_device import run_two_devices
+
+    cfg = {"env": CARTPOLE, "agent": {**SMALL, "core": core, "normalize_obs": True},
+           "training": {"num_envs": 8, "rollout_length": 32, "num_epochs": 2, "num_minibatches": 1}}
+    result = run_two_devices("evorl.workflows.PPOWorkflow", cfg, iterations=4)
+    assert result["env_devices"] == 2
+    assert result["episodes"][0] == result["episodes"][1]
+    assert result["eval_return"][0] == pytest.approx(result["eval_return"][1], abs=1e-3)
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
 def memory_chain(core, seeds=3, iterations=40):
     """PPO on gymnax MemoryChain-bsuite (the context bit is shown at the first step, asked for
     5 steps later: return +1 if recalled, -1 if not; a memoryless policy averages 0), ``seeds``
