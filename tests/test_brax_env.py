@@ -37,6 +37,7 @@ def test_reset_and_step_shapes(env_name):
     _check_shapes(create_env({"env_type": "brax", "env_name": env_name, "backend": "spring"}, parallel=2))
 
 
+@pytest.mark.slow  # 7 s to build swimmer
 def test_swimmer_fails_at_creation_with_the_reason():
     """brax 0.14's fluid model (swimmer's only backend) calls jnp.clip(a_min=...), removed in
     jax 0.10: create_env says so. When brax fixes it, this test fails: then check swimmer's

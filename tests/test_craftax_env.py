@@ -24,7 +24,8 @@ def craftax_env(name="Craftax-Classic-Symbolic-v1", parallel=2, **cfg):
     return create_env({"env_type": "craftax", "env_name": name, **cfg}, parallel=parallel)
 
 
-@pytest.mark.parametrize("name", ENVS)
+# full Craftax (8 s to compile) in the slow set
+@pytest.mark.parametrize("name", [n if n.startswith("Craftax-Classic") else pytest.param(n, marks=pytest.mark.slow) for n in ENVS])
 def test_every_env_resets_and_steps(name):
     env = craftax_env(name)
     shape, actions, limit = ENVS[name]

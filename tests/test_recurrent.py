@@ -126,6 +126,7 @@ def recurrent_tiny(**agent):
     return cfg
 
 
+@pytest.mark.slow  # 16 s; test_checkpoint_resume.py keeps a bit-identical resume in the default set
 def test_a_recurrent_run_resumes_bit_identical(tmp_path):
     cfg = recurrent_tiny()
     straight = run_experiment(cfg, output_dir=tmp_path / "straight")
