@@ -47,7 +47,8 @@ def max_diff(a, b):
     return max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-@pytest.mark.parametrize("core, algo", [("gru", "ppo"), ("lstm", "impala")])
+@pytest.mark.parametrize("core, algo", [("gru", "ppo"), ("lstm", "impala"),
+                                         pytest.param("gru", "a2c", marks=pytest.mark.slow)])
 def test_the_losses_unroll_reproduces_the_rollouts_states_across_episode_ends(core, algo):
     env = create_env(CARTPOLE, parallel=4)
     agent = recurrent_agent(env, core, algo)
@@ -197,6 +198,27 @@ def test_a_recurrent_agent_on_two_devices_equals_one_device(core):
     assert result["episodes"][0] == result["episodes"][1]
     assert result["eval_return"][0] == pytest.approx(result["eval_return"][1], abs=1e-3)
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
+@pytest.mark.slow  # three workflows compiled
+@pytest.mark.parametrize("workflow_cls", ["PPOWorkflow", "A2CWorkflow", "IMPALAWorkflow"])
+def test_every_algorithm_trains_a_recurrent_core(workflow_cls):
+    """Each algorithm's loss reads the unrolled core: a few iterations change the core's
+    parameters and keep everything finite."""
+    from evorl.workflows import resolve_workflow_cls
+
+    cfg = recurrent_tiny()
+    cfg["workflow_cls"] = f"evorl.workflows.{workflow_cls}"
+    if workflow_cls == "A2CWorkflow":  # one gradient step per rollout
+        cfg["training"]["num_minibatches"] = 1
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    initial = jax.tree.map(np.asarray, state.agent_state.params["core"])  # copied: the chunk donates its input
+    state, metrics = workflow.run_iterations(state, 3)
+    core = state.agent_state.params["core"]
+    assert all(bool(jnp.all(jnp.isfinite(x))) for x in jax.tree.leaves(core))
+    assert max_diff(core, initial) > 1e-6
+    assert np.isfinite(float(metrics["train/loss"]))
 
 
 def memory_chain(core, seeds=3, iterations=40):
