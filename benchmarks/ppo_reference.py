@@ -24,7 +24,10 @@ from 0 on termination; the GAE trace is cut at every episode end:
   target  = A_t + V(s_t)
 V(s_t) and V(s'_t) are computed in one batched pass after the rollout.
 
-Usage: python benchmarks/ppo_reference.py [--seed 0] [--total-env-steps N] [--json]
+With ``--num-seeds S`` the whole run is ``jax.vmap``-ed over S seeds in one program (each
+seed its own parameters, environments and keys); throughput then counts every seed's steps.
+
+Usage: python benchmarks/ppo_reference.py [--seed 0] [--total-env-steps N] [--num-envs 4] [--num-seeds 1] [--json]
 """
 
 import argparse
@@ -255,34 +258,45 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--total-env-steps", type=int, default=RefConfig.total_env_steps)
+    parser.add_argument("--num-envs", type=int, default=RefConfig.num_envs)
+    parser.add_argument("--num-seeds", type=int, default=1, help="seeds vmapped in one program")
     parser.add_argument("--json", action="store_true", help="print one JSON line")
     args = parser.parse_args()
 
-    cfg = RefConfig(total_env_steps=args.total_env_steps)
-    env_steps = cfg.num_iterations * cfg.num_envs * cfg.rollout_length
+    cfg = RefConfig(total_env_steps=args.total_env_steps, num_envs=args.num_envs)
+    env_steps = cfg.num_iterations * cfg.num_envs * cfg.rollout_length * args.num_seeds
     key = jax.random.PRNGKey(args.seed)
     train_key, eval_key = jax.random.split(key)
+    train = make_train(cfg)
+    if args.num_seeds > 1:
+        train_key = jax.random.split(train_key, args.num_seeds)
+        train = jax.vmap(train)
 
     t0 = time.perf_counter()
-    compiled = jax.jit(make_train(cfg)).lower(train_key).compile()
+    compiled = jax.jit(train).lower(train_key).compile()
     compile_s = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     params, metrics = jax.block_until_ready(compiled(train_key))
     run_s = time.perf_counter() - t0
 
-    # Mean return of episodes completed in the last 10 iterations (~5k env steps).
-    ret_sum = np.asarray(metrics["ep_return_sum"])[-10:].sum()
-    ret_cnt = np.asarray(metrics["ep_count"])[-10:].sum()
+    # Mean return of episodes completed in the last 10 iterations (~5k env steps per seed).
+    ret_sum = np.asarray(metrics["ep_return_sum"])[..., -10:].sum()
+    ret_cnt = np.asarray(metrics["ep_count"])[..., -10:].sum()
     train_return = float(ret_sum / ret_cnt) if ret_cnt > 0 else float("nan")
-    eval_return = evaluate(params, eval_key)
+    if args.num_seeds > 1:  # the mean over seeds of each seed's greedy return
+        eval_return = float(np.mean([evaluate(jax.tree.map(lambda x: x[i], params), eval_key)
+                                     for i in range(args.num_seeds)]))
+    else:
+        eval_return = evaluate(params, eval_key)
 
     result = {
         "compile_s": round(compile_s, 3), "run_s": round(run_s, 3),
         "steps_per_s": round(env_steps / run_s, 1), "eval_return": eval_return,
         "train_return": train_return, "env_steps": env_steps,
     }
-    print(f"PPO reference | CartPole-v1 | seed {args.seed} | {cfg.num_iterations} iterations")
+    print(f"PPO reference | CartPole-v1 | seed {args.seed} | {cfg.num_iterations} iterations | "
+          f"{cfg.num_envs} envs | {args.num_seeds} seed(s)")
     print(f"compile time      : {compile_s:.2f} s")
     print(f"run time          : {run_s:.2f} s for {env_steps} env steps")
     print(f"throughput        : {env_steps / run_s:,.0f} env steps/s")

@@ -57,6 +57,8 @@ def _convert_space(space, what: str):
 class GymnaxEnv(VectorEnv):
     """A gymnax environment; observations are float32, a ``Discrete`` observation one-hot."""
 
+    typed_keys = True  # gymnax calls jax.random on the key it is given
+
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
                  reward_scale: float = 1.0, action_repeat: int = 1, **env_kwargs):
         import gymnax

@@ -23,6 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from evorl import prng
 from evorl.envs.env import EnvState, checked_vector_settings
 from evorl.envs.spaces import Space
 
@@ -41,6 +42,10 @@ class VectorEnv:
     #: a fraction f resets only the copies that ended, ``ceil(f num_envs)`` at most in one
     #: batch (see ``_fresh_episodes``), for backends whose reset is dear (craftax: 11x a step).
     sparse_reset_fraction: float | None = None
+    #: Declared capability: the backend hooks accept typed PRNG keys (``jax.random.key``
+    #: arrays). Then they get :func:`evorl.prng.fast` keys, so the backend's own
+    #: ``jax.random`` calls use the fused hash too (same bits); otherwise raw ``uint32[2]``.
+    typed_keys: bool = False
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         self.num_envs, self.episode_length, self.reward_scale, self.action_repeat = checked_vector_settings(
@@ -57,10 +62,17 @@ class VectorEnv:
         """Returns ``(next_obs, backend_state, reward, terminated)``, without resetting."""
         raise NotImplementedError
 
+    def _backend_key(self, key: jax.Array) -> jax.Array:
+        """``key`` as the hooks take it (see ``typed_keys``)."""
+        return key if self.typed_keys else prng.raw(key)
+
+    def _reset_backend(self, key: jax.Array) -> tuple[jax.Array, Any]:
+        return self._reset_one(self._backend_key(key))
+
     # --- batched API ----------------------------------------------------------------
     def reset(self, key: jax.Array) -> EnvState:
         """Starts ``num_envs`` fresh episodes."""
-        return jax.vmap(self._reset_with_stats)(jax.random.split(key, self.num_envs))
+        return jax.vmap(self._reset_with_stats)(jax.random.split(prng.fast(key), self.num_envs))
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         """Steps every copy once with ``action`` ``[B, *action_shape]``; done copies reset."""
@@ -99,11 +111,11 @@ class VectorEnv:
         Returns ``(next_obs, backend_state, summed reward, terminated)``.
         """
         if self.action_repeat == 1:
-            return self._step_one(key, backend_state, action)
+            return self._step_one(self._backend_key(key), backend_state, action)
 
         def body(carry, step_key):
             obs, state, reward, terminated = carry
-            next_obs, next_state, r, term = self._step_one(step_key, state, action)
+            next_obs, next_state, r, term = self._step_one(self._backend_key(step_key), state, action)
             keep = lambda old, new: jnp.where(terminated, old, new)  # noqa: E731
             carry = (
                 keep(obs, next_obs),
@@ -118,11 +130,11 @@ class VectorEnv:
         return carry
 
     def _reset_with_stats(self, key: jax.Array) -> EnvState:
-        key, reset_key = jax.random.split(key)
-        obs, backend_state = self._reset_one(reset_key)
+        key, reset_key = jax.random.split(prng.fast(key))
+        obs, backend_state = self._reset_backend(reset_key)
         return EnvState(
             backend_state=backend_state,
-            key=key,
+            key=prng.raw(key),
             obs=obs,
             final_obs=obs,
             reward=jnp.zeros((), jnp.float32),
@@ -134,7 +146,7 @@ class VectorEnv:
 
     def _step_and_count(self, state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array]:
         """One copy's step before any reset: ``(state with obs = final_obs, reset key)``."""
-        key, step_key, reset_key = jax.random.split(state.key, 3)
+        key, step_key, reset_key = jax.random.split(prng.fast(state.key), 3)
         next_obs, backend_state, reward, terminated = self._repeat_step(
             step_key, state.obs, state.backend_state, action
         )
@@ -146,7 +158,7 @@ class VectorEnv:
         truncated = (episode_length >= self.episode_length) & ~terminated
         stepped = EnvState(
             backend_state=backend_state,
-            key=key,
+            key=prng.raw(key),
             obs=next_obs,
             final_obs=next_obs,
             reward=reward * self.reward_scale,
@@ -167,7 +179,7 @@ class VectorEnv:
         when a reset is dear. (Under an outer vmap, e.g. over a population, ``lax.switch``
         runs every branch: a little dearer than the dense reset.)
         """
-        dense = jax.vmap(self._reset_one)
+        dense = jax.vmap(self._reset_backend)
         if self.sparse_reset_fraction is None:
             return dense(reset_keys)
         k = max(1, math.ceil(self.sparse_reset_fraction * self.num_envs))
