@@ -70,7 +70,7 @@ def run_framework(seed: int, num_envs: int = 4, num_seeds: int = 1) -> dict:
 
 
 def subprocess_json(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=1200).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

@@ -11,7 +11,10 @@ the share of the whole iteration, which is timed the same way. The rest (``other
 the parts do not cover: reshapes between them, metrics, the learning-rate schedule and what
 XLA fuses across the parts' boundaries (negative when fusion across them saves time).
 
-    python benchmarks/profile_iteration.py [--config ppo_throughput] [--reps 50] [--set key=value ...]
+    python benchmarks/profile_iteration.py [--config ppo_throughput] [--reps 50] [--set key=value ...] [--plain]
+
+``--plain`` profiles with :mod:`evorl.prng`'s fast paths off (JAX's own Threefry lowering and
+``jax.random.permutation``): the same results, the "before" of the speed-ups.
 
 ``--config ppo_throughput`` (the default) is ``benchmarks/ppo_throughput.py``'s job; any
 other name is a file in ``configs/``.
@@ -51,6 +54,7 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
     import jax.numpy as jnp
     from jax import lax
 
+    from evorl import prng
     from evorl.envs.spaces import Discrete
     from evorl.rollout import rollout
     from evorl.workflows.on_policy import init_state, make_iteration, shuffled_minibatches
@@ -89,7 +93,7 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
     def env_only(env_state, keys):
         def step(env_state, k):
             return env.step(env_state, random_actions(k)), ()
-        return lax.scan(step, env_state, jax.random.split(keys[0], reps * T))[0].reward
+        return lax.scan(step, env_state, jax.random.split(prng.fast(keys[0]), reps * T))[0].reward
 
     def targets(agent_state, trajs):
         def one(_, traj):
@@ -165,8 +169,11 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default="ppo_throughput")
     parser.add_argument("--reps", type=int, default=50, help="iterations per timed program")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="dotted overrides")
+    parser.add_argument("--plain", action="store_true", help="evorl.prng's fast paths off")
     args = parser.parse_args(argv)
     import yaml
+
+    from evorl import prng
 
     from evorl.workflows import resolve_workflow_cls
 
@@ -183,11 +190,13 @@ def main(argv=None) -> None:
         for k in parents:
             node = node.setdefault(k, {})
         node[leaf] = yaml.safe_load(value)
-    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
-    rows = profile(workflow, args.reps)
+    with prng.use_fast_random(not args.plain):
+        workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+        rows = profile(workflow, args.reps)
     tc = workflow.config.training
-    print(table(rows, f"{args.config} {' '.join(args.set)}: {tc.num_envs} envs x {tc.rollout_length} steps, "
-                      f"{tc.num_epochs} x {tc.num_minibatches} minibatches, {args.reps} iterations per program"))
+    print(table(rows, f"{args.config} {' '.join(args.set)}{' (plain)' if args.plain else ''}: {tc.num_envs} envs x "
+                      f"{tc.rollout_length} steps, {tc.num_epochs} x {tc.num_minibatches} minibatches, "
+                      f"{args.reps} iterations per program"))
 
 
 if __name__ == "__main__":
