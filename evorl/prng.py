@@ -173,7 +173,9 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
 
 
 def raw(key: jax.Array) -> jax.Array:
-    """The ``uint32[..., 2]`` data of ``key`` (a raw key is returned as it is)."""
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+    """The ``uint32[..., 2]`` data of ``key``; anything else (a raw key, any other array or
+    value) is returned as it is."""
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key):
         return jax.random.key_data(key)
     return key

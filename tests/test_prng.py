@@ -148,3 +148,35 @@ def test_backends_without_typed_keys_get_raw_keys_and_the_same_bits():
     plain, fast = play(False), play(True)
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(fast)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+class KeyKeepingEnv(RawKeyEnv):
+    """Declares ``typed_keys`` and keeps its key in its state (as some backends do)."""
+
+    typed_keys = True
+
+    def _reset_one(self, key):
+        return jax.random.uniform(key, (2,)), {"key": key, "t": jnp.zeros(())}
+
+    def _step_one(self, key, backend_state, action):
+        k, _ = jax.random.split(backend_state["key"])
+        obs = jax.random.uniform(k, (2,)) + jax.random.uniform(key, (2,))
+        t = backend_state["t"] + 1
+        return obs, {"key": k, "t": t}, jnp.ones(()), t >= 3
+
+
+def test_typed_key_backends_keep_raw_keys_in_state_and_the_same_bits():
+    env = KeyKeepingEnv(num_envs=3, episode_length=10)
+
+    def play(fast):
+        with prng.use_fast_random(fast):
+            def run(key):
+                state = env.reset(key)
+                return lax.scan(lambda s, _: (env.step(s, jnp.zeros(3, jnp.int32)),) * 2, state, None, length=6)[1]
+            return jax.jit(run)(jax.random.PRNGKey(1))
+
+    plain, fast = play(False), play(True)
+    for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(fast)):
+        assert not jnp.issubdtype(b.dtype, jax.dtypes.prng_key)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert fast.backend_state["key"].dtype == jnp.uint32

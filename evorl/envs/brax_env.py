@@ -87,6 +87,8 @@ def _uses_fluid(sys, backend: str) -> bool:
 class BraxEnv(VectorEnv):
     """A brax environment; actions live in ``[-1, 1]^d`` (brax's actuator convention)."""
 
+    typed_keys = True  # brax's reset calls jax.random on its key and keeps none in its state
+
     def __init__(
         self,
         env_name: str,

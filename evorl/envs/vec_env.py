@@ -28,6 +28,12 @@ from evorl.envs.env import EnvState, checked_vector_settings
 from evorl.envs.spaces import Space
 
 
+def _raw_keys(tree: Any) -> Any:
+    """``tree`` with any typed key a backend kept in its state as raw ``uint32`` data: states
+    and checkpoints hold raw keys only (the bits are the same, see :mod:`evorl.prng`)."""
+    return jax.tree.map(prng.raw, tree)
+
+
 class VectorEnv:
     """``num_envs`` copies of one environment stepped in lock step (see :mod:`evorl.envs.env`)."""
 
@@ -67,7 +73,12 @@ class VectorEnv:
         return key if self.typed_keys else prng.raw(key)
 
     def _reset_backend(self, key: jax.Array) -> tuple[jax.Array, Any]:
-        return self._reset_one(self._backend_key(key))
+        obs, backend_state = self._reset_one(self._backend_key(key))
+        return obs, _raw_keys(backend_state)
+
+    def _step_backend(self, key: jax.Array, backend_state: Any, action: jax.Array):
+        next_obs, backend_state, reward, terminated = self._step_one(self._backend_key(key), backend_state, action)
+        return next_obs, _raw_keys(backend_state), reward, terminated
 
     # --- batched API ----------------------------------------------------------------
     def reset(self, key: jax.Array) -> EnvState:
@@ -111,11 +122,11 @@ class VectorEnv:
         Returns ``(next_obs, backend_state, summed reward, terminated)``.
         """
         if self.action_repeat == 1:
-            return self._step_one(self._backend_key(key), backend_state, action)
+            return self._step_backend(key, backend_state, action)
 
         def body(carry, step_key):
             obs, state, reward, terminated = carry
-            next_obs, next_state, r, term = self._step_one(self._backend_key(step_key), state, action)
+            next_obs, next_state, r, term = self._step_backend(step_key, state, action)
             keep = lambda old, new: jnp.where(terminated, old, new)  # noqa: E731
             carry = (
                 keep(obs, next_obs),
