@@ -135,17 +135,18 @@ class RawKeyEnv(VectorEnv):
         return jax.random.uniform(key, (2,)), backend_state + 1, jnp.ones(()), backend_state >= 3
 
 
+def play(env, fast: bool):
+    """Six steps of ``env`` (3 copies, action 0) after a reset: the env states ``[6, 3, ...]``."""
+    with prng.use_fast_random(fast):
+        def run(key):
+            state = env.reset(key)
+            return lax.scan(lambda s, _: (env.step(s, jnp.zeros(3, jnp.int32)),) * 2, state, None, length=6)[1]
+        return jax.jit(run)(jax.random.PRNGKey(1))
+
+
 def test_backends_without_typed_keys_get_raw_keys_and_the_same_bits():
     env = RawKeyEnv(num_envs=3, episode_length=10)
-
-    def play(fast):
-        with prng.use_fast_random(fast):
-            def run(key):
-                state = env.reset(key)
-                return lax.scan(lambda s, _: (env.step(s, jnp.zeros(3, jnp.int32)),) * 2, state, None, length=6)[1]
-            return jax.jit(run)(jax.random.PRNGKey(1))
-
-    plain, fast = play(False), play(True)
+    plain, fast = play(env, False), play(env, True)
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(fast)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
@@ -167,15 +168,7 @@ class KeyKeepingEnv(RawKeyEnv):
 
 def test_typed_key_backends_keep_raw_keys_in_state_and_the_same_bits():
     env = KeyKeepingEnv(num_envs=3, episode_length=10)
-
-    def play(fast):
-        with prng.use_fast_random(fast):
-            def run(key):
-                state = env.reset(key)
-                return lax.scan(lambda s, _: (env.step(s, jnp.zeros(3, jnp.int32)),) * 2, state, None, length=6)[1]
-            return jax.jit(run)(jax.random.PRNGKey(1))
-
-    plain, fast = play(False), play(True)
+    plain, fast = play(env, False), play(env, True)
     for a, b in zip(jax.tree.leaves(plain), jax.tree.leaves(fast)):
         assert not jnp.issubdtype(b.dtype, jax.dtypes.prng_key)
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
