@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import threading
 
 import jax
 import jax.numpy as jnp
@@ -98,14 +97,16 @@ FAST_THREEFRY = jex_random.define_prng_impl(
     name="threefry2x32_fused", tag="fyf",
 )
 
-_state = threading.local()
+#: ``use_fast_random``'s setting: process-wide, not per thread, since workflows trace some
+#: programs in helper threads (the evaluator compiles beside the chunk); None: the default.
+_enabled: bool | None = None
 
 
 def fast_random_enabled() -> bool:
     """Whether :func:`fast` wraps keys: on by default on the CPU backend (where it is measured
     to pay), off inside ``use_fast_random(False)`` and when ``jax_threefry_partitionable`` is
     off (the bits would then differ from JAX's)."""
-    enabled = getattr(_state, "enabled", None)
+    enabled = _enabled
     if enabled is None:
         enabled = jax.default_backend() == "cpu"
     return bool(enabled) and bool(jax.config.jax_threefry_partitionable)
@@ -116,12 +117,12 @@ def use_fast_random(enabled: bool):
     """Within the block, programs traced by evorl wrap (``True``) or do not wrap (``False``)
     their keys with :data:`FAST_THREEFRY`. Tracing happens when a workflow compiles, so build
     and compile inside the block."""
-    previous = getattr(_state, "enabled", None)
-    _state.enabled = bool(enabled)
+    global _enabled
+    previous, _enabled = _enabled, bool(enabled)
     try:
         yield
     finally:
-        _state.enabled = previous
+        _enabled = previous
 
 
 def fast(key: jax.Array) -> jax.Array:
@@ -164,6 +165,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     """
     if not fast_random_enabled():
         return jax.random.permutation(key, n)
+    key = fast(key)
     x = jnp.arange(n, dtype=jnp.int32)
     rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
