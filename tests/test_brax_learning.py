@@ -1,5 +1,4 @@
-"""The cheap brax learning test: PPO balances inverted_pendulum (~40 s on 2 CPU cores,
-most of it compilation)."""
+"""The cheap brax learning test: PPO balances inverted_pendulum (~35 s on 2 CPU cores)."""
 
 from pathlib import Path
 
@@ -19,7 +18,10 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 def test_ppo_balances_inverted_pendulum():
     cfg = OmegaConf.to_container(OmegaConf.load(CONFIGS / "ppo_brax_inverted_pendulum.yaml"))
     cfg.pop("defaults")
-    cfg["training"].update(num_iterations=200, eval_interval=200, num_envs=32)  # 205k env steps
+    # the config's own length (64 envs x 32 steps x 200 iterations = 410k env steps): seeds 0-4
+    # end at 915-964 here; at 32 envs the result hangs on float rounding (seed 0: 728.5 on one
+    # CPU, >= 800 on another)
+    cfg["training"].update(eval_interval=cfg["training"]["num_iterations"])
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.learn(workflow.init(jax.random.PRNGKey(0)))
     final = workflow.evaluate(state)
