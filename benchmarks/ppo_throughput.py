@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -35,9 +36,11 @@ def num_iterations(num_envs: int) -> int:
     return TOTAL_ENV_STEPS // (num_envs * 128)
 
 
-def framework_config(seed: int, num_envs: int = 4, num_seeds: int = 1) -> dict:
-    """The reference's job as an evorl config."""
-    return {
+def framework_config(seed: int, num_envs: int = 4, num_seeds: int = 1, devices: int = 1) -> dict:
+    """The reference's job as an evorl config; with ``devices > 1`` the seeds are split over
+    that many devices (``distributed.layout: population``, no communication between them)."""
+    distributed = {"multi_devices": True, "layout": "population"} if devices > 1 else {}
+    return {"distributed": distributed,
         "workflow_cls": "evorl.workflows.PPOWorkflow",
         "seed": seed,
         "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
@@ -51,12 +54,15 @@ def framework_config(seed: int, num_envs: int = 4, num_seeds: int = 1) -> dict:
     }
 
 
-def run_framework(seed: int, num_envs: int = 4, num_seeds: int = 1) -> dict:
+def run_framework(seed: int, num_envs: int = 4, num_seeds: int = 1, devices: int = 1) -> dict:
     import jax
 
     from evorl.workflows import PPOWorkflow
 
-    cfg = framework_config(seed, num_envs, num_seeds)
+    if jax.device_count() < devices:
+        raise SystemExit(f"--devices {devices} needs XLA_FLAGS=--xla_force_host_platform_device_count={devices} "
+                         f"(this process has {jax.device_count()} device(s))")
+    cfg = framework_config(seed, num_envs, num_seeds, devices)
     iterations = num_iterations(num_envs)
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.init(jax.random.PRNGKey(seed))
@@ -69,8 +75,9 @@ def run_framework(seed: int, num_envs: int = 4, num_seeds: int = 1) -> dict:
             "eval_return": workflow.evaluate(state)["eval/episode_return"], "env_steps": env_steps}
 
 
-def subprocess_json(args: list[str]) -> dict:
-    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=1200).stdout
+def subprocess_json(args: list[str], env: dict | None = None) -> dict:
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, check=True, timeout=1200,
+                         env=env).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -80,17 +87,24 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-envs", type=int, default=4)
     parser.add_argument("--num-seeds", type=int, default=1)
+    parser.add_argument("--devices", type=int, default=1,
+                        help="evorl splits the seeds over this many host devices (layout population)")
     parser.add_argument("--framework-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.framework_only:
-        print(json.dumps(run_framework(args.seed, args.num_envs, args.num_seeds)))
+        print(json.dumps(run_framework(args.seed, args.num_envs, args.num_seeds, args.devices)))
         return
     shape = ["--num-envs", str(args.num_envs), "--num-seeds", str(args.num_seeds)]
+    framework_env = dict(os.environ)
+    if args.devices > 1:
+        framework_env["XLA_FLAGS"] = (framework_env.get("XLA_FLAGS", "") +
+                                      f" --xla_force_host_platform_device_count={args.devices}").strip()
 
     runs = {"evorl": [], "reference": []}
     for i in range(args.repeats):
         seed = args.seed + i
-        runs["evorl"].append(subprocess_json([__file__, "--framework-only", "--seed", str(seed), *shape]))
+        runs["evorl"].append(subprocess_json([__file__, "--framework-only", "--seed", str(seed), *shape,
+                                              "--devices", str(args.devices)], framework_env))
         runs["reference"].append(subprocess_json([str(HERE / "ppo_reference.py"), "--json", "--seed", str(seed), *shape]))
         for name in runs:
             r = runs[name][-1]
@@ -104,7 +118,7 @@ def main() -> None:
         print(f"  {name:24s} {m['compile_s']:9.2f} {m['steps_per_s']:13,.0f} {m['eval_return']:13.1f}")
     ratios_sps = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(runs["evorl"], runs["reference"])]
     ratios_compile = [a["compile_s"] / b["compile_s"] for a, b in zip(runs["evorl"], runs["reference"])]
-    print(f"evorl / reference ({args.num_envs} envs, {args.num_seeds} seed(s)): "
+    print(f"evorl / reference ({args.num_envs} envs, {args.num_seeds} seed(s), evorl on {args.devices} device(s)): "
           f"steps/s x{statistics.median(ratios_sps):.3f} (per-pair ratios {', '.join(f'{r:.2f}' for r in ratios_sps)}; "
           f"target >= 1.25 at 4 envs x 1 seed, >= 1.2 otherwise), compile time x{statistics.median(ratios_compile):.3f} "
           f"(target <= 1)")
