@@ -18,6 +18,7 @@ error) leaves no empty folder behind, and ``resume=<run>`` runs in that run's fo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -339,6 +340,30 @@ def reader_may_stop_early():
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         sys.exit(0)
+
+
+def exit_without_teardown(status: int = 0) -> None:
+    """Ends the process now that its work is done: runs the exit handlers (logging's, which
+    closes Hydra's log file; ``jax.distributed``'s; W&B's), flushes the output streams and
+    exits with ``status`` without the interpreter's teardown of every module, which takes
+    ~0.8 s after the default job (its imports: jax, gymnax, matplotlib, scipy) on the 2-core
+    CPU. With another non-daemon thread alive it exits normally, waiting for that thread.
+    For command-line entry points only: it ends the whole process."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+    if others:
+        sys.exit(status)
+    atexit._run_exitfuncs()  # what the normal exit runs first (CPython's, stable since 3.0)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BrokenPipeError, ValueError):  # a reader gone, a closed stream
+            stream.flush()
+    os._exit(status)
+
+
+def train_command() -> None:
+    """The ``evorl-train`` command (and ``scripts/train.py``): :func:`train_main`, then
+    :func:`exit_without_teardown` once it returns (errors exit as usual)."""
+    train_main()
+    exit_without_teardown(0)
 
 
 def train_main() -> None:
