@@ -184,24 +184,31 @@ class VectorEnv:
         """``(obs, backend_state)`` ``[B, ...]``: copy ``i`` 's fresh episode from
         ``_reset_one(reset_keys[i])`` where its episode ended (elsewhere anything).
 
-        With ``sparse_reset_fraction = f`` only the copies that ended are reset, up to
-        ``k = ceil(f B)`` of them in one batch of ``k``, all ``B`` when more end at once, none
-        when none ends: the same states as resetting every copy, at a fraction of the cost
-        when a reset is dear. (Under an outer vmap, e.g. over a population, ``lax.switch``
-        runs every branch: a little dearer than the dense reset.)
+        With ``sparse_reset_fraction = f`` only the copies that ended are reset, in rounds of
+        ``k = ceil(f B)``: the ``n`` copies that ended, in index order, take
+        ``ceil(n / k)`` rounds of one ``k``-batch reset each (none when none ended). The
+        states are the same as resetting every copy, at a fraction of the cost when a reset
+        is dear, and the reset is compiled once, at batch size ``k``. (Under an outer vmap,
+        e.g. over a population, every agent runs as many rounds as the one that needs most.)
         """
         dense = jax.vmap(self._reset_backend)
         if self.sparse_reset_fraction is None:
             return dense(reset_keys)
-        k = max(1, math.ceil(self.sparse_reset_fraction * self.num_envs))
+        B = self.num_envs
+        k = max(1, math.ceil(self.sparse_reset_fraction * B))
         done = stepped.done  # [B]
+        count = jnp.sum(done)
+        ended = jnp.nonzero(done, size=B + k, fill_value=0)[0]  # [B + k]: the ended copies first
 
-        def first_k():
-            ended = jnp.nonzero(done, size=k, fill_value=0)[0]  # [k]: the first k copies that ended
-            fresh = dense(reset_keys[ended])  # [k, ...]
-            slot = jnp.clip(jnp.cumsum(done) - 1, 0, k - 1)  # [B]: each ended copy's rank among them
-            return jax.tree.map(lambda x: x[slot], fresh)
+        def one_round(carry):
+            r, fresh = carry
+            rank = r * k + jnp.arange(k)  # [k]: the ranks (among the ended copies) of this round
+            idx = jax.lax.dynamic_slice(ended, (r * k,), (k,))  # [k]
+            batch = dense(reset_keys[idx])  # [k, ...]
+            target = jnp.where(rank < count, idx, B)  # [k]: B (out of bounds) where no copy is left
+            return r + 1, jax.tree.map(lambda f, x: f.at[target].set(x, mode="drop"), fresh, batch)
 
-        branch = jnp.where(jnp.any(done), jnp.where(jnp.sum(done) <= k, 1, 2), 0)
-        return jax.lax.switch(branch, [lambda: (stepped.obs, stepped.backend_state), first_k,
-                                       lambda: dense(reset_keys)])
+        rounds = (count + k - 1) // k
+        _, fresh = jax.lax.while_loop(lambda carry: carry[0] < rounds, one_round,
+                                      (jnp.zeros((), count.dtype), (stepped.obs, stepped.backend_state)))
+        return fresh
