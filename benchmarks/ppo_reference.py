@@ -39,7 +39,8 @@ settings):
   writes (flax's ``nn.Conv``); ``--conv im2col`` is the matrix product over 3x3 patches that
   evorl's torso computes.
 * ``inverted-pendulum``: brax inverted_pendulum (spring backend) with
-  ``configs/ppo_brax_inverted_pendulum.yaml``'s settings: 64 envs x 32 steps, 4 x 4
+  ``configs/ppo_brax_inverted_pendulum.yaml``'s settings at 64 envs (the config has 128):
+  64 envs x 32 steps, 4 x 4
   minibatches, [64, 64] tanh, lr 1e-3 annealed, entropy 0, rewards scaled by 0.1, a time
   limit of 1000 steps, observations normalised by running statistics (Chan et al.'s merge
   of each rollout's observations; ``clip((x - mean) / sqrt(var + 1e-8), +-10)``, the

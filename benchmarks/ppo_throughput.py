@@ -13,7 +13,7 @@ trains 16 seeds in one program on both sides (``training.num_seeds`` against a `
 the reference), and throughput counts every seed's steps; ``--devices 2`` splits evorl's
 seeds over two host devices. ``--task breakout-cnn`` (``configs/ppo_minatar_breakout.yaml``
 with ``agent.network=cnn``, 30 iterations of 64 x 128) and ``--task inverted-pendulum``
-(``configs/ppo_brax_inverted_pendulum.yaml``, 200 iterations of 64 x 32) run the
+(``configs/ppo_brax_inverted_pendulum.yaml`` at 64 envs, 200 iterations of 64 x 32) run the
 reference's other shapes (``ppo_reference.TASKS``) against those configs.
 
     python benchmarks/ppo_throughput.py [--task cartpole] [--repeats 3] [--seed 0] [--num-envs N]
