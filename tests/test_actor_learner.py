@@ -71,11 +71,16 @@ def test_several_actors_lag_and_vtrace_clips_the_ratios():
         return metrics, workflow.executor.host_metrics()
 
     metrics, actors = run(lockstep=True)
-    assert actors["actors/policy_lag_max"] == 0 and metrics["rho_clip_fraction"] == 0
+    # the actor's and the learner's log-probabilities come from two compiled programs: the
+    # ratios are 1 up to their rounding (on an AVX2 CPU one ratio in 576 was 1 + 1 ulp, above
+    # rho_bar = 1, so the clip fraction is not exactly 0 there)
+    assert actors["actors/policy_lag_max"] == 0
+    assert abs(metrics["max_importance_ratio"] - 1) < 1e-5 and abs(metrics["mean_importance_ratio"] - 1) < 1e-5
+    assert metrics["rho_clip_fraction"] < 0.01
     metrics, actors = run(lockstep=False)
     assert actors["actors/policy_lag_mean"] > 0 and actors["actors/policy_lag_max"] >= 1
-    assert metrics["rho_clip_fraction"] > 0
-    assert metrics["max_importance_ratio"] > 1
+    assert metrics["rho_clip_fraction"] > 0.01
+    assert metrics["max_importance_ratio"] > 1 + 1e-3
     assert 0 <= actors["actors/queue_fill"] <= 1 and actors["actors/actor_steps_per_s"] > 0
 
 
