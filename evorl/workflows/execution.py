@@ -148,12 +148,18 @@ class Executor:
 
     # --- chunks of iterations ---------------------------------------------------------
     def _iterations(self, state: Any, num_iterations: jax.Array):
-        """``num_iterations`` (traced) steps; metrics accumulated as each declares."""
-        totals = M.zeros_like_totals(jax.eval_shape(self.step, state)[1])
+        """``num_iterations`` (traced) steps; metrics accumulated as each declares.
+
+        The step is traced once: under ``jax.jit`` the trace that ``eval_shape`` makes for the
+        metrics' shapes is the one the loop body reuses (XLA inlines the call, so the program
+        is the same).
+        """
+        step = jax.jit(self.step)
+        totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
 
         def body(_, carry):
             state, totals = carry
-            state, metrics = self.step(state)
+            state, metrics = step(state)
             return state, M.accumulate(totals, metrics)
 
         state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
