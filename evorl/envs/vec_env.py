@@ -199,19 +199,14 @@ class VectorEnv:
         done = stepped.done  # [B]
         count = jnp.sum(done)
         ended = jnp.nonzero(done, size=B + k, fill_value=0)[0]  # [B + k]: the ended copies first
-        rank = jnp.cumsum(done) - 1  # [B]: copy i's rank among the ended copies (where done)
 
         def one_round(carry):
             r, fresh = carry
-            batch = dense(reset_keys[jax.lax.dynamic_slice(ended, (r * k,), (k,))])  # [k, ...]
-            slot = rank - r * k  # [B]: where copy i's fresh episode sits in this round's batch
-            take = done & (slot >= 0) & (slot < k)  # [B]
-            slot = jnp.clip(slot, 0, k - 1)
-
-            def pick(old, new):  # [B, ...] from [k, ...]: a gather and a select, both fusible
-                return jnp.where(take.reshape((B,) + (1,) * (old.ndim - 1)), new[slot], old)
-
-            return r + 1, jax.tree.map(pick, fresh, batch)
+            rank = r * k + jnp.arange(k)  # [k]: the ranks (among the ended copies) of this round
+            idx = jax.lax.dynamic_slice(ended, (r * k,), (k,))  # [k]
+            batch = dense(reset_keys[idx])  # [k, ...]
+            target = jnp.where(rank < count, idx, B)  # [k]: B (out of bounds) where no copy is left
+            return r + 1, jax.tree.map(lambda f, x: f.at[target].set(x, mode="drop"), fresh, batch)
 
         rounds = (count + k - 1) // k
         _, fresh = jax.lax.while_loop(lambda carry: carry[0] < rounds, one_round,
