@@ -1,4 +1,4 @@
-"""The cheap brax learning test: PPO balances inverted_pendulum (~60 s on 2 CPU cores)."""
+"""The cheap brax learning test: PPO balances inverted_pendulum (~40 s on 2 CPU cores)."""
 
 from pathlib import Path
 
