@@ -186,9 +186,9 @@ def env_names(env_type: str) -> list[str] | None:
     not installed. gymnasium's registry is listed without importing any env's own package
     (ale-py, mujoco)."""
     if env_type == "gymnax":
-        import gymnax
+        from evorl.deferred_imports import import_gymnax
 
-        return list(gymnax.registered_envs)
+        return list(import_gymnax().registered_envs)
     if env_type == "brax":
         if importlib.util.find_spec("brax") is None:
             return None

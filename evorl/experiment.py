@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import importlib
 import json
 import signal
@@ -96,8 +97,26 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         raise CheckpointError(f"resume={config.resume}: no such run folder.")
     # Only process 0 writes the run folder's files (and locks it); every process takes part in checkpoints.
     files_dir = run_dir if is_main_process() else None
-    with RunFolderLock(files_dir) if files_dir is not None else contextlib.nullcontext():
+    with RunFolderLock(files_dir) if files_dir is not None else contextlib.nullcontext(), imports_frozen():
         return _run(workflow, run_dir, files_dir, recorders, label or workflow.name())
+
+
+@contextlib.contextmanager
+def imports_frozen():
+    """Within the block, the objects that exist when it starts (the imported libraries: jax,
+    flax, Hydra, the env's package...) are left out of the cyclic garbage collector's passes
+    (``gc.freeze``); they go back when it ends (``gc.unfreeze``). Tracing and compiling a run
+    allocate millions of objects, and each full pass walked the whole import-time heap: of
+    the default job's 0.68 s of collections, 0.55 s were its six full passes, 0.29 s with the
+    heap frozen. A process that already froze its heap keeps its own setting."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,

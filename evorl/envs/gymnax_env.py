@@ -11,6 +11,7 @@ import numpy as np
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
 from evorl.config import ConfigError
+from evorl.deferred_imports import import_gymnax
 
 # Names the seed and other libraries use for gymnax environments.
 GYMNAX_ALIASES = {
@@ -23,9 +24,7 @@ GYMNAX_ALIASES = {
 
 
 def gymnax_env_names() -> list[str]:
-    import gymnax
-
-    return list(gymnax.registered_envs)
+    return list(import_gymnax().registered_envs)
 
 
 def resolve_gymnax_name(env_name: str) -> str:
@@ -42,6 +41,7 @@ def resolve_gymnax_name(env_name: str) -> str:
 
 
 def _convert_space(space, what: str):
+    import_gymnax()
     from gymnax.environments import spaces as gspaces
 
     if isinstance(space, gspaces.Discrete):
@@ -61,11 +61,9 @@ class GymnaxEnv(VectorEnv):
 
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
                  reward_scale: float = 1.0, action_repeat: int = 1, **env_kwargs):
-        import gymnax
-
         name = resolve_gymnax_name(env_name)
         self.env_name = name
-        self._env, params = gymnax.make(name, **env_kwargs)
+        self._env, params = import_gymnax().make(name, **env_kwargs)
         default_length = int(params.max_steps_in_episode)
         episode_length = default_length if episode_length is None else int(episode_length)
         super().__init__(num_envs, episode_length, reward_scale, action_repeat)
