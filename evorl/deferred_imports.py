@@ -42,7 +42,13 @@ class _DeferredModule(types.ModuleType):
                 spec.loader = loader
                 self.__loader__ = loader
                 object.__setattr__(self, "__class__", types.ModuleType)
-                loader.exec_module(self)
+                try:
+                    loader.exec_module(self)
+                except BaseException:
+                    # as a failed import does: the half-run module leaves sys.modules
+                    if sys.modules.get(spec.name) is self:
+                        del sys.modules[spec.name]
+                    raise
         return getattr(self, attr)
 
 

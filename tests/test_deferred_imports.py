@@ -73,3 +73,14 @@ def test_imports_frozen_leaves_the_heap_as_it_found_it():
         assert gc.get_freeze_count() == during > 0
     finally:
         gc.unfreeze()
+
+
+def test_a_deferred_module_that_fails_when_run_raises_and_leaves_sys_modules(tmp_path, monkeypatch):
+    (tmp_path / "evorl_test_fails_when_run.py").write_text("VALUE = 1\nraise RuntimeError('broken module')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with deferring("evorl_test_fails_when_run"):
+        import evorl_test_fails_when_run as mod  # created, not run: no error yet
+    assert "evorl_test_fails_when_run" in sys.modules
+    with pytest.raises(RuntimeError, match="broken module"):
+        mod.VALUE
+    assert "evorl_test_fails_when_run" not in sys.modules  # as after a failed import
