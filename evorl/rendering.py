@@ -15,8 +15,6 @@ import jax
 import numpy as np
 from jax import lax
 
-from evorl.deferred_imports import import_gymnax
-
 
 def greedy_episode(workflow: Any, agent_state: Any, key: jax.Array, max_steps: int):
     """One greedy episode in one environment: backend states ``[T]`` and returns so far ``[T]``,
@@ -76,8 +74,6 @@ def classic_control_frames(env: Any, states: Any, returns: np.ndarray) -> list[n
     gymnasium env for the whole episode instead of one per frame) and captioned with the
     step and the return so far."""
     import gymnasium
-
-    import_gymnax()
     from gymnax.visualize.vis_gym import get_gym_state, set_gym_params
 
     name = env.env_name
@@ -118,8 +114,6 @@ def gymnax_frames(env: Any, states: Any, returns: np.ndarray) -> list[np.ndarray
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    import_gymnax()
     from gymnax.visualize import Visualizer
 
     sequence = [jax.tree.map(lambda x, t=t: x[t], states) for t in range(len(returns))]

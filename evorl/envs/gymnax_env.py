@@ -41,8 +41,7 @@ def resolve_gymnax_name(env_name: str) -> str:
 
 
 def _convert_space(space, what: str):
-    import_gymnax()
-    from gymnax.environments import spaces as gspaces
+    from gymnax.environments import spaces as gspaces  # gymnax is imported: the env was made
 
     if isinstance(space, gspaces.Discrete):
         return Discrete(int(space.n))
