@@ -21,6 +21,7 @@ import dataclasses
 import gc
 import importlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -168,6 +169,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         workflow.lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL)
         workflow.lineage.init(run_config)
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
+    workflow.run_dir = run_dir
 
     status, error = "failed", None
     chain.init(run_config)
@@ -198,6 +200,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         status, error = "interrupted", e
         raise
     except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft, PeerLost: run.json says why the run failed
+        if isinstance(e, NoSpaceLeft):
+            e.run_dir = run_dir
         error = peer_lost(e) or e
         if error is not e:
             if files_dir is None and run_dir is not None:  # process 0 (which writes run.json) may be the lost one
@@ -212,6 +216,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                 finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
             except NoSpaceLeft as e:  # run.json keeps its previous content ("running")
                 if error is None:
+                    e.run_dir = run_dir
                     raise
                 if isinstance(error, NoSpaceLeft):
                     error.unrecorded = True  # said in its message
@@ -281,10 +286,9 @@ def _import_in_background(modules: list[str]) -> None:
 
 
 def _run_dir(config: Any, output_dir: str | Path | None) -> Path | None:
-    if config.resume:
-        return Path(config.resume)
-    location = output_dir if output_dir is not None else config.output_dir
-    return Path(location) if location is not None else None
+    """The run folder, absolute (the messages that name it can be pasted from anywhere)."""
+    location = config.resume or (output_dir if output_dir is not None else config.output_dir)
+    return Path(os.path.abspath(location)) if location is not None else None
 
 
 def load_run(run_dir: str | Path, step: int | None = None, training: dict | None = None):

@@ -54,6 +54,12 @@ def checkpoint_dir(run_dir: Path | str) -> Path:
     return Path(run_dir) / CHECKPOINT_DIR
 
 
+def resume_argument(run_dir: Path | str | None) -> str:
+    """What continues a stopped run: ``resume=<its absolute path>`` (``resume=<run folder>``
+    when the folder is not known)."""
+    return f"resume={os.path.abspath(run_dir)}" if run_dir is not None else "resume=<run folder>"
+
+
 def load_run_config(run_dir: Path | str) -> dict:
     """The resolved config a run saved in its folder."""
     import yaml
@@ -133,12 +139,14 @@ class NoSpaceLeft(OSError):
         super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         #: Set when run.json could not record the failure either (it still says "running").
         self.unrecorded = False
+        #: The run folder of the run it stopped (set by ``evorl.experiment``), which the message names.
+        self.run_dir: Path | None = None
 
     def __str__(self) -> str:
         unrecorded = f"; {RUN_JSON} could not record the failure either (it still says 'running')"
         return (f"no space left on device writing {self.filename}{unrecorded if self.unrecorded else ''}. Free "
                 f"some space there; a run it stopped continues from its newest complete checkpoint with "
-                f"resume=<run folder>.")
+                f"{resume_argument(self.run_dir)}.")
 
 
 def is_disk_full(error: BaseException | str) -> bool:

@@ -120,7 +120,7 @@ def test_full_disk_in_orbax_background_save_is_one_line(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if "Warning" not in line and line.strip()]
     assert errors == [f"evorl: no space left on device writing {checkpoint_dir(tmp_path) / '4'}. Free some space "
                       f"there; a run it stopped continues from its newest complete checkpoint with "
-                      f"resume=<run folder>."], proc.stderr
+                      f"resume={tmp_path}."], proc.stderr
     info = json.loads((tmp_path / "run.json").read_text())
     assert info["status"] == "failed" and "checkpoints/4" in info["reason"]
     assert sorted(p.name for p in checkpoint_dir(tmp_path).iterdir()) == ["2"]  # the partial save is deleted

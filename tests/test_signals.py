@@ -45,6 +45,7 @@ def test_sigterm_stops_after_the_chunk_with_a_checkpoint_and_resumes(tmp_path):
     assert "Traceback" not in err
     errors = [line for line in err.splitlines() if line.startswith("evorl:")]
     assert len(errors) == 1 and errors[0].startswith("evorl: SIGTERM: training stopped after iteration "), err
+    assert errors[0].endswith(f"; its state is checkpointed: continue with resume={run_dir}."), err  # pastable
     iteration = int(errors[0].split("after iteration ")[1].split(";")[0])
     assert 3 <= iteration < 1000
     # save_interval is 1000: the one checkpoint is the final one the signal asked for
@@ -107,16 +108,23 @@ class SignalAt:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, signum):
+def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, signum, monkeypatch, capsys):
     """Stopped by the signal at iteration 2 of 6 (checkpointed then), resumed to 6: the same
-    parameters, optimiser state and env states as the run that was never stopped."""
+    parameters, optimiser state and env states as the run that was never stopped. The
+    message names the run folder to resume, absolute, though it was given relative."""
+    monkeypatch.chdir(tmp_path)
     cfg = {**TINY, "checkpoint": {"save_interval": 3}}  # the stop's checkpoint is the signal's own
-    with pytest.raises(TrainingInterrupted, match=f"{signal.Signals(signum).name}: training stopped after iteration 2"):
-        run_experiment(cfg, output_dir=tmp_path / "stopped", recorders=[SignalAt(signum, 2)])
+    with pytest.raises(TrainingInterrupted) as stopped:
+        run_experiment(cfg, output_dir="stopped", recorders=[SignalAt(signum, 2)])
+    assert str(stopped.value) == (f"{signal.Signals(signum).name}: training stopped after iteration 2; its state is "
+                                  f"checkpointed: continue with resume={tmp_path / 'stopped'}.")
     assert sorted(int(p.name) for p in checkpoint_dir(tmp_path / "stopped").iterdir()) == [2]
     assert json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "interrupted"
     assert signal.getsignal(signum) is not None  # handlers restored after the run
-    resumed = run_experiment({**cfg, "resume": str(tmp_path / "stopped")})
+    capsys.readouterr()
+    resumed = run_experiment({**cfg, "resume": "stopped"})
+    assert f"resuming {tmp_path / 'stopped'} from iteration 2" in capsys.readouterr().out
+    assert resumed.run_dir == tmp_path / "stopped"
     straight = run_experiment(cfg, output_dir=tmp_path / "straight")
     for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +34,7 @@ from evorl.distributed import is_main_process
 from evorl.envs.config import HOST_ENV_TYPES
 from evorl.evaluator import make_evaluator
 from evorl.pbt_lineage import lineage_record
+from evorl.run_folder import resume_argument
 from evorl.workflows.actor_learner import ActorLearnerError, ActorLearnerExecutor, check_async_config, learner_placement
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
 from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
@@ -75,6 +77,8 @@ class ChunkedWorkflow(RLWorkflow):
     """
 
     lineage = None
+    #: The run folder (set by ``evorl.experiment``): what a stopped run's message says to resume.
+    run_dir = None
     _params_finite = None
 
     @property
@@ -212,12 +216,13 @@ class ChunkedWorkflow(RLWorkflow):
                         if reached not in self.checkpointer.steps():
                             self.checkpointer.save(e.state, reached)
                         e.args = (f"{e.args[0]}\nThe learner's state at iteration {reached} is checkpointed: "
-                                  f"continue with resume=<run folder>.",)
+                                  f"continue with {resume_argument(self.run_dir)}.",)
                     raise
                 if self.stop_requested is not None and done < tc.num_iterations:
                     if self.checkpointer is not None and not saved:
                         self.checkpointer.save(state, done)
-                    raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None)
+                    raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None,
+                                              run_dir=self.run_dir)
         return state
 
     def _chunk(self, state: OnPolicyState, done: int, n: int) -> tuple[OnPolicyState, int, bool]:
@@ -356,9 +361,9 @@ def chunk_health(state: OnPolicyState) -> dict:
 class TrainingInterrupted(Exception):
     """``learn`` stopped early on request (``stop_requested``), at the end of a chunk."""
 
-    def __init__(self, reason: str, iteration: int, checkpointed: bool):
+    def __init__(self, reason: str, iteration: int, checkpointed: bool, run_dir: Path | str | None = None):
         self.reason, self.iteration = reason, iteration
-        then = ("its state is checkpointed: continue with resume=<run folder>" if checkpointed
+        then = (f"its state is checkpointed: continue with {resume_argument(run_dir)}" if checkpointed
                 else "nothing was checkpointed (no run folder, or checkpoint.enabled=false)")
         super().__init__(f"{reason}: training stopped after iteration {iteration}; {then}.")
 
