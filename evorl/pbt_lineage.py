@@ -10,6 +10,8 @@ resumed run drops the records after its checkpoint and writes them again)::
      "hyperparameters": {"training.learning_rate": [N], ...},       before the step
      "new_hyperparameters": {"training.learning_rate": [N], ...}}   after exploit and explore
 
+Values are written as the shortest decimals that read back as the same float32s (``1e-06``).
+
 :func:`plot_lineage` draws every agent's hyperparameters over training and the population's
 returns (each agent's fitness at each step, and the logged evaluation return's mean and
 range). This module imports no JAX.
@@ -18,25 +20,63 @@ range). This module imports no JAX.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from evorl.run_folder import METRICS_JSONL, PBT_LINEAGE_JSONL, read_jsonl
 
 
+def shortest(values: Any) -> list[float]:
+    """Each value as the shortest decimal that reads back as the same number of its own dtype:
+    a float32 ``1e-6`` is ``1e-06``, not the float64 ``9.999999974752427e-07`` it widens to."""
+    return [float(str(v)) for v in np.asarray(values).ravel()]
+
+
 def lineage_record(record: dict, keys: list[str]) -> dict:
     """The JSON record of one PBT step from the executor's arrays (``iteration``, ``source
     [N]``, ``fitness [N]``, ``before [N, H]``, ``after [N, H]``; ``keys`` names the ``H``)."""
     source = [int(s) for s in np.asarray(record["source"])]
-    before, after = np.asarray(record["before"], np.float64), np.asarray(record["after"], np.float64)
+    before, after = np.asarray(record["before"]), np.asarray(record["after"])
     return {
         "iteration": int(record["iteration"]),
-        "fitness": [float(f) for f in np.asarray(record["fitness"])],
+        "fitness": shortest(record["fitness"]),
         "source": source,
         "copied": [{"agent": i, "from": s} for i, s in enumerate(source) if s != i],
-        "hyperparameters": {key: before[:, j].tolist() for j, key in enumerate(keys)},
-        "new_hyperparameters": {key: after[:, j].tolist() for j, key in enumerate(keys)},
+        "hyperparameters": {key: shortest(before[:, j]) for j, key in enumerate(keys)},
+        "new_hyperparameters": {key: shortest(after[:, j]) for j, key in enumerate(keys)},
     }
+
+
+def population_after_step(run_dir: Path | str, iteration: int | None = None) -> tuple[int, list[dict]] | None:
+    """The population as the newest PBT step at or before ``iteration`` (default: the last
+    step) left it, best first: ``(step's iteration, agents)``, each agent ``{"agent": i,
+    "fitness": ..., "copied_from": j or None, "hyperparameters": {key: value}}``. An agent that
+    copied another holds that agent's parameters, so its fitness is the one they were ranked by.
+    The hyperparameters are those every later iteration trained with until the next step. None
+    without such a step."""
+    path = Path(run_dir) / PBT_LINEAGE_JSONL
+    records = read_jsonl(path) if path.is_file() else []
+    records = [r for r in records if iteration is None or r["iteration"] <= iteration]
+    if not records:
+        return None
+    last = records[-1]
+    fitness = [np.nan if f is None else f for f in last["fitness"]]
+    agents = [{"agent": i, "fitness": fitness[s], "copied_from": s if s != i else None,
+               "hyperparameters": {key: values[i] for key, values in last["new_hyperparameters"].items()}}
+              for i, s in enumerate(last["source"])]
+    agents.sort(key=lambda a: (np.isnan(a["fitness"]), -np.nan_to_num(a["fitness"]), a["copied_from"] is not None,
+                               a["agent"]))  # on a tie, the original before its copies
+    return last["iteration"], agents
+
+
+def agent_label(agent: dict) -> str:
+    """``agent 3 (fitness 487.5, learning_rate=0.002403, clip_epsilon=0.2)``, values to 4
+    significant digits; a copy says whose parameters it holds."""
+    copied = f" as a copy of agent {agent['copied_from']}" if agent["copied_from"] is not None else ""
+    values = [f"{key.rpartition('.')[2]}={value:.4g}" for key, value in agent["hyperparameters"].items()]
+    fitness = f"fitness {agent['fitness']:.4g}{copied}"
+    return f"agent {agent['agent']} ({', '.join([fitness, *values])})"
 
 
 def plot_lineage(run_dir: Path | str, out_path: Path | str):

@@ -99,17 +99,17 @@ def load_policy(run_dir: str | Path, step: int | None = None, agent: int | None 
     """The policy of the run folder ``run_dir`` from checkpoint ``step`` (default: the newest).
 
     A population run (``training.num_seeds`` > 1 or hyperparameter lists) trained several
-    agents: ``agent=i`` picks agent ``i`` (numbered as in its logs and errors).
+    agents: ``agent=i`` picks agent ``i`` (numbered as in its logs and errors); without it the
+    error lists them (a PBT run's: best first, with the hyperparameters they evolved to).
     """
     from evorl.experiment import load_run
 
     workflow, state, iteration = load_run(run_dir, step)
     agent_state = state.agent_state
     if workflow.population:
-        labels = workflow.agent_labels()
         if agent is None or not 0 <= agent < workflow.num_agents:
             raise ConfigError(f"{run_dir} trained {workflow.num_agents} agents: pass agent=0..{workflow.num_agents - 1} "
-                              f"to load_policy ({'; '.join(labels)}); got agent={agent}.")
+                              f"to load_policy ({agent_list(workflow, run_dir, int(iteration))}); got agent={agent}.")
         agent_state = jax.tree.map(lambda x: x[agent], agent_state)
     elif agent not in (None, 0):
         raise ConfigError(f"{run_dir} trained one agent: agent={agent} does not exist (leave it out, or 0).")
@@ -117,3 +117,17 @@ def load_policy(run_dir: str | Path, step: int | None = None, agent: int | None 
     env = workflow.env
     return Policy(workflow.agent, agent_state, env.obs_space, env.action_space, int(iteration))
 
+
+
+def agent_list(workflow: Any, run_dir: str | Path, iteration: int) -> str:
+    """The agents of a population run, as a load_policy error lists them: each one's initial
+    hyperparameters and seed; for a PBT run, the population its last step (at or before the
+    checkpoint's ``iteration``) left, best first, with the fitness it ranked them by."""
+    from evorl.pbt_lineage import agent_label, population_after_step
+
+    population = population_after_step(run_dir, iteration)
+    if population is None:
+        return "; ".join(workflow.agent_labels())
+    step, agents = population
+    return (f"population-based training, as its step at iteration {step} left them, best first: "
+            + "; ".join(agent_label(a) for a in agents))

@@ -1,6 +1,8 @@
 """``evorl.load_policy``: a trained run's policy as a callable on raw observations."""
 
 import copy
+import json
+import re
 
 import jax
 import numpy as np
@@ -82,3 +84,31 @@ def test_a_population_needs_the_agent_index(tmp_path):
     for i in range(2):
         agent_state = jax.tree.map(lambda x: x[i], result.state.agent_state)
         np.testing.assert_array_equal(evorl.load_policy(run_dir, agent=i)(obs), greedy(result, agent_state, obs))
+
+
+@pytest.mark.slow  # ~30 s on 2 busy cores: compiles a PBT chunk (the listing's logic: tests/test_pbt_lineage.py)
+def test_a_pbt_population_is_listed_by_its_evolved_hyperparameters_best_first(tmp_path):
+    """Not by the learning rates the agents started from: by the ones the last PBT step left
+    (which the checkpoint trains with), each with its fitness, the best first."""
+    pbt = {"enabled": True, "interval": 2, "exploit_fraction": 0.25, "eval_episodes": 2,
+           "hyperparameters": {"training.learning_rate": [1e-6, 1e-2], "agent.ent_coef": [0.0, 0.05]}}
+    run_dir, result = train(tmp_path, "pbt", training={"num_iterations": 4, "num_seeds": 2, "learning_rate": [1e-6, 3e-3]},
+                            pbt=pbt)
+    with pytest.raises(ConfigError, match="trained 4 agents: pass agent=0..3") as error:
+        evorl.load_policy(run_dir)
+    message = str(error.value)
+    assert "as its step at iteration 4 left them, best first: agent " in message and "seed" not in message, message
+    listed = re.findall(r"agent (\d) \(fitness ([-\d.e+]+)[^,]*, learning_rate=([\d.e+-]+), ent_coef=", message)
+    assert sorted(int(a) for a, _, _ in listed) == [0, 1, 2, 3], message
+    fitness = [float(f) for _, f, _ in listed]
+    assert fitness == sorted(fitness, reverse=True)
+    final_lr = np.asarray(result.state.learning_rate)
+    assert sorted(final_lr.tolist()) != sorted(np.float32([1e-6, 1e-6, 3e-3, 3e-3]).tolist())  # PBT changed them
+    for agent, _, lr in listed:
+        assert float(lr) == pytest.approx(final_lr[int(agent)], rel=1e-3)
+    best = int(listed[0][0])
+    assert evorl.load_policy(run_dir, agent=best).iteration == 4
+    # the lineage file holds each float32 as its shortest decimal: 1e-06, not 9.999999974752427e-07
+    for record in map(json.loads, (run_dir / "pbt_lineage.jsonl").read_text().splitlines()):
+        for values in [*record["hyperparameters"].values(), *record["new_hyperparameters"].values()]:
+            assert all(v == float(str(np.float32(v))) for v in values), values
