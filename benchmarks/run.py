@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/run.py smoke|cpu|full [--only SUBSTRING] [--seeds 0,1] [--out DIR]
+    python benchmarks/run.py configs|smoke|cpu|host|full [--only SUBSTRING] [--seeds 100,101] [--out DIR]
 
 For every entry of the set (``benchmarks/suites.py``) the config is loaded from
 ``configs/``, the overrides applied, and the workflow built and compiled once; each seed
@@ -11,6 +11,18 @@ env steps, wall time (training only, mean over seeds), compile time, steps/s, an
 final greedy evaluation return (mean and std over seeds of each seed's mean return), each
 seed's final return, and where the entry has a target, the env steps and training seconds
 at which each seed's periodic evaluation first reached it.
+
+**Held-out seeds.** The ``configs`` set trains every config on seeds no config was tuned on
+(:data:`suites.HELD_OUT_SEEDS`, 100-104; ``--seeds`` picks others). A seed passes when its
+final greedy return reaches the target **and** it did not collapse: with the score
+normalised between a random policy (0) and the target (1),
+:math:`s = (R - R_{random}) / (R_{target} - R_{random})`, a run whose final score is below
+0.9 x its best score (over the periodic evaluations and the final one) has collapsed, even
+when its best met the target. An entry passes when at least 80% of its seeds pass (4 of 5).
+``R_random`` is measured: the untrained policy's return with sampled actions (near-uniform
+for a discrete policy). With ``rliable`` installed (``pip install -e ".[bench]"``) the
+normalised final scores of the whole set are aggregated into the interquartile mean (IQM)
+with a 95% stratified bootstrap interval (Agarwal et al., 2021) and drawn in one figure.
 """
 
 from __future__ import annotations
@@ -30,6 +42,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from suites import COMPOSED, SUITES, Benchmark  # noqa: E402
 
+#: A run whose final normalised score is below this fraction of its best one has collapsed.
+COLLAPSE_FRACTION = 0.9
+#: The share of an entry's seeds that must pass (4 of 5).
+REQUIRED_SEED_FRACTION = 0.8
+
 
 @dataclass
 class Result:
@@ -47,13 +64,43 @@ class Result:
     per_seed: list[float]
     #: Per seed: (env steps, training seconds) of the first evaluation >= target, or None.
     first_reached: list[tuple[int, float] | None]
+    #: Per seed: the best greedy return over the periodic evaluations and the final one.
+    best_per_seed: list[float] | None = None
+    #: The untrained policy's return with sampled actions (the score's 0), or None.
+    random_return: float | None = None
+    #: The seeds trained (their PRNGKey).
+    seed_list: list[int] | None = None
+
+    def scores(self, returns: list[float]) -> list[float] | None:
+        """``returns`` normalised: 0 at the random policy's return, 1 at the target."""
+        if self.target is None or self.random_return is None or self.target == self.random_return:
+            return None
+        return [(r - self.random_return) / (self.target - self.random_return) for r in returns]
+
+    @property
+    def collapsed(self) -> list[bool]:
+        """Per seed: the final score is below ``COLLAPSE_FRACTION`` x the best score."""
+        final, best = self.scores(self.per_seed), self.scores(self.best_per_seed or self.per_seed)
+        if final is None:
+            return [False] * len(self.per_seed)
+        return [b > 0 and f < COLLAPSE_FRACTION * b for f, b in zip(final, best)]
+
+    @property
+    def passed(self) -> list[bool]:
+        """Per seed: the final return reached the target and the run did not collapse."""
+        return [r >= self.target and not c for r, c in zip(self.per_seed, self.collapsed)]
 
     @property
     def met(self) -> str:
-        """``"3/3"``: how many seeds' final return reached the target ("" without one)."""
+        """``"4/5"``: how many seeds passed (see :attr:`passed`; "" without a target)."""
         if self.target is None:
             return ""
-        return f"{sum(r >= self.target for r in self.per_seed)}/{len(self.per_seed)}"
+        return f"{sum(self.passed)}/{len(self.per_seed)}"
+
+    @property
+    def ok(self) -> bool:
+        """At least ``REQUIRED_SEED_FRACTION`` of the seeds passed (True without a target)."""
+        return self.target is None or sum(self.passed) >= REQUIRED_SEED_FRACTION * len(self.per_seed) - 1e-9
 
 
 def load_config(name: str, overrides: dict, groups: dict[str, str] | None = None) -> dict:
@@ -83,7 +130,8 @@ def load_config(name: str, overrides: dict, groups: dict[str, str] | None = None
 
 class FirstReached:
     """Recorder: the env steps and training seconds at which the evaluation return first
-    reached ``target`` (``start()`` before each seed's training)."""
+    reached ``target``, and every periodic evaluation's return (``start()`` before each
+    seed's training)."""
 
     def __init__(self, target: float | None):
         self.target = target
@@ -91,6 +139,7 @@ class FirstReached:
 
     def start(self) -> None:
         self.reached: tuple[int, float] | None = None
+        self.evaluations: list[float] = []
         self._t0 = time.perf_counter()
 
     def init(self, config) -> None:
@@ -98,11 +147,28 @@ class FirstReached:
 
     def write(self, metrics: dict[str, float], step: int) -> None:
         value = metrics.get("eval/episode_return")
+        if value is not None:
+            self.evaluations.append(float(value))
         if self.target is not None and self.reached is None and value is not None and value >= self.target:
             self.reached = (int(step), time.perf_counter() - self._t0)
 
     def close(self) -> None:
         pass
+
+
+def random_return(cfg: dict, workflow_cls, seeds: tuple[int, ...]) -> float:
+    """The untrained policy's mean return with sampled actions over ``seeds``' initial
+    states: the "random" end of the normalised score."""
+    import copy
+
+    import jax
+    import numpy as np
+
+    cfg = copy.deepcopy(cfg)
+    cfg.setdefault("training", {})["eval_deterministic"] = False
+    workflow = workflow_cls.build_from_config(cfg, recorders=[])
+    return float(np.mean([workflow.evaluate(workflow.init(jax.random.PRNGKey(s)))["eval/episode_return"]
+                          for s in seeds]))
 
 
 def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
@@ -115,10 +181,11 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
     cfg = load_config(bench.config, bench.overrides, bench.groups)
     workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
     first = FirstReached(bench.target)
+    random_score = random_return(cfg, workflow_cls, seeds) if bench.target is not None else None
     workflow = workflow_cls.build_from_config(
         cfg, recorders=[ConsoleRecorder(prefix=f"[{bench.name}] "), first]
     )
-    returns, walls, reached, compile_s = [], [], [], None
+    returns, bests, walls, reached, compile_s = [], [], [], [], None
     for seed in seeds:
         state = workflow.init(jax.random.PRNGKey(seed))
         if compile_s is None:  # the training chunk, plus the evaluation's first (compiling) call
@@ -134,7 +201,9 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
         walls.append(time.perf_counter() - start)
         reached.append(first.reached)
         returns.append(workflow.evaluate(state)["eval/episode_return"])
-        print(f"[{bench.name}] seed {seed}: eval return {returns[-1]:.2f} in {walls[-1]:.1f}s", flush=True)
+        bests.append(max([returns[-1], *first.evaluations]))
+        print(f"[{bench.name}] seed {seed}: eval return {returns[-1]:.2f} (best {bests[-1]:.2f}) "
+              f"in {walls[-1]:.1f}s", flush=True)
     tc = workflow.config.training
     env_steps = tc.num_iterations * workflow.env_steps_per_iteration  # ES: the most a generation steps
     return Result(
@@ -151,6 +220,9 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
         target=bench.target,
         per_seed=[float(r) for r in returns],
         first_reached=reached,
+        best_per_seed=[float(r) for r in bests],
+        random_return=random_score,
+        seed_list=list(seeds),
     )
 
 
@@ -159,16 +231,20 @@ def markdown_table(results: list[Result], title: str) -> str:
         f"## {title}",
         "",
         "| config | env | algorithm | env steps | seeds | wall time (s) | compile (s) | steps/s "
-        "| eval return (mean ± std) | per seed | target | seeds at target | target first reached (per seed) |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---|",
+        "| eval return (mean ± std) | final per seed | best per seed | collapsed | random | target "
+        "| seeds passed | target first reached (per seed) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|---:|---:|:-:|---|",
     ]
     for r in results:
         target = "" if r.target is None else f"{r.target:g}"
         per_seed = ", ".join(f"{x:.1f}" for x in r.per_seed)
+        best = ", ".join(f"{x:.1f}" for x in (r.best_per_seed or r.per_seed))
+        collapsed = ", ".join("yes" if c else "no" for c in r.collapsed) if r.target is not None else ""
+        random = "" if r.random_return is None else f"{r.random_return:.1f}"
         lines.append(
             f"| {r.name} | {r.env} | {r.algorithm} | {r.env_steps:,} | {r.seeds} | {r.wall_s:.0f} | {r.compile_s:.0f} "
-            f"| {r.steps_per_s:,.0f} | {r.eval_return_mean:.1f} ± {r.eval_return_std:.1f} | {per_seed} "
-            f"| {target} | {r.met} | {first_reached_text(r)} |"
+            f"| {r.steps_per_s:,.0f} | {r.eval_return_mean:.1f} ± {r.eval_return_std:.1f} | {per_seed} | {best} "
+            f"| {collapsed} | {random} | {target} | {r.met} | {first_reached_text(r)} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -180,8 +256,52 @@ def first_reached_text(r: Result) -> str:
     return "; ".join("never" if x is None else f"{x[0] / 1e6:.2f}M steps / {x[1]:.0f} s" for x in r.first_reached)
 
 
-def plot(results: list[Result], path: Path) -> bool:
-    """Bar charts: final evaluation return per entry (red tick: its target) and steps/s."""
+def score_matrix(results: list[Result]) -> tuple[list[str], "np.ndarray"] | None:
+    """The normalised final scores ``[seeds, entries]`` of the entries that have a target
+    and a random return, and their names; None when fewer than one entry or unequal seeds."""
+    import numpy as np
+
+    scored = [(r.name, r.scores(r.per_seed)) for r in results]
+    scored = [(n, s) for n, s in scored if s is not None]
+    if not scored or len({len(s) for _, s in scored}) != 1:
+        return None
+    return [n for n, _ in scored], np.asarray([s for _, s in scored]).T
+
+
+def aggregate(results: list[Result], reps: int = 2000) -> tuple[float, float, float] | str:
+    """The IQM of the normalised final scores over every (entry, seed) with its 95%
+    stratified bootstrap interval, by rliable; a sentence saying why not otherwise."""
+    matrix = score_matrix(results)
+    if matrix is None:
+        return "no aggregate: no entry with a target and a random return, or entries with unequal seed counts"
+    try:
+        import numpy as np
+        from rliable import library as rly
+        from rliable import metrics as rly_metrics
+    except ImportError as e:
+        return f"no aggregate: rliable is not installed (pip install -e \".[bench]\"): {e}"
+    _, scores = matrix
+    point, interval = rly.get_interval_estimates(
+        {"evorl": scores}, lambda x: np.array([rly_metrics.aggregate_iqm(x)]), reps=reps
+    )
+    return float(point["evorl"][0]), float(interval["evorl"][0, 0]), float(interval["evorl"][1, 0])
+
+
+def aggregate_text(agg: tuple[float, float, float] | str, results: list[Result]) -> str:
+    if isinstance(agg, str):
+        return f"\n{agg}\n"
+    passed = sum(r.ok for r in results if r.target is not None)
+    with_target = sum(r.target is not None for r in results)
+    return (f"\nAggregate over {with_target} configs x their seeds (rliable): IQM of the normalised final "
+            f"score (0: random policy, 1: target) **{agg[0]:.3f}**, 95% stratified bootstrap interval "
+            f"[{agg[1]:.3f}, {agg[2]:.3f}]; configs passing (>= {REQUIRED_SEED_FRACTION:.0%} of seeds at "
+            f"target, no collapse): {passed}/{with_target}.\n")
+
+
+def plot(results: list[Result], path: Path, agg: tuple[float, float, float] | str | None = None) -> bool:
+    """One figure for the set: each entry's normalised final score per seed (hollow: the
+    seed failed; the line at 1 is the target), the aggregate IQM with its interval, and
+    steps/s. Entries without a target show their raw returns' mean instead."""
     try:
         import matplotlib
 
@@ -190,16 +310,26 @@ def plot(results: list[Result], path: Path) -> bool:
     except ImportError:
         print("matplotlib not installed: no plot written.")
         return False
-    fig, axes = plt.subplots(1, 2, figsize=(11, 0.5 * len(results) + 2))
-    labels = [f"{r.algorithm} {r.env}" for r in results]
-    y = range(len(results))
-    axes[0].barh(y, [r.eval_return_mean for r in results], xerr=[r.eval_return_std for r in results])
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * len(results) + 2.5), gridspec_kw={"width_ratios": [2, 1]})
+    labels = [f"{r.name}" for r in results]
     for i, r in enumerate(results):
-        if r.target is not None:
-            axes[0].plot([r.target, r.target], [i - 0.4, i + 0.4], "r-", lw=2)
-    axes[0].set(yticks=list(y), yticklabels=labels, xlabel="final eval return (red: target)")
+        scores = r.scores(r.per_seed)
+        if scores is None:
+            continue
+        for score, ok in zip(scores, r.passed):
+            axes[0].plot(min(max(score, -0.5), 1.5), i, "o", color="tab:blue", mfc="tab:blue" if ok else "none")
+    if not isinstance(agg, (str, type(None))):
+        n = len(results)
+        axes[0].errorbar([agg[0]], [n], xerr=[[agg[0] - agg[1]], [agg[2] - agg[0]]], fmt="s", color="black", capsize=4)
+        labels = labels + ["IQM (95% CI)"]
+    axes[0].axvline(1.0, color="tab:red", lw=1)
+    axes[0].axvline(0.0, color="grey", lw=1)
+    axes[0].set(yticks=list(range(len(labels))), yticklabels=labels, xlim=(-0.55, 1.55),
+                xlabel="normalised final score per seed (0: random, 1: target; hollow: failed or collapsed)")
+    y = range(len(results))
     axes[1].barh(y, [r.steps_per_s for r in results])
     axes[1].set(yticks=list(y), yticklabels=[], xlabel="env steps / s", xscale="log")
+    axes[1].set_ylim(axes[0].get_ylim())
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     return True
@@ -209,7 +339,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=sorted(SUITES))
     parser.add_argument("--only", default="", help="run only entries whose name contains this")
-    parser.add_argument("--seeds", default="", help="comma-separated seeds (default: the suite's)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds (default: the set's; configs: 100-104, "
+                                                      "never used for tuning)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
@@ -230,15 +361,18 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     title = f"Benchmark set '{args.suite}' ({total / 60:.1f} min total, {os.cpu_count()} CPUs)"
     table = markdown_table(results, title)
-    missed = [f"{r.name}: {r.met} seeds reached {r.target:g} ({', '.join(f'{x:.1f}' for x in r.per_seed)})"
-              for r in results if r.target is not None and not all(x >= r.target for x in r.per_seed)]
+    agg = aggregate(results)
+    table += aggregate_text(agg, results)
+    missed = [f"{r.name}: {r.met} seeds passed {r.target:g} without collapse (final "
+              f"{', '.join(f'{x:.1f}' for x in r.per_seed)}; best {', '.join(f'{x:.1f}' for x in r.best_per_seed)})"
+              for r in results if not r.ok]
     if failures:
         table += "\nFailed entries (exit status 1):\n\n" + "".join(f"* {f}\n" for f in failures)
     if missed:
         table += "\nTargets missed (exit status 1):\n\n" + "".join(f"* {m}\n" for m in missed)
     (out / f"{args.suite}.md").write_text(table)
     (out / f"{args.suite}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
-    plotted = plot(results, out / f"{args.suite}.png") if results else False
+    plotted = plot(results, out / f"{args.suite}.png", agg) if results else False
     print("\n" + table)
     print(f"wrote {out / args.suite}.md, .json{', .png' if plotted else ''}")
     return 1 if failures or missed else 0

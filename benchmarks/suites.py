@@ -94,21 +94,17 @@ def config_target(path: Path) -> ConfigTarget | None:
     return None
 
 
-def config_seed(config: str) -> int:
-    """The ``seed`` a config trains with (the composed config: ``config.yaml``'s)."""
-    import yaml
-
-    return int(yaml.safe_load((CONFIG_DIR / f"{config}.yaml").read_text()).get("seed", 0))
+#: Seeds no config was tuned on: the ``configs`` set's verdicts count these (a config is
+#: tuned on other seeds, e.g. 1000-1019, and judged here).
+HELD_OUT_SEEDS = (100, 101, 102, 103, 104)
 
 
 def checked(config: str, **groups: str) -> Benchmark:
-    """The config at its own length, with its header's target, for its own seed and the next
-    two (``seed: 42`` -> 42, 43, 44: the run a user gets from the CLI is one of them)."""
+    """The config at its own length, with its header's target, on the held-out seeds."""
     target = config_target(target_file(config, groups))
     if target is None or target.value is None:
         raise ValueError(f"{config} {groups}: no '# Target: ... >= X' line in its header")
-    seed = config_seed(config)
-    return Benchmark(config, seeds=(seed, seed + 1, seed + 2), target=target.value, groups=groups)
+    return Benchmark(config, seeds=HELD_OUT_SEEDS, target=target.value, groups=groups)
 
 
 MINATAR = ("breakout", "asterix", "freeway", "seaquest", "space_invaders")
@@ -121,7 +117,8 @@ ALGORITHMS = ("ppo", "a2c", "impala")
 _TINY = {"training.num_iterations": 2, "training.eval_interval": 1, "training.eval_episodes": 2}
 
 SUITES: dict[str, list[Benchmark]] = {
-    # Every config the CPU can afford, at its own length, 3 seeds, against its header's target.
+    # Every config the CPU can afford, at its own length, on the 5 held-out seeds, against its
+    # header's target (4 of 5 seeds at the target without collapse; benchmarks/run.py).
     "configs": [
         checked(COMPOSED),  # the default job: PPO CartPole
         checked(COMPOSED, algo="a2c"),

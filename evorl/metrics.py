@@ -17,14 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from evorl.distributed import pmax, pmean, psum
+from evorl.distributed import pmax, pmean, pmin, psum
 
-REDUCTIONS = ("mean", "max", "sum")
+REDUCTIONS = ("mean", "max", "min", "sum")
 
 
 @struct.dataclass
 class Metric:
-    """A scalar metric and how several of its values combine: ``mean``, ``max`` or ``sum``."""
+    """A scalar metric and how several of its values combine: ``mean``, ``max``, ``min`` or ``sum``."""
 
     value: Any
     reduction: str = struct.field(pytree_node=False, default="mean")
@@ -49,13 +49,13 @@ def _map(fn, metrics: dict[str, Metric]) -> dict[str, Metric]:
 
 def over_devices(metrics: dict[str, Any], axis_name: str | None) -> dict[str, Metric]:
     """Each metric reduced over the device axis (identity when ``axis_name`` is None)."""
-    collective = {"mean": pmean, "max": pmax, "sum": psum}
+    collective = {"mean": pmean, "max": pmax, "min": pmin, "sum": psum}
     return _map(lambda r, v: collective[r](v, axis_name), metrics)
 
 
 def over_steps(metrics: dict[str, Any], weights: jax.Array) -> dict[str, Metric]:
     """Metrics stacked over steps ``[S...]`` reduced to scalars, counting only the steps with
-    weight 1 (``weights`` ``[S...]`` of 0/1): the weighted mean, the max, or the sum."""
+    weight 1 (``weights`` ``[S...]`` of 0/1): the weighted mean, the max, the min, or the sum."""
     steps = jnp.maximum(jnp.sum(weights), 1.0)
 
     def reduce(reduction, v):
@@ -63,6 +63,8 @@ def over_steps(metrics: dict[str, Any], weights: jax.Array) -> dict[str, Metric]
             return jnp.sum(v * weights) / steps
         if reduction == "max":
             return jnp.max(jnp.where(weights > 0, v, -jnp.inf))
+        if reduction == "min":
+            return jnp.min(jnp.where(weights > 0, v, jnp.inf))
         return jnp.sum(v * weights)
 
     return _map(reduce, metrics)
@@ -70,21 +72,21 @@ def over_steps(metrics: dict[str, Any], weights: jax.Array) -> dict[str, Metric]
 
 def zeros_like_totals(metrics: dict[str, Any]) -> dict[str, Metric]:
     """The identity of :func:`accumulate` for metrics shaped like ``metrics`` (abstract ok)."""
-    return _map(lambda r, v: jnp.full(v.shape, -jnp.inf, v.dtype) if r == "max" else jnp.zeros(v.shape, v.dtype),
-                metrics)
+    identity = {"max": -jnp.inf, "min": jnp.inf}
+    return _map(lambda r, v: jnp.full(v.shape, identity.get(r, 0.0), v.dtype), metrics)
 
 
 def accumulate(totals: dict[str, Metric], metrics: dict[str, Any]) -> dict[str, Metric]:
-    """Running totals over iterations: maxima for ``max``, sums otherwise."""
+    """Running totals over iterations: maxima for ``max``, minima for ``min``, sums otherwise."""
     metrics = declared(metrics)
-    return {k: t.replace(value=jnp.maximum(t.value, metrics[k].value) if t.reduction == "max"
-                         else t.value + metrics[k].value)
+    combine = {"max": jnp.maximum, "min": jnp.minimum}
+    return {k: t.replace(value=combine.get(t.reduction, jnp.add)(t.value, metrics[k].value))
             for k, t in totals.items()}
 
 
 def per_iteration(totals: dict[str, Metric], num_iterations: int) -> dict[str, np.ndarray]:
     """Host values of :func:`accumulate`'d totals: means per iteration for ``mean``, the
-    totals for ``max`` and ``sum`` (float64 NumPy arrays, per agent for a population)."""
+    totals for ``max``, ``min`` and ``sum`` (float64 NumPy arrays, per agent for a population)."""
     out = {}
     for k, m in totals.items():
         value = np.asarray(m.value, np.float64)

@@ -26,6 +26,42 @@ def test_accumulate_and_per_iteration():
     assert host == {"loss": 2.0, "peak": 2.0, "count": 7.0}
 
 
+def test_min_reduction_over_steps_and_iterations():
+    values = jnp.array([[0.5, 0.2], [0.9, 0.1]])  # [E, M]
+    taken = jnp.array([[1.0, 1.0], [1.0, 0.0]])  # the 0.1 step was skipped
+    out = M.over_steps({"low": M.Metric(values, "min")}, taken)
+    assert float(out["low"].value) == pytest.approx(0.2) and out["low"].reduction == "min"
+    totals = M.zeros_like_totals({"low": M.Metric(jnp.zeros(()), "min")})
+    assert float(totals["low"].value) == float("inf")  # the identity of min
+    for value in (0.4, 0.3, 0.7):
+        totals = M.accumulate(totals, {"low": M.Metric(jnp.asarray(value), "min")})
+    assert M.per_iteration(totals, 3) == {"low": pytest.approx(0.3)}
+
+
+def test_gradient_update_reports_the_gradient_norm_before_clipping():
+    import jax
+    import optax
+
+    from evorl.agent import AgentState
+    from evorl.distributed import agent_gradient_update
+
+    params = {"w": jnp.array([3.0, -4.0]), "b": jnp.array(2.0)}
+
+    def loss_fn(agent_state, x):
+        p = agent_state.params
+        return jnp.sum(p["w"] * x) + 5.0 * p["b"], {"loss": jnp.zeros(())}
+
+    optimizer = optax.chain(optax.clip_by_global_norm(0.5), optax.sgd(1.0))
+    update = agent_gradient_update(loss_fn, optimizer, has_aux=True)
+    state = AgentState(params=params, obs_stats=None, hparams=None)
+    x = jnp.array([1.0, 2.0])
+    (_, aux), new_state, _ = update(optimizer.init(params), state, x)
+    # d/dw = x, d/db = 5: the norm before clipping is sqrt(1 + 4 + 25)
+    assert float(aux["grad_norm"]) == pytest.approx(30.0 ** 0.5)
+    step = jax.tree.map(lambda a, b: a - b, params, new_state.params)
+    assert float(optax.global_norm(step)) == pytest.approx(0.5, rel=1e-5)  # the applied step was clipped
+
+
 def test_unknown_reduction_is_refused():
     with pytest.raises(ValueError, match="reduction"):
         M.Metric(jnp.zeros(()), "median")

@@ -196,7 +196,11 @@ class IMPALAAgent(ActorCriticAgent):
             "kl": kl,
             "mean_importance_ratio": jnp.mean(ratios),
             "max_importance_ratio": M.Metric(jnp.max(ratios), "max"),
+            "min_importance_ratio": M.Metric(jnp.min(ratios), "min"),
             "rho_clip_fraction": jnp.mean((ratios > hp.vtrace_rho_bar).astype(jnp.float32)),
+            "c_clip_fraction": jnp.mean((ratios > hp.vtrace_c_bar).astype(jnp.float32)),
+            "pg_rho_clip_fraction": jnp.mean((ratios > hp.pg_rho_bar).astype(jnp.float32)),
+            "abs_log_ratio": jnp.mean(jnp.abs(log_rhos)),
             "explained_variance": explained_variance(values, vs),
         }
         return loss, lax.stop_gradient(metrics)

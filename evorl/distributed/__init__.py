@@ -27,7 +27,13 @@ def psum(x: Any, axis_name: str | None = None) -> Any:
 
 
 def pmax(x: Any, axis_name: str | None = None) -> Any:
+    """Maximum of ``x`` over the device axis (identity when ``axis_name`` is None)."""
     return x if axis_name is None else lax.pmax(x, axis_name)
+
+
+def pmin(x: Any, axis_name: str | None = None) -> Any:
+    """Minimum of ``x`` over the device axis (identity when ``axis_name`` is None)."""
+    return x if axis_name is None else lax.pmin(x, axis_name)
 
 
 def all_gather(x: jax.Array, axis_name: str | None = None) -> jax.Array:
@@ -148,7 +154,9 @@ def agent_gradient_update(
     ``has_aux``). The returned ``update(opt_state, agent_state, *args)`` computes the
     gradient with respect to ``agent_state.params`` only, averages it over ``axis_name``
     (so every device applies the same step to the same replicated parameters) and returns
-    ``(loss_or_(loss, aux), agent_state, opt_state)``.
+    ``(loss_or_(loss, aux), agent_state, opt_state)``. When ``aux`` is a dict of metrics, it
+    gains ``grad_norm``: the global norm :math:`\|g\|_2` of the averaged gradient before the
+    optimiser clips it (the number that tells a clipped step from a free one).
     """
 
     def loss_of_params(params, agent_state, *args):
@@ -159,6 +167,8 @@ def agent_gradient_update(
     def update(opt_state, agent_state, *args):
         value, grads = grad_fn(agent_state.params, agent_state, *args)
         grads = pmean(grads, axis_name)
+        if has_aux and isinstance(value[1], dict):
+            value = (value[0], {**value[1], "grad_norm": optax.global_norm(grads)})
         updates, opt_state = optimizer.update(grads, opt_state, agent_state.params)
         params = optax.apply_updates(agent_state.params, updates)
         return value, agent_state.replace(params=params), opt_state

@@ -85,6 +85,10 @@ class RunnerConfig:
     learner_devices: int | None = None
     #: A host environment step that takes longer than this ends the run (a stuck env).
     env_step_timeout_seconds: float = 60.0
+    #: Seconds the learner sleeps before each update: a slower learner, for checking that an
+    #: algorithm holds up under policy lag (the queue fills, and the mean lag grows towards
+    #: ``queue_size / num_actors + 1`` updates; ``benchmarks/async_lag.py``). 0: no delay.
+    learner_delay_seconds: float = 0.0
 
     def validate(self, where: str) -> None:
         require(self.mode in RUNNER_MODES, f"{where}.mode must be one of {', '.join(RUNNER_MODES)}, got {self.mode!r}.")
@@ -94,6 +98,8 @@ class RunnerConfig:
                 f"{where}.learner_devices must be >= 1 or null, got {self.learner_devices}.")
         require(self.env_step_timeout_seconds > 0,
                 f"{where}.env_step_timeout_seconds must be > 0, got {self.env_step_timeout_seconds}.")
+        require(0 <= self.learner_delay_seconds <= 60,
+                f"{where}.learner_delay_seconds must be in [0, 60], got {self.learner_delay_seconds}.")
 
     def asynchronous(self, env_on_host: bool) -> bool:
         return self.mode == "async" or (self.mode == "auto" and env_on_host)
@@ -495,6 +501,8 @@ class ActorLearnerExecutor:
         while done < num_iterations and not stop():
             log.queue_sizes.append(self._queue.qsize())
             items = [self._take(state) for _ in range(self.num_actors)]
+            if self.runner.learner_delay_seconds:
+                time.sleep(self.runner.learner_delay_seconds)
             busy = time.monotonic()
             trajectories = tuple(jax.device_put(item.trajectory, self._batch_sharding) for item in items)
             if totals is None:
