@@ -20,6 +20,7 @@ some of those values, so the band never leaves [min, max] over runs at that poin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
@@ -174,8 +175,16 @@ def load_curve(run_dir: Path | str, metric: str) -> Curve:
     return Curve(run_dir, column("step"), column("wall_time"), column(metric))
 
 
+#: The config keys that say which algorithm and which environment a run trained, in a label's order.
+IDENTITY_KEYS = ("workflow_cls", "env.env_name")
+
+
 def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
-    """Runs grouped by their config without ``seed``; labels name what tells groups apart."""
+    """Runs grouped by their config without ``seed``; each group is labelled by what tells it
+    from the others: its algorithm and env where they differ (``PPO CartPole-v1``), then the
+    other keys that differ between runs of the same algorithm and env (``learning_rate=0.001``:
+    the keys a sweep overrode, not the defaults that came with ``algo=`` or ``env=``). With
+    more than ``MAX_LABEL_KEYS`` such keys, each run is its own group, named by its folder."""
     configs = {}
     for run_dir in run_dirs:
         cfg = load_run_config(run_dir) if (run_dir / CONFIG_YAML).is_file() else {"run": str(run_dir)}
@@ -183,16 +192,50 @@ def group_runs(run_dirs: list[Path]) -> dict[str, list[Path]]:
         for section in ("logging", "checkpoint"):
             cfg.pop(section, None)
         configs[run_dir] = dotted_keys(cfg)
-    varying = sorted({k for c in configs.values() for k in c if len({str(o.get(k)) for o in configs.values()}) > 1})
+    values = lambda key: {str(c.get(key)) for c in configs.values()}  # noqa: E731
+    varying = sorted(k for k in {k for c in configs.values() for k in c} if k != "run" and len(values(k)) > 1)
+    identity = [k for k in IDENTITY_KEYS if k in varying]
+    swept = [k for k in varying if k not in identity and not _determined_by(k, identity, configs)]
+    folders = folder_names(run_dirs)
     groups: dict[str, list[Path]] = {}
     for run_dir, cfg in configs.items():
-        base = f"{str(cfg.get('workflow_cls', '')).rpartition('.')[2]} {cfg.get('env.env_name', '')}".strip()
-        if len(varying) > MAX_LABEL_KEYS:
-            label = run_dir.name
+        # the algorithm and env where they differ; for a single group, what it trained
+        what = " ".join(_identity_name(k, cfg[k]) for k in identity or (IDENTITY_KEYS if not swept else ()) if k in cfg)
+        if len(swept) > MAX_LABEL_KEYS:
+            label = f"{what} ({folders[run_dir]})" if what else folders[run_dir]
         else:
-            label = ", ".join(f"{k.rpartition('.')[2]}={cfg.get(k)}" for k in varying if k != "run") or base or run_dir.name
-        groups.setdefault(label, []).append(run_dir)
+            label = ", ".join(filter(None, [what, *(f"{k.rpartition('.')[2]}={cfg.get(k)}" for k in swept)]))
+        groups.setdefault(label or folders[run_dir], []).append(run_dir)
     return groups
+
+
+def _identity_name(key: str, value) -> str:
+    """``PPO`` for ``workflow_cls: evorl.workflows.PPOWorkflow``; the env's name as it is."""
+    if key == "workflow_cls":
+        name = str(value).rpartition(".")[2]
+        return name.removesuffix("Workflow") or name
+    return str(value)
+
+
+def _determined_by(key: str, identity: list[str], configs: dict[Path, dict]) -> bool:
+    """Whether runs of the same ``identity`` values (e.g. the same algorithm and env) always
+    agree on ``key``: then it differs only as their defaults do, which the label already says."""
+    if not identity:
+        return False
+    seen: dict[tuple, str] = {}
+    for cfg in configs.values():
+        ident, value = tuple(str(cfg.get(k)) for k in identity), str(cfg.get(key))
+        if seen.setdefault(ident, value) != value:
+            return False
+    return True
+
+
+def folder_names(run_dirs: list[Path]) -> dict[Path, str]:
+    """Each run folder by its path below the runs' common parent (``0``, ``1`` within one
+    sweep; ``sweep_a/0``, ``sweep_b/0`` across two)."""
+    parents = [str(Path(r).absolute().parent) for r in run_dirs]
+    common = Path(os.path.commonpath(parents)) if parents else Path()
+    return {r: str(Path(r).absolute().relative_to(common)) for r in run_dirs}
 
 
 def metric_name(metric: str, run_dirs: list[Path]) -> str:

@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import yaml
 
-from evorl.plotting import EVAL_RETURN, TRAIN_RETURN, bootstrap_ci, iqm, plot_runs, short_count, time_unit
+from evorl.plotting import EVAL_RETURN, TRAIN_RETURN, bootstrap_ci, group_runs, iqm, plot_runs, short_count, time_unit
+from evorl.run_folder import CURVE_PNG
 
 
-def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4):
+def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4, config=None):
     run_dir.mkdir(parents=True)
-    config = {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": seed, "env": {"env_name": "CartPole-v1"},
-              "training": {"learning_rate": learning_rate}}
+    config = config or {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": seed, "env": {"env_name": "CartPole-v1"},
+                        "training": {"learning_rate": learning_rate}}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
     train_return = [None] * len(steps) if train_return is None else train_return
     number = lambda v: None if v is None else float(v)  # noqa: E731
@@ -152,8 +153,8 @@ def test_run_curve_shows_training_and_evaluation_return(tmp_path):
     np.testing.assert_allclose(train.x, [1024, 3072])  # the chunk where no episode ended is left out
     for ax in plot.figure.axes:
         lines = {line.get_label(): line for line in ax.get_lines()}
-        assert set(lines) == {"evaluation return (greedy policy): PPOWorkflow CartPole-v1",
-                              "training return (episodes ended in rollouts): PPOWorkflow CartPole-v1"}
+        assert set(lines) == {"evaluation return (greedy policy): PPO CartPole-v1",
+                              "training return (episodes ended in rollouts): PPO CartPole-v1"}
         styles = {label.partition(" ")[0]: line.get_linestyle() for label, line in lines.items()}
         assert styles == {"evaluation": "-", "training": "--"}
     assert ax.get_ylabel() == "episode return"
@@ -169,4 +170,63 @@ def test_a_sampled_evaluation_is_labelled_as_such(tmp_path):
     (run / "config.yaml").write_text(yaml.safe_dump(config))
     plot = plot_runs([run], tmp_path / "learning_curve.png")
     labels = {line.get_label() for line in plot.figure.axes[0].get_lines()}
-    assert "evaluation return (sampled actions): PPOWorkflow CartPole-v1" in labels
+    assert "evaluation return (sampled actions): PPO CartPole-v1" in labels
+
+
+def composed_config(algo, env, seed=0, **training):
+    """The config.yaml ``evorl-train algo=<algo> env=<env>`` writes: every key, the algorithm's
+    and the env's defaults included."""
+    from evorl.config_groups import default_config, select_algorithm
+    from evorl.experiment import resolved_config
+    from evorl.workflows import resolve_workflow_cls
+
+    cfg, _ = select_algorithm(default_config(algo, env))
+    cfg["training"].update(training)
+    return {**resolved_config(resolve_workflow_cls(cfg["workflow_cls"]).parse_config(cfg)), "seed": seed}
+
+
+def test_a_sweep_over_algorithms_and_envs_is_labelled_by_them(tmp_path):
+    """``-m algo=ppo,a2c env=cartpole,acrobot``: the jobs differ in dozens of keys (each
+    algorithm's and env's defaults), yet each curve is named by its algorithm and env, not by
+    its job number."""
+    sweep = [("ppo", "cartpole"), ("ppo", "acrobot"), ("a2c", "cartpole"), ("a2c", "acrobot")]
+    runs = [write_run(tmp_path / "multirun" / str(job), [100, 200], [1, 2], [10, 20], config=composed_config(a, e))
+            for job, (a, e) in enumerate(sweep)]
+    groups = group_runs(runs)
+    assert groups == {"PPO CartPole-v1": [runs[0]], "PPO Acrobot-v1": [runs[1]], "A2C CartPole-v1": [runs[2]],
+                      "A2C Acrobot-v1": [runs[3]]}
+    labels = plot_runs(runs, tmp_path / "curves.png").figure.axes[0].get_legend_handles_labels()[1]
+    assert sorted(labels) == sorted(groups)
+
+
+def test_a_sweep_over_algorithms_and_a_key_is_labelled_by_both_with_seeds_grouped(tmp_path):
+    """``-m algo=ppo,a2c training.learning_rate=0.001,0.0003 seed=0,1``: the learning rate
+    differs within an algorithm, so the label names it; the seeds are one curve."""
+    runs, expected = [], {}
+    for algo in ("ppo", "a2c"):
+        for lr in (1e-3, 3e-4):
+            for seed in (0, 1):
+                config = composed_config(algo, "cartpole", seed=seed, learning_rate=lr)
+                runs.append(write_run(tmp_path / f"{len(runs)}", [100, 200], [1, 2], [10, 20], config=config))
+                expected.setdefault(f"{algo.upper()}, learning_rate={lr}", []).append(runs[-1])
+    assert group_runs(runs) == expected
+
+
+def test_too_many_differing_keys_name_each_run_by_its_folder_below_the_common_parent(tmp_path):
+    configs = [{"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1"},
+                "training": {"a": i, "b": i, "c": i, "d": i}} for i in range(2)]
+    runs = [write_run(tmp_path / sweep / "0", [1], [1], [1], config=c) for sweep, c in zip(("x", "y"), configs)]
+    assert list(group_runs(runs)) == ["x/0", "y/0"]  # not both "0", which would group them as seeds
+
+
+def test_evorl_plot_writes_the_run_folders_plot_name_and_counts_runs(tmp_path, monkeypatch, capsys):
+    from evorl.scripts.plot import main
+
+    run = write_run(tmp_path / "run", [100, 200], [1, 2], [10, 20])
+    monkeypatch.chdir(tmp_path)
+    main([str(run)])
+    assert CURVE_PNG == "learning_curve.png" and (tmp_path / CURVE_PNG).stat().st_size > 10_000
+    assert capsys.readouterr().out == f"{CURVE_PNG} (1 run)\n"
+    write_run(tmp_path / "run2", [100, 200], [1, 2], [10, 30], seed=1)
+    main([str(run), str(tmp_path / "run2"), "-o", "both.png"])
+    assert capsys.readouterr().out == "both.png (2 runs)\n"

@@ -1,9 +1,11 @@
-"""``evorl-plot RUN_DIR... [-o curves.png]``: learning curves of one or many runs.
+"""``evorl-plot RUN_DIR... [-o learning_curve.png]``: learning curves of one or many runs.
 
 Each argument is a run folder or a folder holding run folders (a Hydra sweep folder);
 runs that differ only in their seed are drawn as one curve: the interquartile mean over
-seeds (the mean below 4 seeds) with a 95% bootstrap confidence band. One group (e.g. one
-run) also shows its training return beside the evaluation return.
+seeds (the mean below 4 seeds) with a 95% bootstrap confidence band. Each curve is labelled
+by what sets its runs apart: algorithm and env (``-m algo=ppo,a2c env=cartpole,acrobot``),
+then the keys a sweep varied. One group (e.g. one run) also shows its training return beside
+the evaluation return. The PNG's default name is the one a run folder's own plot has.
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ def find_runs(paths: list[str]) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> None:
     from evorl.cli_help import plain
+    from evorl.run_folder import CURVE_PNG
 
     parser = argparse.ArgumentParser(prog="evorl-plot", description=plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", help="run folders, or folders holding them (e.g. multirun/...)")
-    parser.add_argument("-o", "--out", default="learning_curves.png", help="PNG to write (default: learning_curves.png)")
+    parser.add_argument("-o", "--out", default=CURVE_PNG, help=f"PNG to write (default: {CURVE_PNG})")
     parser.add_argument("--metric", action="append", dest="metrics",
                         help="metric of metrics.jsonl to plot, may be repeated (default: eval/episode_return, "
                              "and train/episode_return for a single group)")
@@ -45,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     except (FileNotFoundError, ValueError) as e:
         print(f"evorl-plot: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"{plot.path} ({len(runs)} runs)")
+    print(f"{plot.path} ({len(runs)} run{'s' if len(runs) != 1 else ''})")
 
 
 if __name__ == "__main__":
