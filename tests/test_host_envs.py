@@ -1,6 +1,8 @@
 """Host environments (gymnasium, envpool): the JAX VectorEnv's semantics, Atari preprocessing,
 spaces and errors, host_rollout's sampling and the host evaluator."""
 
+import re
+import sys
 import types
 
 import gymnasium
@@ -339,6 +341,43 @@ def test_unknown_names_suggest_close_matches():
     with pytest.raises(ConfigError, match=r"no time limit of its own.*set env.episode_length"):
         create_env({"env_name": "NoLimit-v0", "env_type": "gymnasium"})
     assert create_env({"env_name": "NoLimit-v0", "env_type": "gymnasium"}, episode_length=4).episode_length == 4
+
+
+USER_MODULE = """
+import gymnasium as gym
+import numpy as np
+
+class Corridor(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+gym.register(id="CwdCorridor-v0", entry_point=Corridor, max_episode_steps=10)
+"""
+
+
+def test_a_module_env_is_imported_from_the_current_folder(tmp_path, monkeypatch):
+    """``evorl-train env.env_name=my_envs:Env-v0`` run where my_envs.py lies: a console script
+    does not put that folder on sys.path, as ``python -c`` would; evorl looks there too."""
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cwd_envs.py").write_text(USER_MODULE)
+    monkeypatch.delitem(sys.modules, "cwd_envs", raising=False)
+    try:
+        env = create_env({"env_name": "cwd_envs:CwdCorridor-v0", "env_type": "gymnasium"})
+        assert env.episode_length == 10 and str(tmp_path) in sys.path
+    finally:
+        sys.modules.pop("cwd_envs", None)
+        gymnasium.registry.pop("CwdCorridor-v0", None)
+    monkeypatch.setenv("PYTHONPATH", "/somewhere/else")
+    with pytest.raises(ConfigError, match=re.escape(f"in the current folder ({tmp_path}) or a folder on the "
+                                                    f"PYTHONPATH (/somewhere/else).")):
+        create_env({"env_name": "elsewhere_envs:Other-v0", "env_type": "gymnasium"})
 
 
 def test_config_keys_by_env_type():

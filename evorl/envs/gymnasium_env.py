@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +48,33 @@ def register_ale_envs() -> None:
     gymnasium.register_envs(ale_py)
 
 
+def import_env_module(module: str, env_name: str, gym_id: str) -> None:
+    """Imports the ``module`` of a ``module:Id`` env name from the folder the command runs in
+    too, as ``python -c`` would (a console script such as ``evorl-train`` does not put that
+    folder on ``sys.path``), or from the PYTHONPATH; if it is not found, the error says where
+    it was looked for."""
+    try:
+        importlib.import_module(module)
+        return
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        if e.name != module.split(".")[0] or cwd in sys.path or "" in sys.path:
+            error = e
+        else:
+            sys.path.append(cwd)
+            try:
+                importlib.import_module(module)
+                return
+            except ImportError as retried:
+                error = retried
+    except ImportError as e:
+        error = e
+    pythonpath = os.environ.get("PYTHONPATH")
+    raise ConfigError(f"env_name {env_name!r}: cannot import module {module!r} ({error}); the part before ':' must be "
+                      f"a module that registers {gym_id!r} with gymnasium, in the current folder ({os.getcwd()}) or "
+                      f"a folder on the PYTHONPATH ({pythonpath if pythonpath else 'not set'}).") from None
+
+
 def resolve_gymnasium_id(env_name: str) -> str:
     """The registered gymnasium id of ``env_name`` (``"module:Id"`` imports ``module``
     first); an unknown id is an error suggesting close matches."""
@@ -53,12 +82,7 @@ def resolve_gymnasium_id(env_name: str) -> str:
 
     gym_id = env_id(env_name)
     if ":" in env_name:
-        module = env_name.split(":", 1)[0]
-        try:
-            importlib.import_module(module)
-        except ImportError as e:
-            raise ConfigError(f"env_name {env_name!r}: cannot import module {module!r} ({e}); the part before "
-                              f"':' must be a module that registers {gym_id!r} with gymnasium.") from None
+        import_env_module(env_name.split(":", 1)[0], env_name, gym_id)
     if gym_id.startswith("ALE/"):
         register_ale_envs()
     if gym_id in gymnasium.registry:
