@@ -57,6 +57,23 @@ def test_centered_rank_by_hand_and_against_numpy():
         assert abs(shaped.sum()) < 1e-4 and shaped.min() >= -0.5 and shaped.max() <= 0.5
 
 
+def test_centered_rank_ranks_non_finite_costs_worst():
+    """A member whose return diverged (NaN, +-inf) ranks as the worst cost, as in evosax and PBT;
+    the shaped values stay in [-0.5, 0.5] and sum to 0."""
+    # by hand: 0 < 1 < nan -> ranks 1, 2, 0 over P - 1 = 2 (before the fix NaN ranked best: [0, -0.75, -0.5])
+    np.testing.assert_allclose(centered_rank(jnp.array([1.0, jnp.nan, 0.0])), [0.0, 0.5, -0.5])
+    # 0 < 1, then nan, inf, -inf tie for the three worst ranks 2, 3, 4 (mean 3) over 4
+    np.testing.assert_allclose(centered_rank(jnp.array([1.0, jnp.nan, 0.0, jnp.inf, -jnp.inf])),
+                               [-0.25, 0.25, -0.5, 0.25, 0.25])
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        x = rng.normal(size=17)
+        x[rng.choice(17, size=4, replace=False)] = rng.choice([np.nan, np.inf, -np.inf], size=4)
+        shaped = np.asarray(centered_rank(jnp.asarray(x, jnp.float32)))
+        np.testing.assert_allclose(shaped, numpy_centered_rank(np.where(np.isfinite(x), x, np.inf)), atol=1e-6)
+        assert abs(shaped.sum()) < 1e-4 and shaped.min() >= -0.5 and shaped.max() <= 0.5
+
+
 def strategy_and_state(es: ESConfig, num_dims: int, mean):
     from evorl.algorithms.es import ESState
 
@@ -99,6 +116,25 @@ def test_openes_generation_update_equals_numpy_step_on_fixed_fitness():
     np.testing.assert_allclose(np.asarray(new_state.mean), expected, rtol=1e-5, atol=1e-6)
     # the step climbs: the best members' directions move the mean towards them
     assert np.dot(np.asarray(new_state.mean) - mean, eps[np.argmax(returns)]) > 0
+
+
+def test_openes_step_ranks_a_diverged_member_worst():
+    """Returns NaN and +inf (a diverged member) shape as the worst cost: the step equals NumPy's
+    with them ranked below every finite return, and moves the mean away from them."""
+    dims, pop, sigma, lr = 64, 6, 0.2, 0.05  # mirrored pairs (0, 3), (1, 4), (2, 5)
+    es = ESConfig(strategy="OpenES", population_size=pop, sigma=sigma, learning_rate=lr, optimizer="sgd")
+    mean = np.zeros(dims)
+    strategy, state = strategy_and_state(es, dims, mean)
+    population, ask_state = sample_population(strategy, es, state, jax.random.PRNGKey(2))
+    returns = np.array([3.0, np.nan, np.inf, 1.0, 4.0, 2.0])
+    new_state, _ = strategy.tell(jax.random.PRNGKey(3), population, -jnp.asarray(returns, jnp.float32),
+                                 ask_state, state.strategy_params)
+    eps = (np.asarray(population, np.float64) - mean) / sigma
+    utilities = numpy_centered_rank([-3.0, np.inf, np.inf, -1.0, -4.0, -2.0])  # costs; diverged = +inf
+    expected = mean - lr * utilities @ eps / (pop * sigma)
+    np.testing.assert_allclose(np.asarray(new_state.mean), expected, rtol=1e-5, atol=1e-6)
+    step = np.asarray(new_state.mean) - mean
+    assert np.dot(step, eps[1]) < 0 and np.dot(step, eps[2]) < 0
 
 
 def test_openes_gradient_estimate_on_a_quadratic_matches_the_analytic_gradient():

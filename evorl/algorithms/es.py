@@ -48,9 +48,14 @@ from evorl.workflows.on_policy import episode_metrics
 # Fitness shaping and mirrored sampling
 # --------------------------------------------------------------------------------------
 def centered_rank(fitness: jax.Array) -> jax.Array:
-    r"""Centred ranks of ``fitness [P]`` in ``[-0.5, 0.5]``: ``rank_i / (P - 1) - 0.5`` with
+    r"""Centred ranks of the costs ``fitness [P]`` (lower is better: the strategies minimise
+    ``-R``) in ``[-0.5, 0.5]``: ``rank_i / (P - 1) - 0.5`` with
     ``rank_i = #\{j: f_j < f_i\} + (#\{j: f_j = f_i\} - 1) / 2`` (0 for the smallest; tied
-    values share the mean of their ranks, so the shaped values still sum to 0)."""
+    values share the mean of their ranks, so the shaped values still sum to 0).
+
+    A non-finite cost (NaN, or +-inf: a member whose return diverged) ranks as the worst,
+    ``+inf``, as evosax and PBT's ranking do; all of them tie above every finite cost."""
+    fitness = jnp.where(jnp.isfinite(fitness), fitness, jnp.inf)
     f = fitness[:, None], fitness[None, :]
     below = jnp.sum(f[1] < f[0], axis=1)
     ties = jnp.sum(f[1] == f[0], axis=1)
