@@ -273,6 +273,30 @@ def test_bad_es_configs_are_named(es, message):
         ESWorkflow.build_from_config({**TINY_ES, "es": es}, recorders=[])
 
 
+def test_es_refuses_the_async_runner():
+    with pytest.raises(ConfigError, match="runner.mode=async: ESWorkflow has no actors and learner"):
+        ESWorkflow.build_from_config({**TINY_ES, "runner": {"mode": "async"}}, recorders=[])
+    for mode in ("auto", "fused"):
+        assert ESWorkflow.parse_config({**TINY_ES, "runner": {"mode": mode}}).runner.mode == mode
+
+
+@pytest.mark.parametrize("es, hint", [({}, "Try a smaller es.learning_rate or es.sigma."),
+                                      ({"strategy": "CMA_ES", "fitness_shaping": "strategy"},
+                                       "Try a smaller es.sigma.")])
+def test_es_divergence_names_es_keys(es, hint):
+    """ES refuses training.learning_rate and max_grad_norm: its divergence error names its own keys."""
+    from evorl.workflows.health import TrainingDiverged
+    from evorl.workflows.rl_workflow import NONFINITE_PARAMS
+
+    workflow = ESWorkflow.build_from_config({**TINY_ES, "es": {**TINY_ES["es"], **es}}, recorders=[])
+    with pytest.raises(TrainingDiverged) as info:
+        workflow.check_health({NONFINITE_PARAMS: np.array([1.0]), "train/fitness_std": np.array([np.nan])}, 3)
+    message = str(info.value)
+    assert message.startswith("training diverged by iteration 3: the agent: non-finite parameters and non-finite "
+                              "loss metrics train/fitness_std=nan.") and message.endswith(hint), message
+    assert "training." not in message
+
+
 def test_rl_training_keys_are_refused():
     with pytest.raises(ConfigError, match="'training.num_envs' does not apply to ESWorkflow"):
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])

@@ -29,8 +29,17 @@ from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
 from evorl.workflows.execution import Executor, Placement
+from evorl.workflows.health import TrainingDiverged
 from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
 
+
+
+def divergence_hint(es: ESConfig) -> str:
+    """The ``es:`` keys whose smaller values make an ES run that diverged stay finite: the
+    search distribution's ``sigma`` and, for the strategies that step with an optimiser, its
+    ``learning_rate`` (ES refuses ``training.learning_rate`` and ``max_grad_norm``)."""
+    keys = (["es.learning_rate"] if es.spec.optimizer else []) + ["es.sigma"]
+    return f"Try a smaller {' or '.join(keys)}."
 
 
 @dataclass(frozen=True)
@@ -102,14 +111,17 @@ class ESWorkflow(ChunkedWorkflow):
         if not isinstance(cfg, dict):
             raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
         cfg = dict(cfg)
-        es = parse_section(ESConfig, cfg.pop("es", None), "es")
-        training = section_data(cfg.get("training"), "training")
+        es = parse_section(ESConfig, cfg.pop("es", {}), "es")
+        training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
         for key in training:
             require(key in keys, f"'training.{key}' does not apply to ESWorkflow: its training keys are "
                                  f"{', '.join(keys)} (one iteration is one generation); the strategy's keys "
                                  f"are in es: ({', '.join(ESConfig.__dataclass_fields__)}).")
         base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
+        require(base["runner"].mode != "async",
+                "runner.mode=async: ESWorkflow has no actors and learner, it plays its episodes inside compiled "
+                "programs; set runner.mode=auto or fused (or leave runner out).")
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
         return ESExperimentConfig(**{**base, "training": training}, es=es)
 
@@ -131,6 +143,13 @@ class ESWorkflow(ChunkedWorkflow):
                 f"es.population_size={es.population_size} must divide evenly over the {num_devices} devices "
                 f"(each device plays population_size / {num_devices} members).")
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
+        """The shared health check, its divergence error naming ES's own keys."""
+        try:
+            super().check_health(per_agent_metrics, iteration)
+        except TrainingDiverged as e:
+            raise e.with_hint(divergence_hint(self.config.es)) from None
 
     # --- state ----------------------------------------------------------------------------
     def init(self, key: jax.Array) -> ESState:

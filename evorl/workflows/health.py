@@ -18,8 +18,26 @@ import numpy as np
 MAX_NAMED_AGENTS = 3
 
 
+#: What a divergence error suggests, unless the workflow knows better (ES: its ``es:`` keys).
+LEARNING_RATE_HINT = "Try a smaller training.learning_rate or training.max_grad_norm."
+
+
 class TrainingDiverged(RuntimeError):
-    """Training produced non-finite parameters or loss metrics."""
+    """Training produced non-finite parameters or loss metrics: ``problems`` (which agents,
+    what) by ``iteration``, and a ``hint`` naming the config keys to change."""
+
+    def __init__(self, iteration: int, problems: str, hint: str = LEARNING_RATE_HINT):
+        self.iteration, self.problems, self.hint = iteration, problems, hint
+        super().__init__(
+            f"training diverged by iteration {iteration}: {problems}. Training stopped before checkpointing this "
+            f"state, so the newest checkpoint is the last finite one. {hint}")
+
+    def __reduce__(self):  # pickled with its fields (a Hydra -m job's error crosses processes)
+        return type(self), (self.iteration, self.problems, self.hint)
+
+    def with_hint(self, hint: str) -> "TrainingDiverged":
+        """The same error with another ``hint``."""
+        return TrainingDiverged(self.iteration, self.problems, hint)
 
 
 def tree_all_finite(tree: Any) -> jax.Array:
@@ -55,8 +73,4 @@ def check_finite(iteration: int, params_finite: np.ndarray, bad_metrics: list[li
         what += [f"non-finite loss metrics {', '.join(bad_metrics[i])}"] if bad_metrics[i] else []
         problems.append(f"{labels[i]}: {' and '.join(what)}")
     more = f"; and {len(bad) - MAX_NAMED_AGENTS} more agents" if len(bad) > MAX_NAMED_AGENTS else ""
-    raise TrainingDiverged(
-        f"training diverged by iteration {iteration}: {'; '.join(problems)}{more}. Training stopped before "
-        f"checkpointing this state, so the newest checkpoint is the last finite one. Try a smaller "
-        f"training.learning_rate or training.max_grad_norm."
-    )
+    raise TrainingDiverged(iteration, f"{'; '.join(problems)}{more}")
