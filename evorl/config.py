@@ -3,10 +3,12 @@
 Every config section is a frozen dataclass; :func:`parse_section` turns a mapping (a
 plain dict or OmegaConf) into one, and fails before anything is compiled with a message
 that names the bad key or value: an unknown key with the closest valid one, a value of
-the wrong type, a float that is not finite, or a value out of range (each dataclass's
-``validate``). A float field accepts ``.inf`` only when its annotation is
-:data:`FloatOrInf` (e.g. IMPALA's clipping thresholds, where ``.inf`` means no clipping);
-NaN is never a valid value.
+the wrong type, a float that is not finite, an integer outside int32 (:data:`INT32_MAX`),
+or a value out of range (each dataclass's ``validate``). A float field accepts ``.inf`` only
+when its annotation is :data:`FloatOrInf` (e.g. IMPALA's clipping thresholds, where ``.inf``
+means no clipping); NaN is never a valid value. A float is a number: of text, only the
+spellings of infinity and NaN that YAML and Hydra leave as strings (``.inf``, ``inf``, ...)
+are read, so that they get their own error or meaning; ``'1e-3'`` is refused.
 """
 
 from __future__ import annotations
@@ -38,8 +40,12 @@ class _AllowInf:
 #: A float config field that accepts ``.inf`` (e.g. a clipping threshold: ``.inf`` = no
 #: clipping). Plain ``float`` fields must be finite.
 FloatOrInf = Annotated[float, _AllowInf()]
-#: YAML's spellings of the non-finite floats (Hydra passes ``x=.inf`` on as the string).
-_YAML_FLOATS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+#: The non-finite floats as text: YAML's spellings (Hydra passes ``x=.inf`` on as the string)
+#: and the words a YAML file leaves as strings (``x: inf``).
+_NONFINITE_WORDS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan,
+                    "inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+#: The largest integer a config key takes: counts become int32 arrays and loop bounds.
+INT32_MAX = 2**31 - 1
 
 
 def to_plain(cfg: Any) -> Any:
@@ -110,9 +116,9 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
             return value
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return _check_int32(value, name)
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            return _check_int32(int(value), name)
     elif tp is float:
         return _check_finite(_to_float(value, name), name, allow_inf=False)
     elif tp is str:
@@ -133,17 +139,33 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected {_type_name(tp)}.")
 
 
+def _check_int32(value: int, name: str) -> int:
+    if -INT32_MAX - 1 <= value <= INT32_MAX:
+        return value
+    limit = f"at most {INT32_MAX} (2**31 - 1)" if value > 0 else f"at least {-INT32_MAX - 1} (-2**31)"
+    raise ConfigError(f"'{name}' = {value} is out of range: it must be {limit}; config integers are int32 "
+                      f"(counts become int32 arrays and loop bounds).")
+
+
 def _to_float(value: Any, name: str) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if isinstance(value, str):
-        if value.strip().lower() in _YAML_FLOATS:
-            return _YAML_FLOATS[value.strip().lower()]
-        try:
-            return float(value)
-        except ValueError:
-            pass
+    if isinstance(value, str) and value.strip().lower() in _NONFINITE_WORDS:
+        return _NONFINITE_WORDS[value.strip().lower()]
+    if isinstance(value, str) and _is_number(value):
+        yaml11 = "e" in value.lower() and "." not in value  # YAML 1.1 floats need a dot
+        hint = f" (PyYAML's safe_load reads {value} as text: write {value.lower().replace('e', '.0e', 1)})" \
+            if yaml11 else ""
+        raise ConfigError(f"'{name}' = {value!r} is text, not a number: give the float itself, unquoted{hint}.")
     raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected float.")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def dotted_keys(data: dict, prefix: str = "") -> dict:
@@ -158,11 +180,13 @@ def dotted_keys(data: dict, prefix: str = "") -> dict:
 
 
 def section_data(data: Any, where: str) -> dict:
-    """The config section ``data`` as a plain dict (None: empty); anything but a mapping is
-    an error naming the section."""
+    """The config section ``data`` as a plain dict; anything but a mapping is an error naming
+    the section, null included (``env: null`` does not mean "the defaults": a caller passes
+    ``{}`` for a section the config leaves out)."""
     data = to_plain(data)
     if data is None:
-        return {}
+        raise ConfigError(f"config section '{where}' is null; give it a mapping of keys to values, "
+                          f"or leave it out to take its defaults.")
     if not isinstance(data, Mapping):
         raise ConfigError(f"config section '{where}' must be a mapping of keys to values, "
                           f"got {type(data).__name__} {data!r}.")
@@ -333,6 +357,10 @@ class TrainingConfig:
         for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
                     "eval_interval", "eval_episodes", "num_seeds"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.env_steps_per_iteration <= INT32_MAX,
+                f"{where}.num_envs x {where}.rollout_length = {self.num_envs} x {self.rollout_length} = "
+                f"{self.env_steps_per_iteration} steps per iteration; at most {INT32_MAX} (2**31 - 1: the "
+                f"rollout's steps are indexed in int32).")
         require(self.actor_lag >= 0, f"{where}.actor_lag must be >= 0, got {self.actor_lag}.")
         require(self.train_episode_length is None or self.train_episode_length >= 1,
                 f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
@@ -386,6 +414,10 @@ def extract_sweeps(
             )
         require(len(value) >= 1, f"'{where}.{key}' is an empty list.")
         values = tuple(coerce(v, _float_arm(hints[key]), f"{where}.{key}[{i}]") for i, v in enumerate(value))
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        require(not repeated, f"'{where}.{key}' = {list(values)} repeats {', '.join(map(str, repeated))}: a list "
+                              f"trains one agent per value, so a repeated value trains identical agents; "
+                              f"for several agents per value set training.num_seeds.")
         axes.append((f"{where}.{key}", values))
         data[key] = values[0]
     return data, axes

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evorl.config import ConfigError, unknown_key_error
+from evorl.config import ConfigError, section_data, unknown_key_error
 
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 #: The config groups, each a folder of ``configs/``.
@@ -132,7 +132,11 @@ def with_default_config(cfg: dict) -> dict:
     default config's): what ``evorl-train`` with ``cfg``'s keys as overrides would train."""
     workflow_cls = cfg.get("workflow_cls")
     algo = default_choices()["algo"] if workflow_cls is None else algo_for_workflow(workflow_cls)
-    return deep_merge(default_config(algo), cfg)
+    base = default_config(algo)
+    for key, value in cfg.items():  # the merge would take a null section for an empty one
+        if value is None and isinstance(base.get(key), Mapping):
+            section_data(value, str(key))
+    return deep_merge(base, cfg)
 
 
 def select_algorithm(cfg: dict) -> tuple[dict, str | None]:
@@ -161,7 +165,7 @@ def select_algorithm(cfg: dict) -> tuple[dict, str | None]:
                      f"algorithm defaults of the config ({', '.join(left_out) or 'none'}){hint}.")
     for section in ALGO_SECTIONS:
         if section in node:
-            cfg[section] = deep_merge(node[section], cfg.get(section))
+            cfg[section] = deep_merge(node[section], section_data(cfg.get(section, {}), section))
     return cfg, None
 
 

@@ -35,6 +35,21 @@ def replace(section, value):
     return apply
 
 
+def pbt(**keys):
+    """PBT over four agents (``training.num_seeds``), evolving the learning rate unless ``keys`` say."""
+    def apply(cfg):
+        cfg["training"]["num_seeds"] = 4
+        cfg["pbt"] = {"enabled": True, "hyperparameters": {"training.learning_rate": [1e-5, 1e-2]}, **keys}
+    return apply
+
+
+def both(*changes):
+    def apply(cfg):
+        for change in changes:
+            change(cfg)
+    return apply
+
+
 def workflow(name, agent=None):
     def apply(cfg):
         cfg["workflow_cls"] = f"evorl.workflows.{name}"
@@ -67,6 +82,21 @@ BAD_INPUTS = {
     "num_envs_word": (edit("training", num_envs="four"), "training.num_envs"),
     "num_envs_bool": (edit("training", num_envs=True), "training.num_envs"),
     "num_iterations_inf": (edit("training", num_iterations=INF), "training.num_iterations"),
+    "num_iterations_1e12": (edit("training", num_iterations=1e12), "'training.num_iterations' = 1000000000000 is "
+                                                                     "out of range: it must be at most 2147483647"),
+    "num_envs_1e11": (edit("training", num_envs=100000000000), "'training.num_envs' = 100000000000"),
+    "num_envs_minus_2_pow_40": (edit("training", num_envs=-2**40), "at least -2147483648"),
+    "eval_episodes_2_pow_31": (edit("training", eval_episodes=2**31), "'training.eval_episodes' = 2147483648"),
+    "steps_per_iteration_2_pow_32": (edit("training", num_envs=2**20, rollout_length=2**12),
+                                     "training.num_envs x training.rollout_length = 1048576 x 4096"),
+    "lr_numeric_string": (edit("training", learning_rate="1e-3"), "'training.learning_rate' = '1e-3' is text, not a "
+                                                                   "number: give the float itself, unquoted (PyYAML's "
+                                                                   "safe_load reads 1e-3 as text: write 1.0e-3)"),
+    "lr_numpy_string": (edit("training", learning_rate=np.str_("0.1")), "'training.learning_rate' = '0.1' is text"),
+    "lr_word": (edit("training", learning_rate="fast"), "'training.learning_rate' = 'fast' has type str"),
+    "lr_list_repeated": (edit("training", learning_rate=[1e-3, 1e-3]), "'training.learning_rate' = [0.001, 0.001] "
+                                                                        "repeats 0.001"),
+    "gamma_list_repeated": (edit("training", gamma=[0.9, 0.99, 0.9]), "'training.gamma' = [0.9, 0.99, 0.9] repeats 0.9"),
     "rollout_length_negative": (edit("training", rollout_length=-5), "training.rollout_length"),
     "num_minibatches_not_dividing": (edit("training", num_minibatches=3), "training.num_minibatches"),
     "num_epochs_list": (edit("training", num_epochs=[1, 2]), "training.num_epochs"),
@@ -84,6 +114,8 @@ BAD_INPUTS = {
     "ent_coef_nan": (edit("agent", ent_coef=NAN), "agent.ent_coef"),
     "clip_epsilon_zero": (edit("agent", clip_epsilon=0.0), "clip_epsilon"),
     "clip_epsilon_list_inf": (edit("agent", clip_epsilon=[0.1, INF]), "agent.clip_epsilon"),
+    "clip_epsilon_list_repeated": (edit("agent", clip_epsilon=[0.2, np.float64(0.2)]), "'agent.clip_epsilon'"),
+    "actor_layers_2_pow_31": (edit("agent", actor_hidden_layer_sizes=[2**31]), "agent.actor_hidden_layer_sizes[0]"),
     "target_kl_inf": (edit("agent", target_kl=INF), "agent.target_kl"),
     "target_kl_negative": (edit("agent", target_kl=-0.1), "target_kl"),
     "value_clip_epsilon_nan": (edit("agent", value_clip_epsilon=NAN), "agent.value_clip_epsilon"),
@@ -111,12 +143,18 @@ BAD_INPUTS = {
     "env_name_misspelt": (edit("env", env_name="CartPol-v1"), "env_name"),
     "brax_key_on_gymnax": (edit("env", backend="mjx"), "env.backend"),
     "env_string": (replace("env", "CartPole-v1"), "'env'"),
+    "env_none": (replace("env", None), "config section 'env' is null"),
+    "episode_length_2_pow_31": (edit("env", episode_length=2**31), "'env.episode_length' = 2147483648"),
     # top level
     "seed_huge": (edit(seed=99999999999999999999), "'seed'"),
     "seed_2_pow_32": (edit(seed=2**32), "'seed'"),
     "seed_negative": (edit(seed=-1), "'seed'"),
     "seed_word": (edit(seed="abc"), "'seed'"),
     "seed_fraction": (edit(seed=1.5), "'seed'"),
+    "seed_whole_float": (edit(seed=1e3), "'seed' = 1000.0 must be an integer in [0, 2**32) (it is a float: "
+                                         "write seed=1000)"),
+    "seed_numpy_float": (edit(seed=np.float64(7.0)), "'seed'"),
+    "seed_bool": (edit(seed=True), "'seed'"),
     "resume_empty": (edit(resume=""), "resume must be a run folder path"),
     "output_dir_empty": (edit(output_dir=""), "output_dir"),
     "resume_number": (edit(resume=5), "'resume'"),
@@ -130,6 +168,12 @@ BAD_INPUTS = {
     "save_interval_zero": (edit("checkpoint", save_interval=0), "checkpoint.save_interval"),
     "max_to_keep_zero": (edit("checkpoint", max_to_keep=0), "checkpoint.max_to_keep"),
     "checkpoint_int": (replace("checkpoint", 5), "'checkpoint'"),
+    "checkpoint_none": (replace("checkpoint", None), "config section 'checkpoint' is null"),
+    # pbt
+    "pbt_without_hyperparameters": (pbt(hyperparameters={}), "pbt.enabled=true but pbt.hyperparameters is empty"),
+    "pbt_interval_not_a_multiple": (both(edit("training", eval_interval=2), pbt(interval=3)),
+                                    "pbt.interval=3 must be a multiple of training.eval_interval=2"),
+    "pbt_none": (replace("pbt", None), "config section 'pbt' is null"),
     "recorder_unknown": (edit("logging", recorders=["console", "foo"]), "logging.recorders"),
     "console_unknown": (edit("logging", console="fancy"), "logging.console"),
     "layout_unknown": (edit("distributed", layout="agents"), "distributed.layout"),
@@ -204,6 +248,41 @@ def test_inf_means_no_clipping_for_impala_thresholds(value):
     assert config.sweep == (("agent.pg_rho_bar", (1.0, INF)),)
 
 
+def test_pbt_interval_need_not_be_a_multiple_with_train_fitness_or_disabled():
+    for change in (pbt(interval=3, fitness="train"), pbt(interval=3, enabled=False)):
+        cfg = copy.deepcopy(TINY)
+        cfg["training"]["eval_interval"] = 2
+        change(cfg)
+        assert PPOWorkflow.parse_config(cfg).pbt.interval == 3
+
+
+def test_a_left_out_section_takes_its_defaults():
+    cfg = {key: value for key, value in copy.deepcopy(TINY).items() if key not in ("env", "checkpoint")}
+    config = PPOWorkflow.parse_config(cfg)
+    assert config.env.env_name == "CartPole-v1" and config.checkpoint.enabled
+
+
+@pytest.mark.parametrize("value", ["+.inf", "Inf"])
+def test_infinity_as_text_is_read_and_a_number_as_text_is_not(value):
+    """YAML and Hydra leave some spellings of infinity as text (``x: inf``, ``x=.inf``): they
+    are read; a number written as text (``'2.0'``) is refused."""
+    from evorl.workflows import IMPALAWorkflow
+
+    cfg = {**copy.deepcopy(TINY), "workflow_cls": "evorl.workflows.IMPALAWorkflow", "agent": {"vtrace_rho_bar": value}}
+    assert IMPALAWorkflow.parse_config(cfg).agent.vtrace_rho_bar == INF
+    cfg["agent"]["vtrace_rho_bar"] = "2.0"
+    with pytest.raises(ConfigError, match="'agent.vtrace_rho_bar' = '2.0' is text, not a number"):
+        IMPALAWorkflow.parse_config(cfg)
+
+
+def test_int32_limits_are_accepted():
+    cfg = copy.deepcopy(TINY)
+    cfg["training"].update(num_iterations=2**31 - 1, eval_interval=2**31 - 1)
+    cfg["checkpoint"]["save_interval"] = None
+    config = PPOWorkflow.parse_config(cfg)
+    assert config.training.num_iterations == 2**31 - 1
+
+
 def test_numpy_scalars_are_the_numbers_they_hold():
     cfg = copy.deepcopy(TINY)
     cfg["seed"] = np.int64(8)
@@ -224,6 +303,16 @@ CLI_CASES = {
     "gae_lambda_list_nan": (["training.gae_lambda=[0.95,nan]"], "training.gae_lambda"),
     "seed_huge": (["seed=99999999999999999999"], "'seed' = 99999999999999999999 must be in [0, 2**32)"),
     "resume_empty": (["resume="], "resume must be a run folder path"),
+    "num_iterations_1e12": (["training.num_iterations=1e12"],
+                            "'training.num_iterations' = 1000000000000 is out of range: it must be at most 2147483647"),
+    "num_envs_1e11": (["training.num_envs=100000000000"], "'training.num_envs' = 100000000000 is out of range"),
+    "seed_1e3": (["seed=1e3"], "'seed' = 1000.0 must be an integer"),
+    "lr_list_repeated": (["training.learning_rate=[1e-3,1e-3]"], "'training.learning_rate' = [0.001, 0.001] repeats"),
+    "pbt_without_hyperparameters": (["pbt.enabled=true", "training.num_seeds=4"],
+                                    "pbt.enabled=true but pbt.hyperparameters is empty"),
+    "pbt_interval_not_a_multiple": (["pbt.enabled=true", "training.num_seeds=4", "pbt.interval=5",
+                                     "pbt.hyperparameters.training.learning_rate=[1e-5,1e-2]"],
+                                    "pbt.interval=5 must be a multiple of training.eval_interval=10"),
     "layers_empty": (["agent.actor_hidden_layer_sizes=[]"], "agent.actor_hidden_layer_sizes"),
     "brax_cartpole": (["env.env_type=brax"], "env.env_name"),
     "abstract_workflow": (["workflow_cls=evorl.workflows.Workflow"], "Known workflows"),
@@ -242,18 +331,31 @@ def config_dir(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("args, key", list(CLI_CASES.values()), ids=list(CLI_CASES))
-def test_bad_input_through_the_cli_is_exit_2_and_one_line(args, key, config_dir, tmp_path):
-    args = [a.format(dir=config_dir) for a in args]
+def assert_cli_config_error(args, key, cwd):
+    """``scripts/train.py`` with ``args`` (Hydra's options first) exits with status 2 and one
+    line ``evorl: config error: ...`` containing ``key``, no traceback."""
     options = [a for a in args if a.startswith("--")]  # Hydra's options come before the overrides
     overrides = [a for a in args if not a.startswith("--")]
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "EVORL_COMPILATION_CACHE": "0"}
     env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *options, *TINY_OVERRIDES, *overrides,
-                           f"hydra.run.dir={tmp_path / 'run'}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *options, *overrides,
+                           f"hydra.run.dir={cwd / 'run'}"],
+                          cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.startswith("evorl:")]
     assert len(errors) == 1 and errors[0].startswith("evorl: config error: ") and key in errors[0], proc.stderr
+
+
+@pytest.mark.parametrize("args, key", list(CLI_CASES.values()), ids=list(CLI_CASES))
+def test_bad_input_through_the_cli_is_exit_2_and_one_line(args, key, config_dir, tmp_path):
+    args = [a.format(dir=config_dir) for a in args]
+    options = [a for a in args if a.startswith("--")]
+    assert_cli_config_error([*options, *TINY_OVERRIDES, *[a for a in args if a not in options]], key, tmp_path)
+
+
+def test_es_config_with_the_async_runner_is_exit_2_and_one_line(tmp_path):
+    pytest.importorskip("evosax")
+    assert_cli_config_error(["--config-name=es_openes_cartpole", "runner.mode=async"],
+                            "runner.mode=async: ESWorkflow has no actors and learner", tmp_path)

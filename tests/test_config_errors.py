@@ -51,7 +51,7 @@ def test_config_errors_name_the_closest_key():
 def test_omegaconf_config_is_accepted():
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.create({**BASE, "agent": {"actor_hidden_layer_sizes": [8]}, "training": {"learning_rate": "3e-4"}})
+    cfg = OmegaConf.create({**BASE, "agent": {"actor_hidden_layer_sizes": [8]}, "training": {"learning_rate": 3e-4}})
     workflow = PPOWorkflow.build_from_config(cfg)
     assert workflow.config.agent.actor_hidden_layer_sizes == (8,)
     assert workflow.config.training.learning_rate == pytest.approx(3e-4)

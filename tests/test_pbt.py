@@ -17,7 +17,7 @@ from evorl.config import ConfigError
 from evorl.experiment import run_experiment
 from evorl.recorders import read_jsonl
 from evorl.workflows import PPOWorkflow
-from evorl.workflows.pbt import Evolving, draw, exploit_explore
+from evorl.workflows.pbt import Evolving, draw, evolving_hyperparameters, exploit_explore
 
 LR = Evolving("training.learning_rate", None, 1e-4, 1e-2, log_scale=True)
 CLIP = Evolving("agent.clip_epsilon", "clip_epsilon", 0.05, 0.5, log_scale=False)
@@ -86,7 +86,7 @@ BASE = {
     "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
     "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8], "normalize_obs": True},
     "training": {"num_iterations": 6, "num_envs": 4, "rollout_length": 16, "num_minibatches": 2, "num_epochs": 1,
-                 "eval_episodes": 2, "num_seeds": 2, "learning_rate": [1e-3, 3e-3]},
+                 "eval_interval": 2, "eval_episodes": 2, "num_seeds": 2, "learning_rate": [1e-3, 3e-3]},
     "pbt": {"enabled": True, "interval": 2, "exploit_fraction": 0.5, "eval_episodes": 2,
             "hyperparameters": {"training.learning_rate": [1e-4, 1e-2], "agent.clip_epsilon": [0.05, 0.5]}},
 }
@@ -148,6 +148,7 @@ def test_impala_evolves_its_v_trace_hyperparameters():
     from evorl.workflows import IMPALAWorkflow
 
     cfg = config(interval=1, exploit_fraction=0.25)
+    cfg["training"]["eval_interval"] = 1
     cfg["workflow_cls"] = "evorl.workflows.IMPALAWorkflow"
     cfg["agent"] = {**BASE["agent"], "vtrace_rho_bar": 1.0, "vtrace_c_bar": 1.0}
     cfg["training"]["num_seeds"] = 4
@@ -178,6 +179,9 @@ def test_impala_evolves_its_v_trace_hyperparameters():
     ({"exploit_fraction": 0.7}, "exploit_fraction must be in \\(0, 0.5\\]"),
     ({"fitness": "best"}, "pbt.fitness must be one of eval, train"),
     ({"intervall": 3}, "Did you mean 'pbt.interval'"),
+    ({"hyperparameters": {}}, "pbt.enabled=true but pbt.hyperparameters is empty"),
+    ({"interval": 3}, "pbt.interval=3 must be a multiple of training.eval_interval=2 with pbt.fitness=eval"),
+    ({"hyperparameters": {"agent.ent_coef": [np.float32(0.1), "0.5"]}}, "must be \\[low, high\\], two finite numbers"),
 ])
 def test_bad_pbt_configs_are_refused_naming_the_key(pbt, error):
     cfg = config(**pbt)
@@ -185,6 +189,21 @@ def test_bad_pbt_configs_are_refused_naming_the_key(pbt, error):
         cfg["pbt"]["hyperparameters"] = pbt["hyperparameters"]
     with pytest.raises(ConfigError, match=error):
         PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+def test_numpy_bounds_are_the_numbers_they_hold():
+    """NumPy scalars (and a NumPy array) as bounds are accepted as the Python numbers they hold."""
+    cfg = config()
+    cfg["pbt"]["hyperparameters"] = {"training.learning_rate": [np.float32(1e-4), np.float64(1e-2)],
+                                     "agent.clip_epsilon": [np.float32(0.05), np.int64(1)],
+                                     "training.gamma": np.array([0.9, 0.999])}
+    parsed = PPOWorkflow.parse_config(cfg)
+    bounds = parsed.pbt.hyperparameters
+    assert all(type(b) in (int, float) for pair in bounds.values() for b in pair), bounds
+    assert bounds["agent.clip_epsilon"] == [float(np.float32(0.05)), 1] and bounds["training.gamma"] == [0.9, 0.999]
+    evolving = {e.key: e for e in evolving_hyperparameters(parsed, PPOWorkflow)}
+    assert evolving["training.learning_rate"].low == float(np.float32(1e-4))
+    assert evolving["agent.clip_epsilon"].high == 1.0
 
 
 def test_pbt_needs_the_population_layout_on_several_devices():
@@ -272,7 +291,7 @@ def test_pbt_over_two_processes_equals_one_process(tmp_path):
     (``layout=population``): the PBT steps gather the population across the processes."""
     from test_multi_host import CFG, free_port, start
 
-    cfg = {**CFG, "training": {**CFG["training"], "num_seeds": 2, "learning_rate": [1e-3, 3e-3]},
+    cfg = {**CFG, "training": {**CFG["training"], "num_seeds": 2, "learning_rate": [1e-3, 3e-3], "eval_interval": 2},
            "pbt": {**BASE["pbt"], "interval": 2}, "distributed": {"layout": "population"}}
     port = free_port()
     procs = [start({**cfg, "distributed": {"layout": "population", "coordinator_address": f"127.0.0.1:{port}",
@@ -307,7 +326,7 @@ def test_pbt_learns_cartpole_from_learning_rates_that_fail_alone():
                      "normalize_obs": True},
            "training": {"num_iterations": 50, "num_envs": 8, "rollout_length": 128, "num_minibatches": 8,
                         "anneal_lr": False, "learning_rate": [1e-6, 2e-6, 4e-6, 8e-6], "num_seeds": 2,
-                        "eval_interval": 50, "eval_episodes": 16},
+                        "eval_interval": 5, "eval_episodes": 16},
            "pbt": {"enabled": True, "interval": 5, "eval_episodes": 8, "exploit_fraction": 0.25,
                    "perturb_factors": [0.5, 2.0], "resample_probability": 0.5,
                    "hyperparameters": {"training.learning_rate": [1e-6, 1e-2]}}}

@@ -32,6 +32,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from evorl.config import ConfigError, TrainingConfig, dotted_keys, require, sweep_variants, unknown_key_error
@@ -66,7 +67,8 @@ class PBTConfig:
     hyperparameters: dict = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):  # nested keys (``{agent: {clip_epsilon: [..]}}``, a CLI override) to dotted ones
-        object.__setattr__(self, "hyperparameters", dotted_keys(self.hyperparameters))
+        object.__setattr__(self, "hyperparameters",
+                           {key: plain_bounds(b) for key, b in dotted_keys(self.hyperparameters).items()})
 
     def validate(self, where: str) -> None:
         require(self.interval >= 1, f"{where}.interval must be >= 1, got {self.interval}.")
@@ -79,6 +81,10 @@ class PBTConfig:
                 f"{where}.perturb_factors must be a non-empty list of factors > 0, got {list(self.perturb_factors)}.")
         require(0 <= self.resample_probability <= 1,
                 f"{where}.resample_probability must be in [0, 1], got {self.resample_probability}.")
+        require(not self.enabled or self.hyperparameters,
+                f"{where}.enabled=true but {where}.hyperparameters is empty: PBT evolves the hyperparameters "
+                f"listed there with their bounds, e.g. {{training.learning_rate: [1e-5, 1e-2]}}; list at least "
+                f"one, or set {where}.enabled=false.")
         for key, bounds in self.hyperparameters.items():
             name = f"{where}.hyperparameters.{key}"
             ok = (isinstance(bounds, (list, tuple)) and len(bounds) == 2
@@ -87,6 +93,23 @@ class PBTConfig:
             require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
             require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
                     f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
+
+    def check_against(self, eval_interval: int) -> None:
+        """With ``fitness: eval``, PBT steps fall at the ends of the logged chunks."""
+        require(not self.enabled or self.fitness != "eval" or self.interval % eval_interval == 0,
+                f"pbt.interval={self.interval} must be a multiple of training.eval_interval={eval_interval} with "
+                f"pbt.fitness=eval (a PBT step then ends a chunk of eval_interval iterations); change one of "
+                f"them, or use pbt.fitness=train.")
+
+
+def plain_bounds(bounds: Any) -> Any:
+    """``[low, high]`` with NumPy scalars (``np.float32(0.1)``, ``np.int64(1)``) or a NumPy array as
+    the Python numbers they hold; anything else unchanged (``validate`` names what is wrong)."""
+    if isinstance(bounds, np.ndarray):
+        return bounds.tolist()
+    if isinstance(bounds, (list, tuple)):
+        return type(bounds)(b.item() if isinstance(b, np.generic) else b for b in bounds)
+    return bounds
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import jax
+import numpy as np
 
 from evorl.agent import ActorCriticOptions, Agent, NetworkFactory
 from evorl.checkpoint import CheckpointConfig
@@ -24,7 +25,6 @@ from evorl.config import (
     DistributedConfig,
     dataclass_from_signature,
     TrainingConfig,
-    coerce,
     extract_sweeps,
     parse_section,
     section_data,
@@ -70,6 +70,20 @@ TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distribut
 RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
 #: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
 SEED_LIMIT = 2**32
+
+
+def parse_seed(value: Any) -> int:
+    """The ``seed`` key: an integer (Python or NumPy) in ``[0, 2**32)``. A float is refused,
+    even a whole one (``seed=1e3``): a seed is an exact bit pattern, not a measurement."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        whole = isinstance(value, (float, np.floating)) and float(value).is_integer()
+        fix = f" (it is a float: write seed={int(value)})" if whole else ""
+        raise ConfigError(f"'seed' = {value!r} must be an integer in [0, 2**32){fix}.")
+    if not 0 <= value < SEED_LIMIT:
+        raise ConfigError(f"'seed' = {value} must be in [0, 2**32) (it becomes a 32-bit PRNG key).")
+    return value
 
 
 def resolve_workflow_cls(name: str | type) -> type:
@@ -181,13 +195,7 @@ class RLWorkflow(Workflow):
                 f"workflow_cls {workflow_cls!r} names {named.__name__}, but the config is being "
                 f"built by {cls.__name__}; use {named.__name__}.build_from_config."
             )
-        seed = cfg.get("seed", 0)
-        try:
-            seed = coerce(seed, int, "seed")
-        except ConfigError:
-            raise ConfigError(f"'seed' = {seed!r} must be an integer in [0, 2**32).") from None
-        if not 0 <= seed < SEED_LIMIT:
-            raise ConfigError(f"'seed' = {seed} must be in [0, 2**32) (it becomes a 32-bit PRNG key).")
+        seed = parse_seed(cfg.get("seed", 0))
         for key in ("output_dir", "resume"):
             value = cfg.get(key)
             if value is not None and not isinstance(value, str):
@@ -199,25 +207,26 @@ class RLWorkflow(Workflow):
             if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
                 raise ConfigError(f"'{old}' was renamed '{new}'.")
         agent_keys, training_keys = cls.sweepable_keys()
-        agent, agent_axes = extract_sweeps(cfg.get("agent"), cls.agent_config_cls, "agent", agent_keys)
-        training = {**cls.training_defaults, **section_data(cfg.get("training"), "training")}
+        agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
+        training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}
         training, training_axes = extract_sweeps(training, TrainingConfig, "training", training_keys)
         config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
-            env=parse_section(EnvConfig, cfg.get("env"), "env"),
+            env=parse_section(EnvConfig, cfg.get("env", {}), "env"),
             agent=parse_section(cls.agent_config_cls, agent, "agent"),
             training=parse_section(TrainingConfig, training, "training"),
             sweep=tuple(agent_axes + training_axes),
-            distributed=parse_section(DistributedConfig, cfg.get("distributed"), "distributed"),
-            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint"), "checkpoint"),
-            logging=parse_section(LoggingConfig, cfg.get("logging"), "logging"),
-            runner=parse_section(RunnerConfig, cfg.get("runner"), "runner"),
-            pbt=parse_section(PBTConfig, cfg.get("pbt"), "pbt"),
+            distributed=parse_section(DistributedConfig, cfg.get("distributed", {}), "distributed"),
+            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint", {}), "checkpoint"),
+            logging=parse_section(LoggingConfig, cfg.get("logging", {}), "logging"),
+            runner=parse_section(RunnerConfig, cfg.get("runner", {}), "runner"),
+            pbt=parse_section(PBTConfig, cfg.get("pbt", {}), "pbt"),
             output_dir=cfg.get("output_dir"),
             resume=cfg.get("resume"),
         )
         config.checkpoint.check_against(config.training.eval_interval)
+        config.pbt.check_against(config.training.eval_interval)
         for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
             agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
             training_cfg.validate("training")
