@@ -1,5 +1,5 @@
 """The docs site: ``mkdocs build --strict`` succeeds, and the code blocks of the getting-started
-and tutorial pages run, so those pages cannot rot.
+and tutorial pages and of the README run, so those pages cannot rot.
 
 A page's fenced blocks run in order, in one subprocess whose working directory is a fresh
 temporary folder: ```` ```python ```` blocks share one namespace (as in a notebook), ```` ```bash ````
@@ -16,11 +16,18 @@ A Python block without a comment runs; a bash block without one is an error. The
 their blocks small (2 iterations, 2 evaluation episodes); the pages run two at a time and
 share the CLI's persistent XLA compilation cache, so a program compiled by one page (or by an
 earlier run of these tests) is reused.
+
+The README shows commands as a user runs them, at their real length, so the rule for skipping
+is explicit there: a README block runs unless it trains at full length for a minute or more
+on 2 CPU cores, needs an optional extra, a GPU, several processes or a cluster, or starts a
+server; its skip reason says which (and where a shortened copy runs, if one does). Its
+sections in ``README_SECTIONS_THAT_RUN`` run whatever they hold.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -37,12 +44,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-#: The pages whose blocks run.
-TESTED_PAGES = ["getting-started.md", *sorted(f"tutorials/{p.name}" for p in (DOCS / "tutorials").glob("*.md"))]
+#: The pages whose blocks run: paths below docs/, and the README.
+TESTED_PAGES = ["getting-started.md", *sorted(f"tutorials/{p.name}" for p in (DOCS / "tutorials").glob("*.md")),
+                "README.md"]
+#: README sections whose every block runs (none may be skipped).
+README_SECTIONS_THAT_RUN = ["### Load a trained policy", "## Your own environment", "## Use it from Python"]
 MARKER = re.compile(r"^<!-- test: (?:(?P<run>run)|skip \((?P<reason>[^)]+)\)|file (?P<file>[\w./-]+)) -->$")
 FENCE = re.compile(r"^```(?P<lang>\w*)\s*$")
 PAGE_TIMEOUT_S = 600
 PARALLEL_PAGES = 2
+
+
+def page_path(page: str) -> Path:
+    return ROOT / page if page == "README.md" else DOCS / page
 
 
 @dataclass
@@ -172,7 +186,7 @@ def page_runs(request, tmp_path_factory):
     pool = ThreadPoolExecutor(max_workers=PARALLEL_PAGES)
     runs = {}
     for page in selected:
-        blocks = page_blocks((DOCS / page).read_text(), page)
+        blocks = page_blocks(page_path(page).read_text(), page)
         cwd = tmp_path_factory.mktemp(re.sub(r"\W", "_", page)) / "cwd"
         runs[page] = pool.submit(_timed, run_page, page, blocks, cwd, cache)
     yield runs
@@ -240,20 +254,38 @@ def test_config_reference_documents_every_key():
 # The code blocks of the getting-started and tutorial pages run
 # --------------------------------------------------------------------------------------
 def test_every_bash_block_is_marked_and_no_python_block_is_skipped():
-    assert len(TESTED_PAGES) >= 9, TESTED_PAGES
+    assert len(TESTED_PAGES) >= 10, TESTED_PAGES
     for page in TESTED_PAGES:
-        blocks = page_blocks((DOCS / page).read_text(), page)  # raises on an unmarked bash block
+        blocks = page_blocks(page_path(page).read_text(), page)  # raises on an unmarked bash block
         assert any(b.action == "run" for b in blocks), f"{page} has no block that runs"
         skipped = [f"{page}:{b.line}" for b in blocks if b.lang == "python" and b.action == "skip"]
         assert not skipped, f"every python block of these pages runs; skipped: {skipped}"
 
 
-@pytest.mark.slow  # ~4 min on 2 cores: every page trains briefly in fresh processes
+def test_the_readme_sections_users_paste_run_whole():
+    """"Load a trained policy" (it used an undefined ``obs``) and "Your own environment" (it
+    needed PYTHONPATH=.) run as pasted: none of their blocks is skipped."""
+    text = (ROOT / "README.md").read_text()
+    headings, fenced = [], False  # (1-based line, level, heading) outside code blocks
+    for number, line in enumerate(text.splitlines(), 1):
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(r"#+ ", line):
+            headings.append((number, len(line.split()[0]), line))
+    blocks = page_blocks(text, "README.md")
+    for heading in README_SECTIONS_THAT_RUN:
+        [(start, level)] = [(n, lv) for n, lv, h in headings if h == heading]
+        end = next((n for n, lv, _ in headings if n > start and lv <= level), math.inf)
+        inside = [b for b in blocks if start < b.line < end]
+        assert inside and all(b.action != "skip" for b in inside), (heading, inside)
+        assert any(b.action == "run" for b in inside), heading
+
+
+@pytest.mark.slow  # ~7 min on 2 cores: every page trains briefly in fresh processes, the README for ~3 min
 @pytest.mark.parametrize("page", TESTED_PAGES)
 def test_page_code_blocks_run(page, page_runs):
     result, seconds = page_runs[page].result()
     output = result.stdout + result.stderr
-    assert result.returncode == 0, f"a code block of docs/{page} failed:\n{output[-6000:]}"
+    assert result.returncode == 0, f"a code block of {page_path(page).relative_to(ROOT)} failed:\n{output[-6000:]}"
     print(result.stdout)
     print(f"{page}: {seconds:.1f} s")
 
