@@ -34,6 +34,12 @@ def load_config(name: str, **training) -> dict:
     return cfg
 
 
+def parse_value(text: str):
+    """A ``key=value`` override's value read as evorl's YAML configs are (OmegaConf's YAML
+    loader: ``3e-4`` is a float, where PyYAML's ``safe_load`` reads it as text)."""
+    return OmegaConf.to_container(OmegaConf.create(f"v: {text}"))["v"]
+
+
 def build(cfg: dict, recorders=None):
     return resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=recorders)
 

@@ -25,12 +25,13 @@ HERE = Path(__file__).resolve().parent
 
 def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
     """``section.key=value`` overrides (values parsed as YAML) applied to ``cfg``."""
-    import yaml
+    sys.path.insert(0, str(HERE))
+    from _common import parse_value
 
     for item in overrides:
         path, _, value = item.partition("=")
         section, key = path.split(".", 1)
-        cfg.setdefault(section, {})[key] = yaml.safe_load(value)
+        cfg.setdefault(section, {})[key] = parse_value(value)
     return cfg
 
 

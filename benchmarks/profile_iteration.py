@@ -173,7 +173,7 @@ def main(argv=None) -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="dotted overrides")
     parser.add_argument("--plain", action="store_true", help="evorl.prng's fast paths off")
     args = parser.parse_args(argv)
-    import yaml
+    from _common import parse_value
 
     from evorl import prng
 
@@ -191,7 +191,7 @@ def main(argv=None) -> None:
         *parents, leaf = dotted.split(".")
         for k in parents:
             node = node.setdefault(k, {})
-        node[leaf] = yaml.safe_load(value)
+        node[leaf] = parse_value(value)
     with prng.use_fast_random(not args.plain):
         workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
         rows = profile(workflow, args.reps)

@@ -307,6 +307,7 @@ def plot(results: list[Result], path: Path, agg: tuple[float, float, float] | st
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         print("matplotlib not installed: no plot written.")
         return False
@@ -329,6 +330,8 @@ def plot(results: list[Result], path: Path, agg: tuple[float, float, float] | st
     y = range(len(results))
     axes[1].barh(y, [r.steps_per_s for r in results])
     axes[1].set(yticks=list(y), yticklabels=[], xlabel="env steps / s", xscale="log")
+    axes[1].xaxis.set_major_formatter(matplotlib.ticker.EngFormatter())
+    axes[1].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     axes[1].set_ylim(axes[0].get_ylim())
     fig.tight_layout()
     fig.savefig(path, dpi=100)
