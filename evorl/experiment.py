@@ -36,8 +36,9 @@ from evorl.config import ConfigError, to_plain
 from evorl.distributed import is_main_process, peer_lost
 from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.run_folder import (
-    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, NoSpaceLeft, RunFolderLock, checkpoint_dir,
-    finish_run_info, load_run_config, start_run_info, truncate_records, write_yaml, writing,
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, UNREADABLE_SUFFIX,
+    NoSpaceLeft, RunFolderLock, UnreadableRunInfo, checkpoint_dir, finish_run_info, is_disk_full, load_run_config,
+    load_run_info, run_folder_of, settle_stale_run, start_run_info, truncate_records, write_yaml, writing,
 )
 
 #: Keys of the experiment config that locate a run rather than define it.
@@ -98,8 +99,31 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         raise CheckpointError(f"resume={config.resume}: no such run folder.")
     # Only process 0 writes the run folder's files (and locks it); every process takes part in checkpoints.
     files_dir = run_dir if is_main_process() else None
-    with RunFolderLock(files_dir) if files_dir is not None else contextlib.nullcontext(), imports_frozen():
-        return _run(workflow, run_dir, files_dir, recorders, label or workflow.name())
+    with _locked(files_dir, config.resume) as lock, imports_frozen():
+        return _run(workflow, run_dir, files_dir, recorders, label or workflow.name(), lock)
+
+
+@contextlib.contextmanager
+def _locked(files_dir: Path | None, resume: str | None):
+    """The run folder's lock (None without one), taken quietly (``_run`` reports a lock taken
+    over); a folder that cannot be created or written is a ConfigError naming it."""
+    if files_dir is None:
+        yield None
+        return
+    lock = RunFolderLock(files_dir, announce=False)
+    try:
+        lock.acquire()
+    except OSError as e:
+        if is_disk_full(e):
+            raise
+        where = f" ({e.filename})" if e.filename and Path(e.filename) != files_dir else ""
+        action = "write in" if files_dir.is_dir() else "create"
+        fix = "" if resume else " Choose another output_dir."
+        raise ConfigError(f"cannot {action} the run folder {files_dir}: {e.strerror or e}{where}.{fix}") from None
+    try:
+        yield lock
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
@@ -121,13 +145,21 @@ def imports_frozen():
 
 
 def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,
-         label: str) -> ExperimentResult:
+         label: str, lock: RunFolderLock | None = None) -> ExperimentResult:
     from evorl.workflows.rl_workflow import TrainingInterrupted
 
     config = workflow.config
     run_config = resolved_config(config)
     existing = checkpoint_dir(run_dir) if run_dir is not None else None
     saves = sorted(p.name for p in existing.iterdir()) if existing is not None and existing.is_dir() else []
+    # Before anything is compiled or written: what the folder holds, and whether it can be resumed.
+    previous_info, unreadable, stale = None, None, None
+    if files_dir is not None:
+        try:
+            previous_info = load_run_info(run_dir)
+        except UnreadableRunInfo as e:
+            unreadable = e
+        stale = settle_stale_run(run_dir, previous_info)  # we hold the lock: its last writer has ended
     if not config.resume and saves:
         if any(name.isdigit() for name in saves):
             raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
@@ -135,6 +167,20 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         raise CheckpointError(f"{existing} holds only unfinished checkpoint saves ({', '.join(saves)}): the run "
                               f"there stopped during its first save and cannot be resumed. Delete {run_dir} or "
                               f"choose another folder.")
+    if config.resume:
+        _check_resumable(config, run_dir, saves, stale)
+    notes = [f"{run_dir}: {note}" for note in (lock.takeover_note() if lock else None,
+                                               stale and f"its {RUN_JSON} said 'running', now 'interrupted' ({stale})")
+             if note]
+    if unreadable is not None and config.resume:  # a new record begins; the old bytes are kept
+        aside = run_dir / (RUN_JSON + UNREADABLE_SUFFIX)
+        (run_dir / RUN_JSON).replace(aside)
+        notes.append(f"{unreadable}: moved to {aside.name}; this session starts a new record")
+    if notes:
+        print(f"evorl: {'; '.join(notes)}", file=sys.stderr, flush=True)
+    if files_dir is not None and not config.resume:  # a new run's records replace any left in the folder
+        for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
+            (run_dir / name).unlink(missing_ok=True)
     use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
     plot = files_dir is not None and config.logging.plot
     _import_in_background(["orbax.checkpoint"] * use_checkpoints
@@ -151,11 +197,14 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             raise CheckpointError(f"resume={config.resume}: no complete checkpoint in {checkpoint_dir(run_dir)}.")
         state, meta = checkpointer.restore(state)  # validates before anything is written
         resumed_from = meta["iteration"]
-        print(f"[{label}] resuming {run_dir} from iteration {resumed_from}", flush=True)
+        done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
+                if resumed_from >= config.training.num_iterations else "")
+        print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
 
     chain = make_recorders(config.logging, files_dir, prefix=f"[{label}] ",
                            total_steps=config.training.num_iterations * workflow.env_steps_per_iteration,
-                           run_name=run_dir.name if run_dir else None)
+                           run_name=run_dir.name if run_dir else None,
+                           start_step=(resumed_from or 0) * workflow.env_steps_per_iteration)
     chain.recorders += list(recorders or []) if is_main_process() else []
     if files_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +212,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         if resumed_from is not None:
             for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
                 truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
-        run_info = start_run_info(run_dir, config, resumed_from)
+        run_info = start_run_info(run_dir, config, resumed_from, previous_info if unreadable is None else None)
     workflow.recorders = [chain]
     if files_dir is not None and config.pbt.enabled:
         workflow.lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL)
@@ -202,7 +251,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft, PeerLost: run.json says why the run failed
         if isinstance(e, NoSpaceLeft):
             e.run_dir = run_dir
-        error = peer_lost(e) or e
+        error = peer_lost(e, run_dir) or e
         if error is not e:
             if files_dir is None and run_dir is not None:  # process 0 (which writes run.json) may be the lost one
                 record_peer_lost(run_dir, error)
@@ -224,6 +273,33 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
+
+
+def _check_resumable(config: Any, run_dir: Path, saves: list[str], stale: str | None) -> None:
+    """A resume needs a complete checkpoint, and a ``training.num_iterations`` not below its
+    iteration (nothing would be trained, and config.yaml would be rewritten): checked by the
+    checkpoints' folder names, before anything is compiled or written."""
+    complete = sorted(int(name) for name in saves if name.isdigit())
+    where = checkpoint_dir(run_dir)
+    if not complete and saves:
+        raise CheckpointError(
+            f"resume={config.resume}: {run_dir} has no complete checkpoint: its run stopped during its first save "
+            f"({', '.join(saves)}), so there is nothing to resume. Delete {where} and start it afresh in the same "
+            f"folder with output_dir={run_dir} instead of resume=, or choose another folder.")
+    if not complete:
+        why = ("its run saved none (checkpoint.enabled=false)" if not config.checkpoint.enabled
+               else f"its run{f' ({stale})' if stale else ''} stopped before its first save")
+        own = (f" (with its own config: evorl-train --config-path={run_dir} --config-name={Path(CONFIG_YAML).stem} "
+               f"output_dir={run_dir})") if (run_dir / CONFIG_YAML).is_file() else ""
+        raise CheckpointError(
+            f"resume={config.resume}: {run_dir} has no checkpoint yet (no complete checkpoint in {where}): {why}, "
+            f"so there is nothing to resume. Start it afresh in the same folder with output_dir={run_dir} instead "
+            f"of resume={own}.")
+    if config.training.num_iterations < complete[-1]:
+        raise ConfigError(
+            f"resume={config.resume}: training.num_iterations={config.training.num_iterations} is below the "
+            f"iteration of its newest checkpoint, iteration {complete[-1]}: nothing would be trained, and nothing "
+            f"was changed. Pass training.num_iterations={complete[-1]} or more to continue it.")
 
 
 def record_peer_lost(run_dir: Path, error: Exception) -> None:
@@ -288,7 +364,10 @@ def _import_in_background(modules: list[str]) -> None:
 def _run_dir(config: Any, output_dir: str | Path | None) -> Path | None:
     """The run folder, absolute (the messages that name it can be pasted from anywhere)."""
     location = config.resume or (output_dir if output_dir is not None else config.output_dir)
-    return Path(os.path.abspath(location)) if location is not None else None
+    if location is None:
+        return None
+    path = Path(os.path.abspath(location))
+    return run_folder_of(path) if config.resume else path  # resume=<run>/run.json: that run's folder
 
 
 def load_run(run_dir: str | Path, step: int | None = None, training: dict | None = None):

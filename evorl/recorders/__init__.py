@@ -2,7 +2,9 @@
 
 A recorder has ``init(config)`` (once, with the resolved config as a plain dict),
 ``write(metrics, step)`` (at each logging point; ``step`` is the env-step count) and
-``close()``. :class:`RecorderChain` fans out to several. :func:`make_recorders` builds the
+``close()``; a recorder that shows progress between logging points (the progress bar) also
+has ``progress(step)``, called when training starts and after every learner update or
+compiled chunk. :class:`RecorderChain` fans out to several. :func:`make_recorders` builds the
 chain a config's ``logging`` section names; heavy backends (tensorboardX, wandb) are
 imported only when named.
 """
@@ -21,7 +23,8 @@ from evorl.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_j
 
 __all__ = [
     "Recorder", "RecorderChain", "ConsoleRecorder", "ProgressRecorder", "JsonlRecorder", "CsvRecorder",
-    "LoggingConfig", "make_recorders", "check_recorder_packages", "read_jsonl", "truncate_records", "RECORDERS",
+    "LoggingConfig", "make_recorders", "report_progress", "check_recorder_packages", "read_jsonl", "truncate_records",
+    "RECORDERS",
 ]
 
 RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
@@ -51,9 +54,21 @@ class RecorderChain:
         for recorder in self.recorders:
             recorder.write(metrics, step)
 
+    def progress(self, step: int) -> None:
+        """Training has reached env step ``step``: passed to the recorders that show it."""
+        report_progress(self.recorders, step)
+
     def close(self) -> None:
         for recorder in self.recorders:
             recorder.close()
+
+
+def report_progress(recorders: list[Recorder], step: int) -> None:
+    """``progress(step)`` of each recorder that has one (the others only see logging points)."""
+    for recorder in recorders:
+        progress = getattr(recorder, "progress", None)
+        if progress is not None:
+            progress(step)
 
 
 @dataclass(frozen=True)
@@ -90,12 +105,13 @@ def check_recorder_packages(logging: LoggingConfig) -> None:
 
 
 def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "",
-                   total_steps: int | None = None, run_name: str | None = None) -> RecorderChain:
-    """The recorders ``logging`` names; file recorders only when there is a ``run_dir``."""
+                   total_steps: int | None = None, run_name: str | None = None, start_step: int = 0) -> RecorderChain:
+    """The recorders ``logging`` names; file recorders only when there is a ``run_dir``. The
+    progress bar counts to ``total_steps`` from ``start_step`` (a resumed run's step)."""
     recorders: list[Recorder] = []
     names = set(logging.recorders)
     if "console" in names:
-        recorders.append(ProgressRecorder(total_steps, prefix=prefix, style=logging.console))
+        recorders.append(ProgressRecorder(total_steps, prefix=prefix, style=logging.console, start_step=start_step))
     if run_dir is not None:
         recorders.append(JsonlRecorder(run_dir / METRICS_JSONL))
         if "csv" in names:

@@ -58,20 +58,26 @@ class ProgressRecorder(ConsoleRecorder):
     """A rich progress bar (env steps, steps/s, ETA, latest train and eval return) with the
     log lines above it; plain lines when ``stream`` is not a terminal (``style="auto"``).
 
-    The bar advances at logging points only: metrics never leave the device in between. The
-    ETA is the remaining steps at the measured speed: the first logging point's ``steps_per_s``,
-    then env steps per wall-clock second since the first logging point (evaluation, logging and
-    checkpoints included; compilation, before the first point, left out). rich's own estimate
-    needs two progress updates within 30 s, so it showed ``-:--:--`` until the end.
+    The bar starts at ``start_step`` (a resumed run's step) and moves at each
+    :meth:`progress` call: when training starts (compilation done), after every learner
+    update of the asynchronous runner and after every compiled chunk of the fused one; the log
+    lines come at logging points (:meth:`write`). Steps/s and the ETA are measured from the
+    first :meth:`progress` call: env steps per wall-clock second since then (evaluation,
+    logging and checkpoints included, compilation left out); before a second point, the
+    logging point's own ``steps_per_s``. rich's own estimate needs two progress updates
+    within 30 s, so it showed ``-:--:--`` until the end.
     """
 
-    def __init__(self, total_steps: int | None, stream=None, prefix: str = "", style: str = "auto"):
+    def __init__(self, total_steps: int | None, stream=None, prefix: str = "", style: str = "auto",
+                 start_step: int = 0):
         super().__init__(stream, prefix)
         self.total_steps = total_steps
+        self.start_step = start_step
         interactive = getattr(self.stream, "isatty", lambda: False)()
         self.use_bar = total_steps is not None and (style == "bar" or (style == "auto" and interactive))
         self._progress = None
-        self._first: tuple[float, int] | None = None  # (time, step) of the first logging point
+        self._first: tuple[float, int] | None = None  # (time, step) of the first progress point
+        self._written = False  # a logging point has been shown
 
     def speed(self, metrics: dict[str, float], step: int, now: float) -> float | None:
         """Env steps per second for the ETA (see the class docstring)."""
@@ -82,32 +88,56 @@ class ProgressRecorder(ConsoleRecorder):
             return (step - first_step) / (now - first_time)
         return metrics.get("steps_per_s")
 
+    @property
+    def completed(self) -> int | None:
+        """The bar's env-step count (None without a bar)."""
+        return None if self._progress is None else int(self._progress.tasks[0].completed)
+
     def init(self, config: Any) -> None:
         if not self.use_bar:
             return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from rich.table import Column
 
+        def kept(example: str) -> Column:  # on a narrow console the bar and the returns give way first
+            return Column(no_wrap=True, min_width=len(example))
+
+        label = self.prefix.strip() or "train"
         self._progress = Progress(
-            TextColumn(self.prefix.strip() or "train", markup=False), BarColumn(bar_width=20), MofNCompleteColumn(),
-            TextColumn("steps  ETA"), TextColumn("{task.fields[eta]}", markup=False),
-            TextColumn("{task.fields[status]}", markup=False),
+            TextColumn(label, markup=False, table_column=kept(label)), BarColumn(bar_width=20),
+            MofNCompleteColumn(table_column=kept(f"{self.total_steps}/{self.total_steps}")),
+            TextColumn("steps {task.fields[rate]}ETA {task.fields[eta]}", markup=False,
+                       table_column=kept("steps 1.23e+04 steps/s ETA 0:00:00")),
+            TextColumn("{task.fields[status]}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=Console(file=self.stream), transient=False, expand=False,
         )
-        self._task = self._progress.add_task("train", total=self.total_steps, status="compiling...", eta="-:--:--")
+        self._task = self._progress.add_task("train", total=self.total_steps, completed=self.start_step,
+                                             status="compiling...", eta="-:--:--", rate="")
         self._progress.start()
+
+    def _update(self, step: int, metrics: dict[str, float], **fields: str) -> None:
+        speed = self.speed(metrics, step, time.perf_counter())
+        rate = f"{_fmt(float(speed))} steps/s " if speed is not None else ""
+        self._progress.update(self._task, completed=step, eta=eta_text(self.total_steps - step, speed), rate=rate,
+                              **fields)
+
+    def progress(self, step: int) -> None:
+        """Training has reached env step ``step`` (between logging points)."""
+        if self._progress is None:
+            return
+        self._update(step, {}, **({} if self._written else {"status": "training..."}))
 
     def write(self, metrics: dict[str, float], step: int) -> None:
         if self._progress is None:
             return super().write(metrics, step)
         status = " ".join(
             f"{label}={_fmt(metrics[key])}" for key, label in
-            (("steps_per_s", "steps/s"), ("train/episode_return", "train"), ("eval/episode_return", "eval"))
-            if key in metrics
+            (("train/episode_return", "train"), ("eval/episode_return", "eval")) if key in metrics
         )
         self._progress.console.print(self.line(metrics), markup=False, highlight=False)
-        eta = eta_text(self.total_steps - step, self.speed(metrics, step, time.perf_counter()))
-        self._progress.update(self._task, completed=step, status=status, eta=eta)
+        self._written = True
+        self._update(step, metrics, status=status)
 
     def close(self) -> None:
         if self._progress is not None:

@@ -70,9 +70,9 @@ LAG_BUCKETS = (0, 1, 2, 3, 4)
 class RunnerConfig:
     """The ``runner:`` config section: how training is executed."""
 
-    #: ``fused``: rollout and update in one compiled program per chunk (JAX envs only);
-    #: ``async``: actor threads and a learner (this module); ``auto``: ``async`` for host
-    #: environments (gymnasium, envpool), ``fused`` otherwise.
+    #: ``auto`` (the default): ``async`` for host environments (gymnasium, envpool), ``fused``
+    #: otherwise; ``fused``: rollout and update in one compiled program per chunk (JAX envs
+    #: only); ``async``: actor threads and a learner (:mod:`evorl.workflows.actor_learner`).
     mode: str = "auto"
     #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
     num_actors: int = 2
@@ -489,11 +489,13 @@ class ActorLearnerExecutor:
             raise error
 
     # --- chunks of updates ----------------------------------------------------------------
-    def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False):
+    def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False,
+            progress: Callable[[int], None] | None = None):
         """Up to ``num_iterations`` learner updates (fewer once ``stop()`` is true; the
         returned state's ``iteration`` says how many). Returns the state and the chunk's
         metrics on the host, as :meth:`Executor.run` does (loss metrics per update, episode
-        sums); the actors' figures are in :meth:`host_metrics`."""
+        sums); the actors' figures are in :meth:`host_metrics`. ``progress(k)`` is called
+        after the chunk's ``k``-th update has finished (the progress bar)."""
         self._log = log = _ChunkLog()
         chunk_start = time.monotonic()
         actor_counters = [(a.busy_seconds, a.wait_seconds, a.rollouts_done) for a in self._actors]
@@ -515,6 +517,8 @@ class ActorLearnerExecutor:
             jax.block_until_ready(totals)
             log.learner_busy += time.monotonic() - busy
             done += 1
+            if progress is not None:
+                progress(done)
         if done == 0:
             self._host_metrics = {}
             return state, {}

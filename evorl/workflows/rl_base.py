@@ -36,7 +36,7 @@ from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
 from evorl.envs.config import EnvConfig
-from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder
+from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder, report_progress
 from evorl.workflows.actor_learner import RunnerConfig
 from evorl.workflows.pbt import PBTConfig
 from evorl.workflows.population import apply_variant
@@ -255,3 +255,9 @@ class RLWorkflow(Workflow):
             return
         for recorder in self.recorders:
             recorder.write(metrics, step)
+
+    def report_progress(self, step: int) -> None:
+        """Tells the recorders that show progress (the bar) that training reached env step
+        ``step``: when it starts, after each learner update and after each compiled chunk."""
+        if is_main_process():
+            report_progress(self.recorders, step)

@@ -90,6 +90,11 @@ class ChunkedWorkflow(RLWorkflow):
         """Env steps one iteration counts on the logged ``step`` axis."""
         return self.config.training.env_steps_per_iteration
 
+    def env_steps_taken(self, chunk_metrics: dict, num_iterations: int) -> float:
+        """Env steps a chunk of ``num_iterations`` iterations took, all agents together
+        (``steps_per_s``); ``chunk_metrics`` are the executor's (episode sums included)."""
+        return self.num_agents * num_iterations * self.env_steps_per_iteration
+
     @property
     def compile_seconds(self) -> float | None:
         return self.executor.compile_seconds
@@ -204,6 +209,7 @@ class ChunkedWorkflow(RLWorkflow):
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
             self.compile(state)
+        self.report_progress(done * self.env_steps_per_iteration)  # compiled: the bar leaves "compiling..."
         self.last_metrics: dict[str, float] = {}
         with self.executor.running(state):
             while done < tc.num_iterations:
@@ -232,7 +238,9 @@ class ChunkedWorkflow(RLWorkflow):
         steps_per_iteration = self.env_steps_per_iteration
         start = time.perf_counter()
         if self.asynchronous:
-            state, per_agent = self.executor.run(state, n, stop=lambda: self.stop_requested is not None)
+            state, per_agent = self.executor.run(
+                state, n, stop=lambda: self.stop_requested is not None,
+                progress=lambda k: self.report_progress((done + k) * steps_per_iteration))
             n = int(to_host(state.iteration)) - done
         else:
             state, per_agent = self.executor.run(state, n)
@@ -241,13 +249,14 @@ class ChunkedWorkflow(RLWorkflow):
         if n == 0:
             return state, done, False
         done += n
+        self.report_progress(done * steps_per_iteration)
+        steps_taken = self.env_steps_taken(per_agent, n)
         per_agent = train_metrics(per_agent)
         self.check_health(per_agent, done)  # before anything is logged or checkpointed
         metrics = self._aggregate(per_agent)
         metrics.update(self.executor.host_metrics())
         metrics.update(self.evaluate(state))
-        metrics.update(iteration=done, env_steps=done * steps_per_iteration,
-                       steps_per_s=self.num_agents * n * steps_per_iteration / elapsed)
+        metrics.update(iteration=done, env_steps=done * steps_per_iteration, steps_per_s=steps_taken / elapsed)
         self.last_metrics = metrics
         self.write_metrics(metrics, done * steps_per_iteration)
         saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
