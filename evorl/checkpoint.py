@@ -228,7 +228,21 @@ class Checkpointer:
         self._verify_checksums(meta, restored, step)
         restored = jax.tree.map(_refill, template, restored)
         _check_same_structure(template, restored, self.directory / str(step))
+        self._check_iteration(meta, restored, step)
         return restored, meta
+
+    def _check_iteration(self, meta: dict, restored: Any, step: int) -> None:
+        """The iteration in the metadata (which a resume trusts: it drops the metrics logged
+        after it) must be the checkpoint's own and, where the state counts iterations, the
+        state's (which its checksums vouch for)."""
+        counter = getattr(restored, "iteration", None)
+        reached = int(np.max(np.asarray(counter))) if counter is not None else None
+        said = meta.get("iteration")
+        conflicts = ([f"it is checkpoint {step}"] if said != step else []) + (
+            [f"its state is at iteration {reached}"] if reached is not None and reached != said else [])
+        if conflicts:
+            raise self._corrupt(step, f"its metadata says iteration {said}, but {' and '.join(conflicts)}: the "
+                                      f"metadata was edited or damaged")
 
     def check_compatible(self, meta: dict, step: int) -> None:
         where = self.directory / str(step)

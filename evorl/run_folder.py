@@ -60,6 +60,31 @@ def resume_argument(run_dir: Path | str | None) -> str:
     return f"resume={os.path.abspath(run_dir)}" if run_dir is not None else "resume=<run folder>"
 
 
+def run_folder_of(path: Path | str) -> Path:
+    """The run folder ``path`` names: a file directly inside a run folder (``<run>/run.json``,
+    ``<run>/config.yaml``) stands for its folder; anything else is ``path`` itself."""
+    path = Path(path)
+    if path.is_file() and (path.parent / CONFIG_YAML).is_file():
+        return path.parent
+    return path
+
+
+def utf8_text(path: Path | str) -> str:
+    """The text of ``path``; bytes that are not UTF-8 are a ConfigError naming the file and
+    where the first bad byte is (line and column, from 1)."""
+    data = Path(path).read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path} is not UTF-8 text ({_bad_byte(data, e.start)})") from None
+
+
+def _bad_byte(data: bytes, start: int) -> str:
+    line = data.count(b"\n", 0, start) + 1
+    column = start - (data.rfind(b"\n", 0, start) + 1) + 1
+    return f"byte 0x{data[start]:02x} at line {line}, column {column}"
+
+
 def load_run_config(run_dir: Path | str) -> dict:
     """The resolved config a run saved in its folder."""
     import yaml
@@ -68,13 +93,24 @@ def load_run_config(run_dir: Path | str) -> dict:
     if not path.is_file():
         raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
     try:
-        cfg = yaml.safe_load(path.read_text())
+        cfg = yaml.safe_load(utf8_text(path))
+    except ConfigError as e:
+        raise ConfigError(f"{e}: the file is damaged. {_config_copies(run_dir)}") from None
     except yaml.YAMLError as e:
         problem = str(e).replace("\n", " ")
         raise ConfigError(f"{path} cannot be read as YAML: {problem}") from None
     if not isinstance(cfg, dict):
         raise ConfigError(f"{path} does not hold a config mapping (got {type(cfg).__name__}).")
     return cfg
+
+
+def _config_copies(run_dir: Path | str) -> str:
+    """Where else a run folder's config is kept: in each checkpoint's metadata."""
+    saves = sorted((p for p in checkpoint_dir(run_dir).glob("*") if p.name.isdigit()), key=lambda p: int(p.name))
+    if not saves:
+        return "Restore it from a copy."
+    return (f"Restore it from a copy; each checkpoint holds the run's config too ({saves[-1] / 'meta' / 'metadata'}, "
+            f"JSON, its 'config' key).")
 
 
 # --- strict JSON: no NaN / Infinity tokens, which other JSON readers reject -------------------
@@ -211,9 +247,14 @@ class RunFolderLock:
             ...  # write the run folder
     """
 
-    def __init__(self, run_dir: Path | str):
+    def __init__(self, run_dir: Path | str, announce: bool = True):
         self.path = Path(run_dir) / LOCK_FILE
         self._fd: int | None = None
+        #: Print the take-over of a lock left by an ended process when it happens (else the
+        #: caller reports :attr:`previous`, e.g. with the rest of what it found).
+        self.announce = announce
+        #: The record (pid, host, start time) of the ended process whose lock was taken over.
+        self.previous: dict | None = None
 
     def __enter__(self) -> RunFolderLock:
         self.acquire()
@@ -238,14 +279,19 @@ class RunFolderLock:
             if same:
                 break
             os.close(fd)
-        previous = _holder(os.read(fd, 4096))
-        if previous:
-            print(f"evorl: {self.path.parent}: taking over the lock of {_describe(previous)}, which has ended "
-                  f"(its run stopped without releasing it)", file=sys.stderr, flush=True)
+        self.previous = _holder(os.read(fd, 4096))
+        if self.previous and self.announce:
+            print(f"evorl: {self.path.parent}: {self.takeover_note()}", file=sys.stderr, flush=True)
         record = {"pid": os.getpid(), "host": platform.node(), "start_time": _now()}
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(record) + "\n").encode(), 0)
         self._fd = fd
+
+    def takeover_note(self) -> str | None:
+        """What :meth:`acquire` found: the lock of an ended process taken over (or None)."""
+        if not self.previous:
+            return None
+        return f"taking over the lock of {_describe(self.previous)}, which has ended (its run stopped without releasing it)"
 
     def release(self) -> None:
         if self._fd is None:
@@ -280,21 +326,86 @@ def _describe(holder: dict) -> str:
 
 
 # --- run.json -----------------------------------------------------------------------------
-def start_run_info(run_dir: Path, config: Any, resumed_from: int | None) -> dict:
+#: Where a run.json that cannot be read is moved by a resume (which then starts a new record).
+UNREADABLE_SUFFIX = ".unreadable"
+
+
+class UnreadableRunInfo(ConfigError):
+    """``run.json`` is not UTF-8 JSON holding an object (damaged, or edited badly)."""
+
+
+def load_run_info(run_dir: Path | str) -> dict | None:
+    """The content of ``run.json`` as written (None if there is none); a file that is not a
+    JSON object in UTF-8 raises :class:`UnreadableRunInfo` naming it."""
+    path = Path(run_dir) / RUN_JSON
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    try:
+        info = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise UnreadableRunInfo(f"{path} cannot be read (not UTF-8 text: {_bad_byte(data, e.start)})") from None
+    except ValueError as e:
+        raise UnreadableRunInfo(f"{path} cannot be read (not JSON: {e})") from None
+    if not isinstance(info, dict):
+        raise UnreadableRunInfo(f"{path} cannot be read (a JSON {type(info).__name__}, not an object)")
+    return info
+
+
+def settle_stale_run(run_dir: Path | str, info: dict | None) -> str | None:
+    """For the holder of the run folder's lock: a ``running`` status left by a process that is
+    gone (it held the lock until it ended) becomes ``interrupted`` with the reason ``process N
+    no longer running``, written to ``run.json``. Returns that reason, or None (nothing stale)."""
+    if not info or info.get("status") != "running":
+        return None
+    sessions = [info, *(info.get("resumes") or [])]
+    pid = next((s["pid"] for s in reversed(sessions) if isinstance(s, dict) and s.get("pid") is not None), "?")
+    info.update(status="interrupted", reason=f"process {pid} no longer running")
+    write_json(Path(run_dir) / RUN_JSON, info)
+    return info["reason"]
+
+
+def read_run_info(run_dir: Path | str) -> dict | None:
+    """``run.json`` as it stands: a ``running`` status whose process is gone (the run folder's
+    lock is free) reads as ``interrupted`` (``process N no longer running``) and is updated in
+    the file; a live run's is left as it is. None if the folder has no ``run.json``."""
+    info = load_run_info(run_dir)
+    if not info or info.get("status") != "running":
+        return info
+    lock = RunFolderLock(run_dir, announce=False)
+    try:
+        lock.acquire()
+    except (RunFolderInUse, OSError):  # a live run, or a folder this process cannot lock: as it stands
+        return info
+    try:
+        info = load_run_info(run_dir)  # as it is now that no one else writes it
+        settle_stale_run(run_dir, info)
+    finally:
+        lock.release()
+    return info
+
+
+def start_run_info(run_dir: Path, config: Any, resumed_from: int | None, previous: dict | None = None) -> dict:
     """Writes ``run.json`` with ``status: running`` and returns its content.
 
     A new run records what it ran on; a resumed one (``resumed_from`` = the checkpoint's
-    iteration) keeps the original record and appends this session to ``resumes``.
+    iteration) keeps ``previous`` (the record as it was; None: a new record) and appends this
+    session to ``resumes``, with how the session before it ended (``previous_status``,
+    ``previous_reason``): the record's own ``reason`` and ``final_eval`` are the new session's
+    to write.
     """
     import jax
 
     from evorl import __version__
 
     session = {"start_time": _now(), "hostname": platform.node(), "pid": os.getpid()}
-    path = run_dir / RUN_JSON
-    if resumed_from is not None and path.exists():
-        info = json.loads(path.read_text())
-        info.setdefault("resumes", []).append({**session, "from_iteration": resumed_from})
+    if resumed_from is not None and previous is not None:
+        info = dict(previous)
+        ended = {"previous_status": info.get("status")}
+        if info.get("reason") is not None:
+            ended["previous_reason"] = info["reason"]
+        for key in ("reason", "final_eval"):
+            info.pop(key, None)
     else:
         info = {
             "workflow": config.workflow_cls, "env": config.env.env_name, "seed": config.seed,
@@ -302,8 +413,12 @@ def start_run_info(run_dir: Path, config: Any, resumed_from: int | None) -> dict
             "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
             "git_commit": _git_commit(), **session,
         }
+        ended = {}
+    if resumed_from is not None:
+        resumes = info.get("resumes") if isinstance(info.get("resumes"), list) else []
+        info["resumes"] = [*resumes, {**session, "from_iteration": resumed_from, **ended}]
     info.update(status="running", end_time=None)
-    write_json(path, info)
+    write_json(run_dir / RUN_JSON, info)
     return info
 
 
