@@ -113,12 +113,14 @@ PEER_LOST_SIGNS = ("Connection reset by peer", "Connection closed by peer", "Bro
                    "Socket closed")
 
 
-def peer_lost(error: BaseException | None) -> PeerLost | None:
+def peer_lost(error: BaseException | None, run_dir: Any = None) -> PeerLost | None:
     """The :class:`PeerLost` that ``error`` means, or None: in a multi-process run, an error of a
     collective (JAX raises them as ``JaxRuntimeError`` or ``ValueError``) that names a lost
     connection or missed heartbeats; or an error raised because of one (orbax's checkpoint
     thread raises a ``TimeoutError`` from the coordination service's error), so the chain of
-    causes is read too."""
+    causes is read too. Its message names the ``resume=`` of ``run_dir``, the run's folder."""
+    from evorl.run_folder import resume_argument
+
     if error is None or jax.process_count() == 1:
         return None
     chain, seen = [], set()
@@ -134,7 +136,7 @@ def peer_lost(error: BaseException | None) -> PeerLost | None:
     count, index = jax.process_count(), jax.process_index()
     who = f"process {1 - index} of 2" if count == 2 else f"one of the other {count - 1} processes (of {count})"
     return PeerLost(f"{who} stopped responding ({sign}); process {index} stops too. Start all {count} processes "
-                    f"again with resume=<run folder> to continue from the newest complete checkpoint.")
+                    f"again with {resume_argument(run_dir)} to continue from the newest complete checkpoint.")
 
 
 def is_main_process() -> bool:
