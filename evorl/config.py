@@ -298,6 +298,11 @@ class DistributedConfig:
                 f"{self.coordinator_address!r}, {self.num_processes!r}, {self.process_id!r}).")
         require(not (self.auto and any(given)),
                 f"{where}.auto detects the cluster; do not also set coordinator_address/num_processes/process_id.")
+        if self.coordinator_address is not None:
+            host, _, port = str(self.coordinator_address).rpartition(":")
+            require(bool(host) and port.isdigit() and 0 < int(port) < 65536,
+                    f"{where}.coordinator_address = {self.coordinator_address!r} must be host:port (process 0's "
+                    f"address and a free port, e.g. 10.0.0.1:1234).")
         if self.num_processes is not None:
             require(self.num_processes >= 1, f"{where}.num_processes must be >= 1, got {self.num_processes}.")
             require(0 <= self.process_id < self.num_processes,

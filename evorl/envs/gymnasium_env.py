@@ -45,7 +45,15 @@ def register_ale_envs() -> None:
         import ale_py
     except ImportError:
         raise ImportError("Atari (ALE/...) envs need ale-py: pip install 'evorl[atari]' (or pip install ale-py).") from None
+    quiet_ale(ale_py)
     gymnasium.register_envs(ale_py)
+
+
+def quiet_ale(ale_py) -> None:
+    """ALE logs errors only, from now on in this process: no "A.L.E: Arcade Learning Environment
+    ... [Powered by Stella]" banner when the first emulator starts (ale-py's envs quiet it
+    only after that one has printed it)."""
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
 
 
 def import_env_module(module: str, env_name: str, gym_id: str) -> None:
@@ -232,7 +240,10 @@ class GymnasiumEnv(HostVectorEnv):
             episode_length = self._own_time_limit()
         super().__init__(num_envs, episode_length, reward_scale, action_repeat,
                          clip_rewards=self._atari is not None and self._atari.clip_rewards)
-        probe = self._make_one(render_mode=None)
+        try:
+            probe = self._make_one(render_mode=None)
+        except TypeError as e:
+            raise self._bad_kwargs(e) from None
         try:
             self.obs_space, self._observe_one = self._obs_space(probe)
             self.action_space, self._env_action = convert_action_space(probe.action_space, self._id)
@@ -256,6 +267,27 @@ class GymnasiumEnv(HostVectorEnv):
         if self._atari is None:
             return gymnasium.make(spec, **kwargs)
         return self._make_atari(spec, kwargs)
+
+    def _bad_kwargs(self, error: TypeError) -> Exception:
+        """gymnasium's TypeError for a keyword argument of ``env.kwargs`` the env does not take,
+        as a ConfigError naming the env, the argument and those it takes; ``error`` otherwise."""
+        import gymnasium
+        import inspect
+        import re
+
+        bad = re.search(r"unexpected keyword argument '(\w+)'", str(error))
+        if bad is None or bad.group(1) not in self._make_kwargs:
+            return error
+        try:
+            creator = gymnasium.envs.registration.load_env_creator(gymnasium.spec(self._id).entry_point)
+            params = inspect.signature(creator).parameters.values()
+            takes = sorted(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+                           and p.name not in ("self", "render_mode"))
+        except Exception:  # an entry point that cannot be read: say less
+            takes = None
+        valid = "" if takes is None else f"; it takes {', '.join(takes)}" if takes else "; it takes none"
+        return ConfigError(f"env.kwargs: gymnasium env {self._id!r} takes no keyword argument "
+                           f"{bad.group(1)!r}{valid}.")
 
     def _make_atari(self, spec, kwargs: dict):
         import gymnasium
