@@ -51,12 +51,17 @@ def train(cfg: Any) -> dict[str, float]:
     from evorl.experiment import run_experiment
 
     start = time.perf_counter()
-    cfg = to_plain(cfg)
-    if cfg.get("resume"):
-        cfg = resume_config(cfg["resume"], _hydra_overrides())
     hydra_dir = _hydra_output_dir()
-    output_dir = cfg.get("output_dir") or hydra_dir
     try:
+        cfg = plain_config(cfg)
+        resume = cfg.get("resume")
+        if isinstance(resume, bool):  # resume=true: Hydra reads the word as a boolean
+            raise ConfigError(f"resume={resume}: resume takes the run folder to continue (resume=<its path>), "
+                              f"not true or false.")
+        if resume and isinstance(resume, str):
+            cfg = resume_config(resume, _hydra_overrides())
+        output_dir = cfg.get("output_dir") or hydra_dir
+        _current_run["dir"] = cfg.get("resume") or output_dir
         result = run_experiment(cfg, output_dir=output_dir, defaults=False, label=_job_label(cfg))
     finally:  # a config error (or resume=, which writes into its own folder) leaves Hydra's folder empty
         if hydra_dir is not None:
@@ -82,6 +87,29 @@ def train(cfg: Any) -> dict[str, float]:
         flush=True,
     )
     return final
+
+
+#: The run folder of the run this process trains (for a lost peer noticed by another thread).
+_current_run: dict[str, Any] = {"dir": None}
+
+
+def plain_config(cfg: Any) -> Any:
+    """``cfg`` as plain data, its ``${...}`` interpolations resolved; one that does not resolve
+    is a ConfigError naming the key and its value."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return to_plain(cfg)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        for part in (key or "").split("."):
+            raw = raw.get(part) if isinstance(raw, dict) else None
+        problem = str(getattr(e, "msg", e)).splitlines()[0]
+        what = f"'{key}' = {raw!r}" if key else "the config"
+        raise ConfigError(f"{what} does not resolve: {problem}. An ${{...}} interpolation names another key "
+                          f"of the config (e.g. ${{training.num_envs}}).") from None
 
 
 def _job_label(cfg: dict) -> str | None:
@@ -139,8 +167,9 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from evorl.run_folder import load_run_config
+    from evorl.run_folder import load_run_config, run_folder_of
 
+    run_dir = str(run_folder_of(run_dir))  # resume=<run>/run.json: that run's folder
     cfg = OmegaConf.create(load_run_config(run_dir))
     for override in OverridesParser.create().parse_overrides(overrides):
         key = override.key_or_group
@@ -149,7 +178,7 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
         if override.is_delete() or override.is_sweep_override():
             raise ConfigError(f"resume does not support the override {override.input_line!r}.")
         OmegaConf.update(cfg, key, override.value(), force_add=True)
-    return {**to_plain(cfg), "resume": run_dir}
+    return {**plain_config(cfg), "resume": run_dir}
 
 
 def _hydra_overrides() -> list[str]:
@@ -223,7 +252,11 @@ def hydra_settings(argv: list[str]) -> list[str]:
         extra.append("hydra/job_logging=stdout")
     resume = [arg.split("=", 1)[1] for arg in argv if arg.lstrip("+").startswith("resume=")]
     if resume and resume[-1] and "hydra.run.dir" not in given:
-        extra.append(f"hydra.run.dir={resume[-1]}")
+        from evorl.run_folder import run_folder_of
+
+        folder = run_folder_of(resume[-1])  # a file of a run folder stands for the folder
+        if folder.is_dir() and resume[-1].lower() not in ("true", "false", "null"):  # else: the error, then no folder
+            extra.append(f"hydra.run.dir={folder}")
     return extra
 
 
@@ -265,6 +298,11 @@ def exit_on_config_error():
         sys.exit(2)
     except RunFolderInUse as e:
         print(f"evorl: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except ImportError as e:  # an optional extra that is not installed, named by its message
+        if "pip install" not in str(e):
+            raise
+        print(f"evorl: missing package: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
     except TrainingDiverged as e:
         print(f"evorl: {e}", file=sys.stderr, flush=True)
@@ -310,7 +348,7 @@ def _quiet_about_lost_peers(default_hook):
     from evorl.distributed import peer_lost
 
     def hook(args) -> None:
-        error = peer_lost(args.exc_value)
+        error = peer_lost(args.exc_value, _current_run["dir"])
         if error is None:
             default_hook(args)
             return
@@ -328,6 +366,43 @@ def yaml_error_line(error: Any) -> str:
     if error.context and context is not None:
         started = f" ({error.context} started at line {context.line + 1}, column {context.column + 1})"
     return f"YAML syntax error in {where}: {error.problem}{started}."
+
+
+def _raised_in(error: BaseException, function: str) -> bool:
+    """Whether ``function`` is on the traceback of ``error``."""
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_name == function:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def missing_config_line(error: Any) -> str:
+    """Hydra's ``MissingConfigException`` (its message lists the options and the search path)
+    in one line: ``algo=ppo2: no such option; valid: a2c, impala, ppo.``"""
+    group, _, option = (error.missing_cfg_file or "").rpartition("/")
+    if group and error.options is not None:
+        return f"{group}={option}: no such option; valid: {', '.join(error.options)}."
+    return str(error).splitlines()[0]
+
+
+def undecodable_config_line(error: UnicodeDecodeError, argv: list[str]) -> str:
+    """A config file that is not UTF-8, named: Hydra's error does not say which file it read, so
+    the config folders in use are searched for it (the one holding the bytes that failed first)."""
+    from evorl.run_folder import utf8_text
+
+    folders = [option_value(argv, *names) for names in (("--config-path", "-cp"), ("--config-dir", "-cd"))]
+    found = []
+    for folder in [Path(f) for f in folders if f] + [_CONFIG_PATH]:
+        for path in sorted(folder.rglob("*.yaml")) if folder.is_dir() else []:
+            try:
+                utf8_text(path)
+            except ConfigError as bad:
+                found.append((bytes(error.object) not in path.read_bytes(), f"{bad}: save it as UTF-8."))
+    if found:
+        return min(found)[1]
+    return f"a config file is not UTF-8 text ({error.reason}: byte 0x{error.object[error.start]:02x}): save it as UTF-8."
 
 
 @contextlib.contextmanager
@@ -370,10 +445,15 @@ def train_main() -> None:
     """``evorl-train [--config-name=NAME] [key=value ...] [-m key=a,b ...]``."""
     import hydra
     import yaml
-    from hydra.errors import CompactHydraException
+    from hydra.errors import CompactHydraException, MissingConfigException
+
+    from evorl.run_folder import is_disk_full
+
+    started = []  # the task runs: Hydra has composed the config and created its run folder
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base=None)
     def main(cfg) -> None:
+        started.append(True)
         with exit_on_config_error():
             train(cfg)
 
@@ -399,6 +479,23 @@ def train_main() -> None:
         main()
     except yaml.MarkedYAMLError as e:
         print(f"evorl: config error: {yaml_error_line(e)}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except MissingConfigException as e:  # algo=ppo2: one line with the valid options
+        if user_full_error:
+            raise
+        print(f"evorl: config error: {missing_config_line(e)}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except UnicodeDecodeError as e:  # a config file in another encoding
+        if started:
+            raise
+        print(f"evorl: config error: {undecodable_config_line(e, args)}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except OSError as e:  # before the task: reading a config file, or creating Hydra's run folder
+        if started or is_disk_full(e):
+            raise
+        problem = (f"cannot create the run folder {e.filename}: {e.strerror or e}. Choose another hydra.run.dir."
+                   if _raised_in(e, "run_job") else f"cannot read {e.filename}: {e.strerror or e}.")
+        print(f"evorl: config error: {problem}", file=sys.stderr, flush=True)
         sys.exit(2)
     except CompactHydraException as e:  # Hydra's own one-line errors, printed as Hydra prints them
         if user_full_error:
