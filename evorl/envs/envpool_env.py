@@ -29,7 +29,7 @@ import numpy as np
 from evorl.config import ConfigError
 from evorl.envs.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
 from evorl.envs.config import ATARI_KEYS
-from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space
+from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space, quiet_ale
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box
 
@@ -69,8 +69,8 @@ def ale_action_meanings(task: str) -> list[str]:
                           "pip install 'evorl[atari]'.") from None
     game = "".join("_" + c.lower() if c.isupper() and i else c.lower()
                    for i, c in enumerate(task.split("-")[0]))  # SpaceInvaders -> space_invaders
+    quiet_ale(ale_py)
     ale = ale_py.ALEInterface()
-    ale.setLoggerMode(ale_py.LoggerMode.Error)
     ale.loadROM(roms.get_rom_path(game))
     return [ale_py.Action(a).name for a in ale.getMinimalActionSet()]
 
