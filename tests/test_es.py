@@ -302,6 +302,34 @@ def test_rl_training_keys_are_refused():
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])
 
 
+def test_steps_per_s_counts_the_steps_the_episodes_took(monkeypatch):
+    """A random CartPole policy's episodes end after ~20 of their 500 steps: the logged
+    steps/s counts the steps played (their lengths), not the budget (x25 too fast)."""
+
+    class OneSecondPerCall:  # the chunk's start and end: the chunk takes 1 s
+        now = 0.0
+
+        @classmethod
+        def perf_counter(cls):
+            cls.now += 1.0
+            return cls.now
+
+    monkeypatch.setattr("evorl.workflows.rl_workflow.time", OneSecondPerCall)
+    logged = []
+
+    class Spy:
+        def write(self, metrics, step):
+            logged.append(metrics)
+
+    workflow = ESWorkflow.build_from_config({**TINY_ES, "training": {"num_iterations": 2, "eval_interval": 2}},
+                                            recorders=[Spy()])
+    workflow.learn(workflow.init(jax.random.PRNGKey(0)))
+    [metrics] = logged
+    played = metrics["train/episode_length"] * metrics["train/episodes"]  # 2 generations x 8 members x 2 episodes
+    assert metrics["train/episodes"] == 32 and metrics["steps_per_s"] == pytest.approx(played)
+    assert played < 2 * workflow.env_steps_per_iteration / 5  # the budget: 2 x 8 x 2 x 500 steps
+
+
 @pytest.mark.slow  # 10 s: three strategies compiled
 def test_snes_continuous_actions_cma_es_and_ars_run():
     """Pendulum (Box actions, Gaussian mode as the greedy action) with SNES; CMA-ES and ARS on CartPole."""

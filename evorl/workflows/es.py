@@ -12,7 +12,8 @@ observation sums are gathered, so every device takes the same step as one device
 
 The logged ``step`` counts each generation's env step budget, ``population_size x
 episodes_per_member x env.episode_length``; episodes that end earlier step fewer
-(``train/episode_length`` is their mean length, ``train/episodes`` their count).
+(``train/episode_length`` is their mean length, ``train/episodes`` their count), and
+``steps_per_s`` counts the steps they took, not the budget.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import jax
+import numpy as np
 
 from evorl.algorithms.es import (
     ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_strategy,
@@ -103,6 +105,11 @@ class ESWorkflow(ChunkedWorkflow):
     def env_steps_per_iteration(self) -> int:
         es = self.config.es
         return es.population_size * es.episodes_per_member * self.env.episode_length
+
+    def env_steps_taken(self, chunk_metrics: dict, num_iterations: int) -> float:
+        """The steps the chunk's episodes took (they end before ``env.episode_length`` when
+        they terminate): the sum of their lengths."""
+        return float(np.sum(chunk_metrics["episode_length_sum"]))
 
     # --- config ---------------------------------------------------------------------------
     @classmethod
