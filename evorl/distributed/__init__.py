@@ -144,6 +144,12 @@ def is_main_process() -> bool:
     return jax.process_index() == 0
 
 
+def global_norm(tree: Any) -> jax.Array:
+    """:math:`\\sqrt{\\sum_i g_i^2}` over every entry of every leaf of ``tree`` (what the
+    deprecated ``optax.global_norm`` computed)."""
+    return jax.numpy.sqrt(sum(jax.numpy.sum(jax.numpy.square(leaf)) for leaf in jax.tree.leaves(tree)))
+
+
 def agent_gradient_update(
     loss_fn: Callable[..., Any],
     optimizer: optax.GradientTransformation,
@@ -157,7 +163,7 @@ def agent_gradient_update(
     gradient with respect to ``agent_state.params`` only, averages it over ``axis_name``
     (so every device applies the same step to the same replicated parameters) and returns
     ``(loss_or_(loss, aux), agent_state, opt_state)``. When ``aux`` is a dict of metrics, it
-    gains ``grad_norm``: the global norm :math:`\|g\|_2` of the averaged gradient before the
+    gains ``grad_norm``: the global norm :math:`\\|g\\|_2` of the averaged gradient before the
     optimiser clips it (the number that tells a clipped step from a free one).
     """
 
@@ -170,7 +176,7 @@ def agent_gradient_update(
         value, grads = grad_fn(agent_state.params, agent_state, *args)
         grads = pmean(grads, axis_name)
         if has_aux and isinstance(value[1], dict):
-            value = (value[0], {**value[1], "grad_norm": optax.global_norm(grads)})
+            value = (value[0], {**value[1], "grad_norm": global_norm(grads)})
         updates, opt_state = optimizer.update(grads, opt_state, agent_state.params)
         params = optax.apply_updates(agent_state.params, updates)
         return value, agent_state.replace(params=params), opt_state
