@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import logging
 import os
 import re
 import signal
@@ -33,6 +32,7 @@ from typing import Any
 from evorl.config import ConfigError, to_plain
 from evorl.config_groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.config_groups import GROUPS, config_names
+from evorl.log_noise import quiet_third_party_logs
 
 CONFIG_DIR = str(_CONFIG_PATH)
 
@@ -44,9 +44,7 @@ def train(cfg: Any) -> dict[str, float]:
     With ``resume=<run folder>`` the config is that run's ``config.yaml`` with this command's
     overrides on top (see :func:`resume_config`).
     """
-    # Hydra logs at INFO; jax's backend probing ("Unable to initialize backend 'tpu'") is noise.
-    logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
-    logging.getLogger("absl").setLevel(logging.WARNING)  # orbax logs every save at INFO
+    quiet_third_party_logs()  # Hydra logs at INFO: jax's backend probing, orbax's saves, matplotlib's font cache
     enable_compilation_cache()
     from evorl.experiment import run_experiment
 
@@ -475,6 +473,7 @@ def train_main() -> None:
     # file) as tracebacks and exits 1; let them reach us instead, to report them in one line.
     user_full_error = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    quiet_third_party_logs()  # the joblib launcher's Joblib.Parallel(...) line of a -m sweep
     try:
         main()
     except yaml.MarkedYAMLError as e:
