@@ -164,6 +164,10 @@ def _host_renderer(env: Any) -> Any:
     return env.with_num_envs(1).with_render_mode("rgb_array")
 
 
+#: imageio-ffmpeg's environment variable: set (not 0 or false), ffmpeg starts without a preexec_fn.
+FFMPEG_PLAIN_START = "IMAGEIO_FFMPEG_NO_PREVENT_SIGINT"
+
+
 def write_frames(frames: list[np.ndarray], out_path: Path) -> None:
     """``frames`` to a ``.gif`` (50 ms a frame, looping) or ``.mp4`` (20 fps) file."""
     if out_path.suffix.lower() == ".gif":
@@ -171,7 +175,16 @@ def write_frames(frames: list[np.ndarray], out_path: Path) -> None:
         return
     import imageio.v3 as iio
 
-    iio.imwrite(out_path, frames, fps=20)
+    # imageio-ffmpeg starts ffmpeg with preexec_fn=os.setpgrp (to keep Ctrl-C from it), which runs
+    # Python in the forked child of a multithreaded process (JAX): a deadlock risk, and JAX's
+    # "os.fork() was called" RuntimeWarning. Its own switch starts ffmpeg without it.
+    previous = os.environ.get(FFMPEG_PLAIN_START)
+    os.environ.setdefault(FFMPEG_PLAIN_START, "1")
+    try:
+        iio.imwrite(out_path, frames, fps=20)
+    finally:
+        if previous is None:
+            os.environ.pop(FFMPEG_PLAIN_START, None)
 
 
 def write_gif(frames: list[np.ndarray], out_path: Path, frame_ms: int) -> None:

@@ -2,17 +2,18 @@
 
 import os
 import sys
+import warnings
 
 import jax
 import numpy as np
 import pytest
 
-from evorl.rendering import render_episode
+from evorl.rendering import FFMPEG_PLAIN_START, render_episode
 from evorl.workflows import PPOWorkflow
 
 
 @pytest.mark.parametrize("suffix", [".gif", ".mp4"])
-def test_render_gymnax_episode(tmp_path, suffix):
+def test_render_gymnax_episode(tmp_path, suffix, monkeypatch):
     iio = pytest.importorskip("imageio.v3")
     if suffix == ".mp4":
         pytest.importorskip("imageio_ffmpeg")
@@ -21,7 +22,12 @@ def test_render_gymnax_episode(tmp_path, suffix):
         "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},
     }, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
-    path = render_episode(workflow, state, tmp_path / f"episode{suffix}", max_steps=30)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        path = render_episode(workflow, state, tmp_path / f"episode{suffix}", max_steps=30)
+    assert not [w for w in caught if "os.fork()" in str(w.message)]  # ffmpeg started without a preexec_fn
+    assert FFMPEG_PLAIN_START not in os.environ  # the switch was set for the write only
+    monkeypatch.setenv(FFMPEG_PLAIN_START, "1")  # imageio's reader starts ffmpeg the same way
     frames = iio.imread(path)
     assert frames.ndim == 4 and frames.shape[-1] == 3 and len(frames) == 9  # Catch: the ball falls 9 rows
 
