@@ -1,0 +1,143 @@
+"""Ordinary mistakes on the command line (issue "Faults and bad input, round two"): each is one
+line on stderr and exit status 2, never a traceback, and leaves no empty folder behind."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_OVERRIDES = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]"]
+
+
+def train(args, cwd):
+    """``scripts/train.py`` with ``args`` (Hydra's options first), as a user runs it."""
+    options = [a for a in args if a.startswith("--")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "EVORL_COMPILATION_CACHE": "0"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *options,
+                           *[a for a in args if a not in options]],
+                          cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+def assert_one_line(proc, *parts, status=2):
+    """Exit ``status``, no traceback, and one ``evorl:`` line on stderr containing ``parts``;
+    returns that line."""
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("evorl: "), proc.stderr
+    for part in parts:
+        assert part in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def config_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("configs")
+    header = "defaults:\n  - _self_\nworkflow_cls: evorl.workflows.PPOWorkflow\n"
+    (folder / "interpolation.yaml").write_text(header + "training:\n  learning_rate: ${oops}\n")
+    (folder / "latin1.yaml").write_bytes(header.encode() + "# caf\xe9\ntraining:\n  num_envs: 4\n".encode("latin-1"))
+    return folder
+
+
+CASES = {
+    "resume_true": (["resume=true"], ["config error: resume=True", "the run folder to continue"]),
+    "interpolation": (["training.learning_rate=${oops}"], ["config error: 'training.learning_rate'", "oops"]),
+    "interpolation_in_file": (["--config-path={dir}", "--config-name=interpolation"],
+                              ["config error: 'training.learning_rate'", "oops"]),
+    "not_utf8_file": (["--config-path={dir}", "--config-name=latin1"],
+                      ["config error: {dir}/latin1.yaml is not UTF-8 text", "line 4"]),
+    "output_dir_forbidden": (["output_dir=/proc/forbidden"], ["cannot create the run folder /proc/forbidden"]),
+    "hydra_run_dir_forbidden": (["hydra.run.dir=/proc/forbidden"], ["cannot create the run folder /proc/forbidden"]),
+    "coordinator_address": (["distributed.coordinator_address=notanaddress", "distributed.num_processes=2",
+                             "distributed.process_id=0"], ["distributed.coordinator_address", "host:port"]),
+    "gymnasium_kwarg": (["env.env_type=gymnasium", "env.kwargs={bogus_kw:1}"],
+                        ["config error: env.kwargs", "CartPole-v1", "'bogus_kw'"]),
+    "algo_unknown": (["algo=ppo2"], ["config error: algo=ppo2", "valid: a2c, impala, ppo"]),
+    "env_unknown": (["env=nosuchenv"], ["config error: env=nosuchenv", "valid: ", "cartpole"]),
+}
+
+
+@pytest.mark.parametrize("args, parts", list(CASES.values()), ids=list(CASES))
+def test_a_mistake_is_one_line_and_exit_2(args, parts, config_dir, tmp_path):
+    args = [a.replace("{dir}", str(config_dir)) for a in args]
+    run_dir = [] if any(a.startswith("hydra.run.dir=") for a in args) else [f"hydra.run.dir={tmp_path / 'run'}"]
+    assert_one_line(train([*TINY_OVERRIDES, *args, *run_dir], tmp_path), *[p.replace("{dir}", str(config_dir))
+                                                                            for p in parts])
+    assert not (tmp_path / "run").exists() and not (tmp_path / "outputs").exists()  # no empty folder left
+
+
+def test_a_missing_extra_names_it(tmp_path):
+    try:
+        import mujoco_playground  # noqa: F401
+        pytest.skip("mujoco_playground is installed")
+    except ImportError:
+        pass
+    assert_one_line(train([*TINY_OVERRIDES, "env.env_type=playground", f"hydra.run.dir={tmp_path / 'run'}"], tmp_path),
+                    "pip install", "[playground]")
+
+
+def test_hydra_settings_take_a_run_folder_file_as_its_folder(tmp_path):
+    from evorl.cli import hydra_settings
+
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    (tmp_path / "run.json").write_text("{}\n")
+    assert f"hydra.run.dir={tmp_path}" in hydra_settings([f"resume={tmp_path / 'run.json'}"])
+    assert not any(s.startswith("hydra.run.dir=") for s in hydra_settings(["resume=true"]))
+    assert not any(s.startswith("hydra.run.dir=") for s in hydra_settings([f"resume={tmp_path / 'nosuch'}"]))
+
+
+# --- a run folder that cannot be resumed ------------------------------------------------------
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished run of two iterations (a checkpoint at iteration 2)."""
+    from evorl.experiment import run_experiment
+
+    cfg = {**TINY, "training": {**TINY["training"], "num_iterations": 2}}
+    return run_experiment(cfg, output_dir=tmp_path_factory.mktemp("finished") / "run").run_dir
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path):
+    run_dir = tmp_path / "run"
+    shutil.copytree(finished, run_dir)
+    return run_dir
+
+
+def dead_pid() -> int:
+    return int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True).stdout)
+
+
+@pytest.mark.parametrize("garbled", [b"seed: \xff\xfe\n", b"{not: [yaml\n"])
+def test_a_garbled_config_yaml_is_one_line(run_copy, tmp_path, garbled):
+    (run_copy / "config.yaml").write_bytes(garbled)
+    assert_one_line(train([f"resume={run_copy}"], tmp_path), f"config error: {run_copy / 'config.yaml'}")
+
+
+def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afresh(run_copy, tmp_path):
+    """Killed during compilation: config.yaml, run.json 'running' (its process dead), run.lock."""
+    shutil.rmtree(run_copy / "checkpoints")
+    pid = dead_pid()
+    info = json.loads((run_copy / "run.json").read_text())
+    (run_copy / "run.json").write_text(json.dumps({**info, "status": "running", "pid": pid, "end_time": None}))
+    (run_copy / "run.lock").write_text(json.dumps({"pid": pid, "host": "thishost", "start_time": "then"}))
+    line = assert_one_line(train([f"resume={run_copy}"], tmp_path), f"{run_copy} has no checkpoint yet",
+                           f"output_dir={run_copy}", f"--config-path={run_copy} --config-name=config")
+    assert f"process {pid}" in line
+    info = json.loads((run_copy / "run.json").read_text())
+    assert info["status"] == "interrupted" and f"process {pid} no longer running" in info["reason"]
+
+
+def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy, tmp_path):
+    before = (run_copy / "config.yaml").read_bytes()
+    assert_one_line(train([f"resume={run_copy}", "training.num_iterations=1"], tmp_path),
+                    "config error: ", "training.num_iterations=1", "iteration 2", "nothing")
+    assert (run_copy / "config.yaml").read_bytes() == before
