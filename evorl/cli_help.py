@@ -1,9 +1,11 @@
 """``evorl-train --help`` and ``evorl-train --list-envs [TYPE]``.
 
 The help is generated, never written by hand: config names from ``configs/``, algorithms from
-``evorl.workflows.WORKFLOWS`` (each module's first docstring line), env types from
-``ENV_TYPES``, and each config section's keys with their defaults and the first sentence of
-their ``#:`` comments in the typed config dataclasses.
+``evorl.workflows.WORKFLOWS`` (each module's first docstring sentence), env types from
+``ENV_TYPES``, and each config section's keys with their values in the default job (the
+composed ``config.yaml``: its ``algo`` and ``env`` groups, what ``evorl-train`` with no
+arguments trains) and the whole first sentence of their ``#:`` comments in the typed config
+dataclasses.
 """
 
 from __future__ import annotations
@@ -52,37 +54,43 @@ def field_comments(cls: type, markup: bool = False) -> dict[str, str]:
 
 
 def plain(text: str) -> str:
-    """RST markup to plain text: ``code`` -> code, :class:`~a.B` -> B."""
+    """RST markup to plain text: ``code`` -> code, :class:`~a.B` -> B, :mod:`a.b` -> a.b."""
+    text = re.sub(r":mod:`~?([^`]+)`", r"\1", text)
     text = re.sub(r":\w+:`~?([^`]+)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
     return text.replace("``", "")
 
 
 def first_sentence(text: str) -> str:
-    """Up to the first ``.`` or ``;`` that ends a sentence outside parentheses."""
+    """Up to the first ``.`` that ends a sentence outside parentheses (a ``;`` does not: the
+    parts after it often say what the first leaves out, as ``runner.mode``'s ``auto``)."""
     depth = 0
-    for i, ch in enumerate(text):
-        depth += (ch == "(") - (ch == ")")
+    for i, ch in enumerate(text):  # brackets of either kind: half-open intervals, [0, n)
+        depth = max(0, depth + (ch in "([") - (ch in ")]"))
         ends = i + 1 == len(text) or text[i + 1].isspace()
-        if depth == 0 and ch in ".;" and ends and not text[:i + 1].endswith(("e.g.", "i.e.")):
+        if depth == 0 and ch == "." and ends and not text[:i + 1].endswith(("e.g.", "i.e.")):
             return text[:i]
     return text
 
 
-def describe_section(cls: type, indent: str = "    ") -> list[str]:
-    """One line per field of the config dataclass ``cls``: ``key = default  description``."""
+def describe_section(cls: type, values: Any = None, indent: str = "    ") -> list[str]:
+    """Lines per field of the config dataclass ``cls``: ``key = value  description`` with the
+    value ``values`` (an instance of ``cls``) holds, else the field's default; the description,
+    the whole first sentence of the field's comment, wraps under itself."""
     comments = field_comments(cls)
-    rows = [(f.name, default_text(f)) for f in dataclasses.fields(cls) if f.init]
-    width = max(len(f"{name} = {default}") for name, default in rows)
+    rows = [(f.name, yaml_text(getattr(values, f.name)) if values is not None else default_text(f))
+            for f in dataclasses.fields(cls) if f.init]
+    width = max(len(f"{name} = {value}") for name, value in rows)
     lines = []
-    for name, default in rows:
-        head = f"{indent}{name} = {default}".ljust(len(indent) + width) + "  "
-        note = first_sentence(comments[name]) if name in comments else ""
-        lines.append((head + shorten(note, WIDTH - len(head))).rstrip())
+    for name, value in rows:
+        head = f"{indent}{name} = {value}".ljust(len(indent) + width) + "  "
+        lines += hanging(head, first_sentence(comments[name]) if name in comments else "")
     return lines
 
 
-def shorten(text: str, width: int) -> str:
-    return textwrap.shorten(text, max(width, 20), placeholder=" ...") if text else ""
+def hanging(head: str, text: str) -> list[str]:
+    """``head`` then ``text`` wrapped to :data:`WIDTH`, its later lines indented under its first."""
+    wrapped = textwrap.wrap(text, max(WIDTH - len(head), 40), break_on_hyphens=False) or [""]
+    return [(head + wrapped[0]).rstrip(), *(" " * len(head) + line for line in wrapped[1:])]
 
 
 def default_text(f: dataclasses.Field) -> str:
@@ -107,22 +115,43 @@ def workflow_classes() -> dict[str, type]:
     return {name: resolve_workflow_cls(f"evorl.workflows.{name}") for name in WORKFLOWS}
 
 
+def default_jobs() -> dict[str, Any]:
+    """``{algo option: its parsed config}``: what ``evorl-train algo=<option>`` trains (the
+    composed ``config.yaml`` with that option and the default env), every key filled in. The
+    first is the default job's own option."""
+    from evorl.config_groups import default_choices, default_config, group_options, select_algorithm
+    from evorl.workflows import resolve_workflow_cls
+
+    options = group_options("algo")
+    first = default_choices()["algo"]
+    jobs = {}
+    for option in [first, *(o for o in options if o != first)]:
+        cfg, _ = select_algorithm(default_config(option))
+        jobs[option] = resolve_workflow_cls(cfg["workflow_cls"]).parse_config(cfg)
+    return jobs
+
+
 def algorithm_lines() -> list[str]:
     lines = []
     for name, cls in workflow_classes().items():
-        doc = plain((inspect.getmodule(cls).__doc__ or cls.__doc__ or "").strip().splitlines()[0])
-        head = f"  evorl.workflows.{name:<15} "
-        lines.append(head + shorten(doc, WIDTH - len(head)))
+        doc = (inspect.getmodule(cls).__doc__ or cls.__doc__ or "").strip().split("\n\n")[0]
+        lines += hanging(f"  evorl.workflows.{name:<15} ", first_sentence(plain(" ".join(doc.split()))) + ".")
     return lines
 
 
 def help_text() -> str:
     from evorl.checkpoint import CheckpointConfig
     from evorl.config import DistributedConfig, TrainingConfig
+    from evorl.config_groups import default_choices
     from evorl.envs.config import ENV_TYPES, EnvConfig
     from evorl.recorders import LoggingConfig
+    from evorl.workflows import resolve_workflow_cls
     from evorl.workflows.actor_learner import RunnerConfig
     from evorl.workflows.pbt import PBTConfig
+
+    jobs = default_jobs()
+    default_algo, job = next(iter(jobs.items()))
+    choices = " ".join(f"{group}={option}" for group, option in default_choices().items())
 
     out = [
         "usage: evorl-train [--config-name=NAME] [algo=ALGO] [env=ENV] [key=value ...] [-m key=a,b ...]",
@@ -142,29 +171,38 @@ def help_text() -> str:
         "Algorithms (workflow_cls=..., or algo=...):",
         *algorithm_lines(),
         "",
-        f"Env types (env.env_type): {', '.join(ENV_TYPES)}; evorl-train --list-envs names their envs.",
+        *textwrap.wrap(f"Env types (env.env_type): {', '.join(ENV_TYPES)}; evorl-train --list-envs lists what "
+                       f"trains in each.", WIDTH),
         "",
-        "Config sections and their keys (key = default, meaning). Configs set some of them: the",
-        "default job's values are in `evorl-train --cfg job` (algo: holds its algorithm's).",
-        "  seed = 0   PRNG seed, in [0, 2**32)",
-        "  env:", *describe_section(EnvConfig),
-        "  training:", *describe_section(TrainingConfig),
+        *textwrap.wrap(f"Config sections and their keys: key = its value in the default job (config.yaml: "
+                       f"{choices}), then what it means. Another algo= or a single-file config sets some keys "
+                       f"otherwise; `evorl-train [overrides] --cfg job` prints a job's whole config.", WIDTH),
+        f"  seed = {job.seed}   PRNG seed, in [0, 2**32)",
+        "  env:", *describe_section(EnvConfig, job.env),
+        "  training:", *describe_section(TrainingConfig, job.training),
     ]
-    for name, cls in workflow_classes().items():
-        keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(cls.agent_config_cls))
-        out += textwrap.wrap(f"agent ({cls.name()}): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-        if cls.training_defaults:  # where the config does not set them
-            own = ", ".join(f"{k}={v}" for k, v in cls.training_defaults.items())
-            out += textwrap.wrap(f"training ({cls.name()}) defaults: {own}", WIDTH, initial_indent="  ",
-                                 subsequent_indent="    ")
-    from evorl.algorithms.es import ESConfig
+    for option, config in jobs.items():
+        cls = resolve_workflow_cls(config.workflow_cls)
+        keys = ", ".join(f"{f.name}={yaml_text(getattr(config.agent, f.name))}"
+                         for f in dataclasses.fields(cls.agent_config_cls))
+        where = "the default job" if option == default_algo else f"algo={option}"
+        out += textwrap.wrap(f"agent ({cls.name()}, {where}): {keys}", WIDTH, initial_indent="  ",
+                             subsequent_indent="    ")
+        changed = [f"{f.name}={yaml_text(getattr(config.training, f.name))}" for f in dataclasses.fields(TrainingConfig)
+                   if getattr(config.training, f.name) != getattr(job.training, f.name)]
+        if changed:
+            out += textwrap.wrap(f"training ({cls.name()}, algo={option}) where it differs: {', '.join(changed)}",
+                                 WIDTH, initial_indent="  ", subsequent_indent="    ")
+    from evorl.algorithms.es import ESConfig, ESPolicyOptions
     from evorl.workflows.es import ESTrainingConfig
 
-    out += ["  es (ESWorkflow: evolution strategies; its training: keys are "
-            f"{', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
+    keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(ESPolicyOptions))
+    out += textwrap.wrap(f"agent (ES): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+    out += ["  es (ESWorkflow: evolution strategies, workflow_cls=evorl.workflows.ESWorkflow; its training: keys",
+            f"    are {', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig), ("pbt", PBTConfig)):
-        out += [f"  {section}:", *describe_section(cls)]
+        out += [f"  {section}:", *describe_section(cls, getattr(job, section))]
     out += ["", "More: README.md (Train, Experiments); Hydra's own help: --hydra-help."]
     return "\n".join(out)
 

@@ -83,11 +83,17 @@ def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
     for text in ("algo=<a2c|impala|ppo>", "env=<acrobot|cartpole|pendulum>", "ppo_cartpole",
                  "evorl.workflows.A2CWorkflow", "Advantage actor-critic", "Env types (env.env_type): gymnax, brax",
                  "anneal_lr = true", "Decay the learning rate linearly to 0 over num_iterations",
-                 "agent (IMPALA): ", "vtrace_rho_bar=1.0", "checkpoint:", "max_to_keep = 3", "--list-envs",
+                 "agent (IMPALA, algo=impala): ", "vtrace_rho_bar=1.0", "checkpoint:", "max_to_keep = 3", "--list-envs",
                  "evorl.workflows.ESWorkflow", "strategy = OpenES", "population_size = 64",
-                 "training (PPO) defaults: num_minibatches=8", "training (A2C) defaults: num_epochs=1"):
+                 # the default job's values (config.yaml with algo/ppo.yaml), not the dataclasses' (4, 4, false)
+                 "num_envs = 8 ", "num_minibatches = 8 ", "agent (PPO, the default job): ", "normalize_obs=true",
+                 "training (A2C, algo=a2c) where it differs: ", "num_epochs=1",
+                 # whole first sentences: runner.mode's auto is explained
+                 "mode = auto ", "auto (the default): async for host environments (gymnasium,"):
         assert text in out, text
     assert "``" not in out and ":class:" not in out and "Powered by Hydra" not in out
+    assert not [line for line in out.splitlines() if line.endswith(" ...")]  # no description cut short
+    assert max(len(line) for line in out.splitlines()) <= 100
 
 
 def test_list_envs(tmp_path):
