@@ -54,7 +54,7 @@ def train(cfg: Any) -> dict[str, float]:
         cfg = plain_config(cfg)
         resume = cfg.get("resume")
         if isinstance(resume, bool):  # resume=true: Hydra reads the word as a boolean
-            raise ConfigError(f"resume={resume}: resume takes the run folder to continue (resume=<its path>), "
+            raise ConfigError(f"resume={str(resume).lower()}: resume takes the run folder to continue (resume=<its path>), "
                               f"not true or false.")
         if resume and isinstance(resume, str):
             cfg = resume_config(resume, _hydra_overrides())

@@ -299,7 +299,7 @@ def _check_resumable(config: Any, run_dir: Path, saves: list[str], stale: str | 
         raise ConfigError(
             f"resume={config.resume}: training.num_iterations={config.training.num_iterations} is below the "
             f"iteration of its newest checkpoint, iteration {complete[-1]}: nothing would be trained, and nothing "
-            f"was changed. Pass training.num_iterations={complete[-1]} or more to continue it.")
+            f"was changed. Pass a training.num_iterations above {complete[-1]} to train it further.")
 
 
 def record_peer_lost(run_dir: Path, error: Exception) -> None:

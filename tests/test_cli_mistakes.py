@@ -48,7 +48,7 @@ def config_dir(tmp_path_factory):
 
 
 CASES = {
-    "resume_true": (["resume=true"], ["config error: resume=True", "the run folder to continue"]),
+    "resume_true": (["resume=true"], ["config error: resume=true", "the run folder to continue"]),
     "interpolation": (["training.learning_rate=${oops}"], ["config error: 'training.learning_rate'", "oops"]),
     "interpolation_in_file": (["--config-path={dir}", "--config-name=interpolation"],
                               ["config error: 'training.learning_rate'", "oops"]),
