@@ -144,12 +144,6 @@ def is_main_process() -> bool:
     return jax.process_index() == 0
 
 
-def global_norm(tree: Any) -> jax.Array:
-    """:math:`\\sqrt{\\sum_i g_i^2}` over every entry of every leaf of ``tree`` (what the
-    deprecated ``optax.global_norm`` computed)."""
-    return jax.numpy.sqrt(sum(jax.numpy.sum(jax.numpy.square(leaf)) for leaf in jax.tree.leaves(tree)))
-
-
 def agent_gradient_update(
     loss_fn: Callable[..., Any],
     optimizer: optax.GradientTransformation,
@@ -176,7 +170,7 @@ def agent_gradient_update(
         value, grads = grad_fn(agent_state.params, agent_state, *args)
         grads = pmean(grads, axis_name)
         if has_aux and isinstance(value[1], dict):
-            value = (value[0], {**value[1], "grad_norm": global_norm(grads)})
+            value = (value[0], {**value[1], "grad_norm": optax.tree.norm(grads)})
         updates, opt_state = optimizer.update(grads, opt_state, agent_state.params)
         params = optax.apply_updates(agent_state.params, updates)
         return value, agent_state.replace(params=params), opt_state
