@@ -169,18 +169,6 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                               f"choose another folder.")
     if config.resume:
         _check_resumable(config, run_dir, saves, stale)
-    notes = [f"{run_dir}: {note}" for note in (lock.takeover_note() if lock else None,
-                                               stale and f"its {RUN_JSON} said 'running', now 'interrupted' ({stale})")
-             if note]
-    if unreadable is not None and config.resume:  # a new record begins; the old bytes are kept
-        aside = run_dir / (RUN_JSON + UNREADABLE_SUFFIX)
-        (run_dir / RUN_JSON).replace(aside)
-        notes.append(f"{unreadable}: moved to {aside.name}; this session starts a new record")
-    if notes:
-        print(f"evorl: {'; '.join(notes)}", file=sys.stderr, flush=True)
-    if files_dir is not None and not config.resume:  # a new run's records replace any left in the folder
-        for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
-            (run_dir / name).unlink(missing_ok=True)
     use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
     plot = files_dir is not None and config.logging.plot
     _import_in_background(["orbax.checkpoint"] * use_checkpoints
@@ -200,6 +188,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
                 if resumed_from >= config.training.num_iterations else "")
         print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
+    if files_dir is not None:
+        _take_over(run_dir, lock, stale, unreadable, config.resume)
 
     chain = make_recorders(config.logging, files_dir, prefix=f"[{label}] ",
                            total_steps=config.training.num_iterations * workflow.env_steps_per_iteration,
@@ -273,6 +263,26 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
     return ExperimentResult(workflow, state, final, run_dir)
+
+
+def _take_over(run_dir: Path, lock: RunFolderLock | None, stale: str | None, unreadable: Exception | None,
+               resume: str | None) -> None:
+    """Once the run starts (a resume's checkpoint restored): one line on what it found in its
+    folder and changed: a lock taken over from an ended process, a stale 'running' settled, an
+    unreadable run.json moved aside (a resume starts a new record). A new run's metrics files
+    replace any left there (by a run without checkpoints: one with some is refused)."""
+    found = [note for note in (lock.takeover_note() if lock else None,
+                               stale and f"its {RUN_JSON} said 'running', now 'interrupted' ({stale})") if note]
+    notes = [f"{run_dir}: {'; '.join(found)}"] if found else []
+    if unreadable is not None and resume:  # the old bytes are kept
+        aside = run_dir / (RUN_JSON + UNREADABLE_SUFFIX)
+        (run_dir / RUN_JSON).replace(aside)
+        notes.append(f"{unreadable}: moved to {aside.name}; this session starts a new record")
+    if notes:
+        print(f"evorl: {'; '.join(notes)}", file=sys.stderr, flush=True)
+    if not resume:
+        for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
+            (run_dir / name).unlink(missing_ok=True)
 
 
 def _check_resumable(config: Any, run_dir: Path, saves: list[str], stale: str | None) -> None:
