@@ -102,6 +102,11 @@ class EnvpoolEnv(HostVectorEnv):
             self.obs_space = Box(np.zeros(shape, np.float32), np.full(shape, 255.0, np.float32), np.uint8)
         else:
             self.obs_space, _ = convert_obs_space(spec.gymnasium_observation_space, self._task)
+        #: A Discrete observation (toy text: FrozenLake, Taxi) becomes one-hot: ``(eye, start)``.
+        self._one_hot = None
+        if hasattr(spec.gymnasium_observation_space, "n"):
+            space = spec.gymnasium_observation_space
+            self._one_hot = (np.eye(int(space.n), dtype=np.float32), int(space.start))
         self._obs_dtype = self.obs_space.dtype
         self.action_space, _ = convert_action_space(spec.gymnasium_action_space, self._task)
         space = spec.gymnasium_action_space
@@ -134,6 +139,9 @@ class EnvpoolEnv(HostVectorEnv):
     def _observe(self, obs: np.ndarray) -> np.ndarray:
         if self._atari is not None:
             return np.ascontiguousarray(np.asarray(obs).transpose(0, 2, 3, 1))  # [B, C, H, W] -> [B, H, W, C]
+        if self._one_hot is not None:
+            eye, start = self._one_hot
+            return eye[np.asarray(obs).reshape(-1).astype(np.int64) - start]  # [B, n]
         return np.asarray(obs, self._obs_dtype).reshape((-1,) + self.obs_space.shape)
 
     def _env_actions(self, actions: np.ndarray) -> np.ndarray:
