@@ -208,59 +208,65 @@ def help_text() -> str:
 
 
 # ----------------------------------------------------------------------------------------
-# Environments of each env type
+# Environments of each env type (evorl.env_catalog)
 # ----------------------------------------------------------------------------------------
-#: The env types that list their envs with a function of their adapter: ``(module, function)``.
-SUITE_ENV_NAMES = {
-    "playground": ("playground_env", "playground_env_names"),
-    "craftax": ("craftax_env", "craftax_env_names"),
-    "jumanji": ("jumanji_env", "jumanji_env_names"),
-    "xminigrid": ("xminigrid_env", "xminigrid_env_names"),
-}
-
-
 def env_names(env_type: str) -> list[str] | None:
-    """The environment names ``env_type`` knows, from its registry; None when its package is
-    not installed. gymnasium's registry is listed without importing any env's own package
-    (ale-py, mujoco)."""
-    if env_type == "gymnax":
-        from evorl.deferred_imports import import_gymnax
+    """The environment names of ``env_type`` that train (every group of its listing); None
+    when its package is not installed."""
+    from evorl.env_catalog import LISTINGS
 
-        return list(import_gymnax().registered_envs)
-    if env_type == "brax":
-        if importlib.util.find_spec("brax") is None:
-            return None
-        import contextlib
-        import io
-
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            envs = importlib.import_module("brax.envs")  # prints its optional backends' import failures
-        return sorted(envs._envs)
-    if env_type == "gymnasium":
-        if importlib.util.find_spec("gymnasium") is None:
-            return None
-        import gymnasium
-
-        return sorted(gymnasium.envs.registry)
-    if env_type in SUITE_ENV_NAMES:
-        from evorl.envs.config import ENV_TYPE_PACKAGES
-
-        if importlib.util.find_spec(ENV_TYPE_PACKAGES[env_type][1].split(".")[0]) is None:
-            return None
-        module_name, function_name = SUITE_ENV_NAMES[env_type]
-        return list(getattr(importlib.import_module(f"evorl.envs.{module_name}"), function_name)())
-    raise ValueError(env_type)
+    listing = LISTINGS[env_type]()
+    return None if listing.missing else listing.names
 
 
 def listable_env_types() -> tuple[str, ...]:
     """The env types whose environments have a registry to list."""
+    from evorl.env_catalog import LISTINGS
     from evorl.envs import config
 
-    return tuple(t for t in config.ENV_TYPES if t in ("gymnax", "brax", "gymnasium", *SUITE_ENV_NAMES))
+    return tuple(t for t in config.ENV_TYPES if t in LISTINGS)
+
+
+def names_lines(names: list[str], indent: str) -> list[str]:
+    return textwrap.wrap(", ".join(names), WIDTH, initial_indent=indent, subsequent_indent=indent,
+                         break_on_hyphens=False)
+
+
+def listing_lines(listing: Any) -> list[str]:
+    """``--list-envs``' lines of one env type (an :class:`~evorl.env_catalog.EnvListing`)."""
+    env_type = listing.env_type
+    if listing.missing:
+        return [f"{env_type}: not installed ({listing.missing})"]
+
+    def head(group) -> str:
+        needs = [group.install] if group.install else []
+        needs += [] if group.installed else ["not installed"]
+        return f"{len(group.names)}{''.join(', ' + n for n in needs)}"
+
+    use = f"{listing.install}; " if listing.install else ""
+    use += f"env.env_type={env_type} env.env_name=NAME"
+    if len(listing.groups) == 1:  # the env type's own names, then what is left out
+        [group] = listing.groups
+        lines = [f"{env_type} ({head(group)}; {use}):", *names_lines(group.names, "  ")]
+        lines += textwrap.wrap(group.note, WIDTH, initial_indent="  ", subsequent_indent="  ") if group.note else []
+    else:
+        lines = [f"{env_type} ({use}):"]
+        for group in listing.groups:
+            lines += [f"  {group.title} ({head(group)}):", *names_lines(group.names, "    ")]
+            lines += textwrap.wrap(group.note, WIDTH, initial_indent="    ", subsequent_indent="    ") \
+                if group.note else []
+    if env_type == "gymnasium":
+        lines.append("  your own: env.env_name=my_module:MyEnv-v0 (my_module registers MyEnv-v0 with gymnasium)")
+    for names, why in listing.left_out:
+        lines += textwrap.wrap(f"left out, {why}: {', '.join(names)}", WIDTH, initial_indent="  ",
+                               subsequent_indent="    ", break_on_hyphens=False)
+    return lines
 
 
 def list_envs_main(args: list[str]) -> int:
-    """Prints the env names of each env type (or of the one named); returns the exit status."""
+    """Prints what trains in each env type (or in the one named); returns the exit status."""
+    from evorl.env_catalog import LISTINGS
+
     types = listable_env_types()
     chosen = [a for a in args if not a.startswith("-")][:1] or list(types)
     unknown = [t for t in chosen if t not in types]
@@ -268,13 +274,7 @@ def list_envs_main(args: list[str]) -> int:
         print(f"evorl: unknown env type {unknown[0]!r}; valid: {', '.join(types)}.", file=_stderr())
         return 2
     for env_type in chosen:
-        names = env_names(env_type)
-        if names is None:
-            print(f"{env_type}: not installed (pip install -e \".[{env_type}]\")")
-            continue
-        print(f"{env_type} ({len(names)}, env.env_type={env_type} env.env_name=NAME):")
-        print("\n".join(textwrap.wrap(", ".join(names), WIDTH, initial_indent="  ", subsequent_indent="  ",
-                                     break_on_hyphens=False)))
+        print("\n".join(listing_lines(LISTINGS[env_type]())), flush=True)
     return 0
 
 

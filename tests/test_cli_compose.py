@@ -101,7 +101,7 @@ def test_list_envs(tmp_path):
     assert out.startswith("gymnax (") and "CartPole-v1" in out and "Breakout-MinAtar" in out and "brax" not in out
     pytest.importorskip("gymnasium")
     check = ("import sys; from evorl.cli_help import env_names; names = env_names('gymnasium'); "
-             "assert 'CartPole-v1' in names and 'HalfCheetah-v5' in names, names; "
+             "assert 'CartPole-v1' in names and 'HalfCheetah-v5' in names and 'ALE/Pong-v5' in names, names; "
              "assert 'mujoco' not in sys.modules and 'ale_py' not in sys.modules")  # ids, not the envs' packages
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "unknown env type 'gym'" in train(["--list-envs", "gym"], tmp_path, status=2).stderr
