@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evorl.config import ConfigError, to_plain
+from evorl.cli_errors import missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line
+from evorl.config import ConfigError
 from evorl.config_groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.config_groups import GROUPS, config_names
 from evorl.log_noise import quiet_third_party_logs
@@ -89,25 +90,6 @@ def train(cfg: Any) -> dict[str, float]:
 
 #: The run folder of the run this process trains (for a lost peer noticed by another thread).
 _current_run: dict[str, Any] = {"dir": None}
-
-
-def plain_config(cfg: Any) -> Any:
-    """``cfg`` as plain data, its ``${...}`` interpolations resolved; one that does not resolve
-    is a ConfigError naming the key and its value."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return to_plain(cfg)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None)
-        raw = OmegaConf.to_container(cfg, resolve=False)
-        for part in (key or "").split("."):
-            raw = raw.get(part) if isinstance(raw, dict) else None
-        problem = str(getattr(e, "msg", e)).splitlines()[0]
-        what = f"'{key}' = {raw!r}" if key else "the config"
-        raise ConfigError(f"{what} does not resolve: {problem}. An ${{...}} interpolation names another key "
-                          f"of the config (e.g. ${{training.num_envs}}).") from None
 
 
 def _job_label(cfg: dict) -> str | None:
@@ -356,53 +338,6 @@ def _quiet_about_lost_peers(default_hook):
     return hook
 
 
-def yaml_error_line(error: Any) -> str:
-    """A YAML syntax error (``yaml.MarkedYAMLError``) in one line: file, line, column, problem."""
-    mark, context = error.problem_mark, error.context_mark
-    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}" if mark else "a YAML file"
-    started = ""
-    if error.context and context is not None:
-        started = f" ({error.context} started at line {context.line + 1}, column {context.column + 1})"
-    return f"YAML syntax error in {where}: {error.problem}{started}."
-
-
-def _raised_in(error: BaseException, function: str) -> bool:
-    """Whether ``function`` is on the traceback of ``error``."""
-    tb = error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code.co_name == function:
-            return True
-        tb = tb.tb_next
-    return False
-
-
-def missing_config_line(error: Any) -> str:
-    """Hydra's ``MissingConfigException`` (its message lists the options and the search path)
-    in one line: ``algo=ppo2: no such option; valid: a2c, impala, ppo.``"""
-    group, _, option = (error.missing_cfg_file or "").rpartition("/")
-    if group and error.options is not None:
-        return f"{group}={option}: no such option; valid: {', '.join(error.options)}."
-    return str(error).splitlines()[0]
-
-
-def undecodable_config_line(error: UnicodeDecodeError, argv: list[str]) -> str:
-    """A config file that is not UTF-8, named: Hydra's error does not say which file it read, so
-    the config folders in use are searched for it (the one holding the bytes that failed first)."""
-    from evorl.run_folder import utf8_text
-
-    folders = [option_value(argv, *names) for names in (("--config-path", "-cp"), ("--config-dir", "-cd"))]
-    found = []
-    for folder in [Path(f) for f in folders if f] + [_CONFIG_PATH]:
-        for path in sorted(folder.rglob("*.yaml")) if folder.is_dir() else []:
-            try:
-                utf8_text(path)
-            except ConfigError as bad:
-                found.append((bytes(error.object) not in path.read_bytes(), f"{bad}: save it as UTF-8."))
-    if found:
-        return min(found)[1]
-    return f"a config file is not UTF-8 text ({error.reason}: byte 0x{error.object[error.start]:02x}): save it as UTF-8."
-
-
 @contextlib.contextmanager
 def reader_may_stop_early():
     """``evorl-train --help | head``: a reader that stops before the end of the output is not
@@ -487,13 +422,15 @@ def train_main() -> None:
     except UnicodeDecodeError as e:  # a config file in another encoding
         if started:
             raise
-        print(f"evorl: config error: {undecodable_config_line(e, args)}", file=sys.stderr, flush=True)
+        folders = [option_value(args, *names) for names in (("--config-path", "-cp"), ("--config-dir", "-cd"))]
+        line = undecodable_config_line(e, [Path(f) for f in folders if f] + [_CONFIG_PATH])
+        print(f"evorl: config error: {line}", file=sys.stderr, flush=True)
         sys.exit(2)
     except OSError as e:  # before the task: reading a config file, or creating Hydra's run folder
         if started or is_disk_full(e):
             raise
         problem = (f"cannot create the run folder {e.filename}: {e.strerror or e}. Choose another hydra.run.dir."
-                   if _raised_in(e, "run_job") else f"cannot read {e.filename}: {e.strerror or e}.")
+                   if raised_in(e, "run_job") else f"cannot read {e.filename}: {e.strerror or e}.")
         print(f"evorl: config error: {problem}", file=sys.stderr, flush=True)
         sys.exit(2)
     except CompactHydraException as e:  # Hydra's own one-line errors, printed as Hydra prints them
