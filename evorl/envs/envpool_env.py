@@ -21,8 +21,10 @@ reward ourselves so that ``episode_return`` stays the raw score. Observations
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import warnings
 
 import numpy as np
 
@@ -75,6 +77,22 @@ def ale_action_meanings(task: str) -> list[str]:
     return [ale_py.Action(a).name for a in ale.getMinimalActionSet()]
 
 
+@contextlib.contextmanager
+def float64_bounds_unsaid():
+    """Without gymnasium's warning that a Box's float64 bounds were cast to its float32 dtype:
+    envpool declares its bounds so, and builds its spaces again in every ``reset`` and ``step``
+    (each classic-control env warned twice)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*precision lowered by casting", category=UserWarning)
+        yield
+
+
+def gymnasium_spaces(spec):
+    """The gymnasium observation and action spaces of an envpool ``spec``."""
+    with float64_bounds_unsaid():
+        return spec.gymnasium_observation_space, spec.gymnasium_action_space
+
+
 class EnvpoolEnv(HostVectorEnv):
     """``num_envs`` copies of an envpool env in one pool, built on the first ``reset``."""
 
@@ -97,19 +115,19 @@ class EnvpoolEnv(HostVectorEnv):
         self._pool = None
 
         spec = envpool.make_spec(self._task, **self._options)
+        obs_space, action_space = gymnasium_spaces(spec)
         if self._atari is not None:
             shape = self._atari.obs_shape
             self.obs_space = Box(np.zeros(shape, np.float32), np.full(shape, 255.0, np.float32), np.uint8)
         else:
-            self.obs_space, _ = convert_obs_space(spec.gymnasium_observation_space, self._task)
+            self.obs_space, _ = convert_obs_space(obs_space, self._task)
         #: A Discrete observation (toy text: FrozenLake, Taxi) becomes one-hot: ``(eye, start)``.
         self._one_hot = None
-        if hasattr(spec.gymnasium_observation_space, "n"):
-            space = spec.gymnasium_observation_space
-            self._one_hot = (np.eye(int(space.n), dtype=np.float32), int(space.start))
+        if hasattr(obs_space, "n"):
+            self._one_hot = (np.eye(int(obs_space.n), dtype=np.float32), int(obs_space.start))
         self._obs_dtype = self.obs_space.dtype
-        self.action_space, _ = convert_action_space(spec.gymnasium_action_space, self._task)
-        space = spec.gymnasium_action_space
+        self.action_space, _ = convert_action_space(action_space, self._task)
+        space = action_space
         self._action_dtype, self._action_start = space.dtype, int(getattr(space, "start", 0))
         if episode_length is None:
             frames = ALE_MAX_FRAMES // self._atari.frame_skip if self._atari else spec.config.max_episode_steps
@@ -162,7 +180,8 @@ class EnvpoolEnv(HostVectorEnv):
             self._task, env_type="gymnasium", num_envs=self.num_envs, batch_size=self.num_envs, seed=seed,
             max_episode_steps=self.episode_length * self.action_repeat, **self._options,
         )
-        obs, info = self._pool.reset()
+        with float64_bounds_unsaid():
+            obs, info = self._pool.reset()
         obs, self._lives = self._in_order(np.arange(self.num_envs), info, obs, info.get("lives", np.zeros(self.num_envs)))
         return self._observe(obs)
 
@@ -183,7 +202,8 @@ class EnvpoolEnv(HostVectorEnv):
     def _pool_step(self, env_actions: np.ndarray, ids: np.ndarray):
         """``pool.step`` of the copies ``ids``: ``(obs, reward, terminated, truncated, lives)``
         in the order of ``ids``."""
-        obs, reward, terminated, truncated, info = self._pool.step(env_actions, ids)
+        with float64_bounds_unsaid():
+            obs, reward, terminated, truncated, info = self._pool.step(env_actions, ids)
         lives = info.get("lives", np.zeros(len(ids), np.int64))
         return self._in_order(ids, info, obs, reward, terminated, truncated, lives)
 
