@@ -158,14 +158,16 @@ class FirstReached:
 
 def random_return(cfg: dict, workflow_cls, seeds: tuple[int, ...]) -> float:
     """The untrained policy's mean return with sampled actions over ``seeds``' initial
-    states: the "random" end of the normalised score."""
+    states: the "random" end of the normalised score. A workflow without sampled evaluation
+    (ES: its policy is the deterministic mean parameters) evaluates its initial policy."""
     import copy
 
     import jax
     import numpy as np
 
     cfg = copy.deepcopy(cfg)
-    cfg.setdefault("training", {})["eval_deterministic"] = False
+    if hasattr(workflow_cls.parse_config(cfg).training, "eval_deterministic"):
+        cfg.setdefault("training", {})["eval_deterministic"] = False
     workflow = workflow_cls.build_from_config(cfg, recorders=[])
     return float(np.mean([workflow.evaluate(workflow.init(jax.random.PRNGKey(s)))["eval/episode_return"]
                           for s in seeds]))
