@@ -367,6 +367,19 @@ def exit_without_teardown(status: int = 0) -> None:
     os._exit(status)
 
 
+def print_untuned_note() -> None:
+    """The composed config's ``algo=`` x ``env=`` choice without a measured target, in one
+    line on stderr (:func:`~evorl.config_groups.untuned_note`)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    from evorl.config_groups import untuned_note
+
+    if HydraConfig.initialized() and HydraConfig.get().job.config_name == "config":
+        note = untuned_note(HydraConfig.get().runtime.choices)
+        if note:
+            print(f"evorl: {note}", file=sys.stderr, flush=True)
+
+
 def train_command() -> None:
     """The ``evorl-train`` command (and ``scripts/train.py``): :func:`train_main`, then
     :func:`exit_without_teardown` once it returns (errors exit as usual)."""
@@ -387,6 +400,7 @@ def train_main() -> None:
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base=None)
     def main(cfg) -> None:
         started.append(True)
+        print_untuned_note()
         with exit_on_config_error():
             train(cfg)
 

@@ -117,3 +117,14 @@ def test_eval_and_plot_help_are_plain_text(module, capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "RUN_DIR" in out and "``" not in out and ":class:" not in out
+
+
+def test_untuned_combinations_are_flagged_in_one_line():
+    from evorl.config_groups import untuned_note
+
+    note = untuned_note({"algo": "a2c", "env": "acrobot"})
+    assert note.startswith("note: algo=a2c env=acrobot has no tuned preset") and "algo=ppo has one" in note
+    assert "\n" not in note
+    assert untuned_note({"algo": "ppo", "env": "acrobot"}) is None  # configs/tuned/ppo_acrobot.yaml
+    assert untuned_note({"algo": "impala", "env": "cartpole"}) is None  # the algorithms' own env
+    assert "no algorithm has one" in untuned_note({"algo": "impala", "env": "nosuch"})
