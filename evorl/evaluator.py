@@ -5,9 +5,15 @@ policy (``agent.evaluate_actions``), or with sampled actions (``agent.compute_ac
 :class:`Evaluator` runs JAX environments inside one ``lax.while_loop``;
 :class:`HostEvaluator` steps host environments (gymnasium, envpool) from Python with the
 greedy policy jitted once; :func:`make_evaluator` picks by the env's declared ``on_host``.
+Given a step timeout, a host evaluation plays in a thread of its own and a host env that
+raises, or whose step does not return in time, ends it with :class:`HostEnvFault`.
 """
 
 from __future__ import annotations
+
+import threading
+import time
+import traceback
 
 import jax
 import jax.numpy as jnp
@@ -18,6 +24,10 @@ from jax import lax
 from evorl.agent import Agent, AgentState
 from evorl.distributed import vary
 from evorl.envs.vec_env import VectorEnv
+from evorl.host_rollout import TimedSteps
+
+#: How often the thread waiting for a host evaluation checks its env step's time.
+POLL_SECONDS = 0.05
 
 
 class Evaluator:
@@ -101,17 +111,29 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
     return returns, lengths, sums
 
 
+class HostEnvFault(RuntimeError):
+    """A host environment raised, or did not return from a step within the step timeout,
+    while evaluating; the message is one line naming the env."""
+
+
 class HostEvaluator:
     """:class:`Evaluator` for a :class:`~evorl.envs.host_env.HostVectorEnv`: environment ``i``
     plays exactly one greedy (or, ``deterministic=False``, sampled) episode, seeded ``seed + i``
     with ``seed`` drawn from ``key``; ``evaluate`` returns NumPy float32 ``[num_episodes]``
-    episode returns (the env's unclipped, unscaled ``episode_return``) and lengths (agent steps)."""
+    episode returns (the env's unclipped, unscaled ``episode_return``) and lengths (agent steps).
 
-    def __init__(self, env, agent: Agent, num_episodes: int, deterministic: bool = True):
+    With ``step_timeout`` (seconds; ``runner.env_step_timeout_seconds``) the episodes play in a
+    thread of their own, watched by the caller's: an env step that has not returned by then, or
+    an env that raises, ends ``evaluate`` with :class:`HostEnvFault`. A stuck step's thread is
+    abandoned (a daemon; it stops once the step returns)."""
+
+    def __init__(self, env, agent: Agent, num_episodes: int, deterministic: bool = True,
+                 step_timeout: float | None = None):
         self.env = env.with_num_envs(num_episodes)
         self.agent = agent
         self.num_episodes = num_episodes
         self.deterministic = deterministic
+        self.step_timeout = step_timeout
 
         def env_actions(agent_state, policy_state, obs, key):
             actions, policy_state = act(agent, agent_state, policy_state, obs, key)
@@ -120,10 +142,39 @@ class HostEvaluator:
         self._act = jax.jit(env_actions)
 
     def evaluate(self, agent_state: AgentState, key: jax.Array) -> tuple[np.ndarray, np.ndarray]:
-        env = self.env
+        if self.step_timeout is None:
+            return self._play(self.env, agent_state, key, threading.Event())
+        env, abandoned, outcome = TimedSteps(self.env), threading.Event(), {}
+
+        def play():
+            try:
+                outcome["episodes"] = self._play(env, agent_state, key, abandoned)
+            except BaseException as e:  # noqa: BLE001: raised again in the caller's thread
+                outcome["error"] = e
+
+        thread = threading.Thread(target=play, name="evorl-eval", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(POLL_SECONDS)
+                started = env.step_started
+                if started is not None and time.monotonic() - started > self.step_timeout:
+                    raise HostEnvFault(
+                        f"evaluation: the environment step of {self.env.env_name} has not returned for "
+                        f"{time.monotonic() - started:.0f} s (runner.env_step_timeout_seconds={self.step_timeout:g}): "
+                        f"a stuck environment. Raise the timeout if its steps are legitimately that slow.")
+        finally:
+            abandoned.set()
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["episodes"]
+
+    def _play(self, env, agent_state: AgentState, key: jax.Array,
+              abandoned: threading.Event) -> tuple[np.ndarray, np.ndarray]:
+        """The episodes of :meth:`evaluate`; stops early (returning nothing) once ``abandoned``."""
         sample_key = jax.random.fold_in(key, 1)  # the resets' seed comes from key itself
         seed = int(jax.random.randint(key, (), 0, 2**31 - 1 - self.num_episodes))
-        env_state = env.reset(seed)
+        env_state = self._env_call(env.reset, seed)
         returns = np.zeros((self.num_episodes,), np.float32)  # [E]
         lengths = np.zeros((self.num_episodes,), np.float32)  # [E]
         active = np.ones((self.num_episodes,), bool)  # [E]
@@ -131,7 +182,9 @@ class HostEvaluator:
         for t in range(env.episode_length):  # the time limit ends every episode by then
             step_key = None if self.deterministic else jax.random.fold_in(sample_key, t)
             actions, policy_state = self._act(agent_state, policy_state, env_state.obs, step_key)
-            env_state = env.step(np.asarray(actions))
+            env_state = self._env_call(env.step, np.asarray(actions))
+            if abandoned.is_set():
+                return None
             ended = active & env_state.done
             returns[ended] = env_state.episode_return[ended]
             lengths[ended] = env_state.episode_length[ended]
@@ -140,8 +193,24 @@ class HostEvaluator:
                 break
         return returns, lengths
 
+    def _env_call(self, method, argument):
+        """``method(argument)`` of the env; with a step timeout, its exception as a one-line
+        :class:`HostEnvFault` naming the env and where it was raised (the original chained)."""
+        if self.step_timeout is None:
+            return method(argument)
+        try:
+            return method(argument)
+        except Exception as e:
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            what = " ".join(f"{type(e).__name__}: {e}".split())
+            raise HostEnvFault(f"evaluation: the environment {self.env.env_name} raised {what} (in {frame.name}, "
+                               f"{frame.filename}:{frame.lineno}).") from e
 
-def make_evaluator(env, agent: Agent, num_episodes: int, deterministic: bool = True) -> Evaluator | HostEvaluator:
-    """The evaluator for ``env``: :class:`HostEvaluator` when it declares ``on_host``."""
-    cls = HostEvaluator if env.on_host else Evaluator
-    return cls(env, agent, num_episodes, deterministic)
+
+def make_evaluator(env, agent: Agent, num_episodes: int, deterministic: bool = True,
+                   step_timeout: float | None = None) -> Evaluator | HostEvaluator:
+    """The evaluator for ``env``: :class:`HostEvaluator` (with ``step_timeout``) when it
+    declares ``on_host``."""
+    if env.on_host:
+        return HostEvaluator(env, agent, num_episodes, deterministic, step_timeout)
+    return Evaluator(env, agent, num_episodes, deterministic)

@@ -12,6 +12,7 @@ sampling, ``to_env_action``) is one jitted call; the environment side runs on th
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -41,6 +42,25 @@ def make_policy_step(agent) -> PolicyStep:
 @functools.lru_cache(maxsize=16)
 def _cached_policy_step(agent) -> PolicyStep:
     return make_policy_step(agent)
+
+
+class TimedSteps:
+    """A host env whose ``step`` records when the step in progress started (None between
+    steps), so that another thread can notice a stuck step."""
+
+    def __init__(self, env: Any):
+        self._env = env
+        self.step_started: float | None = None
+
+    def step(self, actions):
+        self.step_started = time.monotonic()
+        try:
+            return self._env.step(actions)
+        finally:
+            self.step_started = None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
 
 
 def _buffer(rollout_length: int, like: np.ndarray) -> np.ndarray:

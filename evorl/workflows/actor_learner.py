@@ -29,8 +29,10 @@ k)``. With one actor in lockstep on a JAX env this is exactly the fused
 
 Faults: an exception in an actor ends the run within the learner's next poll (50 ms) with
 that actor's traceback (:class:`ActorFailed`); a host env step that has not returned after
-``runner.env_step_timeout_seconds`` ends it with :class:`EnvStepTimeout`. Both carry the
-learner's newest state, which the workflow checkpoints before raising.
+``runner.env_step_timeout_seconds`` ends it with :class:`EnvStepTimeout`. A host env that
+raises or hangs as long while the learner's state is being evaluated ends it with
+:class:`EvaluationFailed`. Each carries the learner's newest state, which the workflow
+checkpoints before raising.
 """
 
 from __future__ import annotations
@@ -166,6 +168,11 @@ class EnvStepTimeout(ActorLearnerError):
     """A host environment step did not return within ``runner.env_step_timeout_seconds``."""
 
 
+class EvaluationFailed(ActorLearnerError):
+    """The evaluation's host environment raised, or did not return from a step within
+    ``runner.env_step_timeout_seconds`` (:class:`~evorl.evaluator.HostEnvFault`)."""
+
+
 @dataclass
 class Rollout:
     """What an actor puts on the queue."""
@@ -199,25 +206,6 @@ class ParameterStore:
         return None
 
 
-class _TimedSteps:
-    """A host env whose ``step`` records when the step in progress started (None between
-    steps), so a stuck step can be noticed from another thread."""
-
-    def __init__(self, env: Any):
-        self._env = env
-        self.step_started: float | None = None
-
-    def step(self, actions):
-        self.step_started = time.monotonic()
-        try:
-            return self._env.step(actions)
-        finally:
-            self.step_started = None
-
-    def __getattr__(self, name):
-        return getattr(self._env, name)
-
-
 class JaxEnvActorRollout:
     """A JAX env's environments of one actor: each rollout is one jitted call on ``device``."""
 
@@ -240,10 +228,10 @@ class HostEnvActorRollout:
     """A host vector env of one actor, stepped with one jitted policy call per step."""
 
     def __init__(self, env: Any, agent: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
-        from evorl.host_rollout import host_rollout
+        from evorl.host_rollout import TimedSteps, host_rollout
 
         self._host_rollout = host_rollout
-        self.env = _TimedSteps(env)
+        self.env = TimedSteps(env)
         self.agent, self.rollout_length, self.env_ids = agent, rollout_length, np.asarray(env_ids)
         self.env_state = None
         self.seed = seed

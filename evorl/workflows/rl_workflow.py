@@ -32,10 +32,12 @@ from evorl import metrics as M
 from evorl.config import require, sweep_variants
 from evorl.distributed import is_main_process
 from evorl.envs.config import HOST_ENV_TYPES
-from evorl.evaluator import make_evaluator
+from evorl.evaluator import HostEnvFault, make_evaluator
 from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
-from evorl.workflows.actor_learner import ActorLearnerError, ActorLearnerExecutor, check_async_config, learner_placement
+from evorl.workflows.actor_learner import (
+    ActorLearnerError, ActorLearnerExecutor, EvaluationFailed, check_async_config, learner_placement,
+)
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
 from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
 from evorl.workflows.on_policy import (
@@ -185,8 +187,14 @@ class ChunkedWorkflow(RLWorkflow):
 
     # --- evaluation -----------------------------------------------------------------------
     def evaluate(self, state: OnPolicyState) -> dict[str, float]:
-        """Greedy evaluation; for a population, of every agent (metrics aggregated)."""
-        returns, lengths = to_host(self._evaluate(state.agent_state, self._evaluation_key(state)))  # [(N,) E]
+        """Greedy evaluation; for a population, of every agent (metrics aggregated). A host env
+        that raises or hangs raises :class:`EvaluationFailed` carrying ``state``."""
+        try:
+            returns, lengths = to_host(self._evaluate(state.agent_state, self._evaluation_key(state)))  # [(N,) E]
+        except HostEnvFault as e:
+            error = EvaluationFailed(str(e))
+            error.state = state
+            raise error from e
         return self._aggregate({
             "eval/episode_return": np.mean(returns, axis=-1),
             "eval/episode_return_std": np.std(returns, axis=-1),
@@ -221,7 +229,8 @@ class ChunkedWorkflow(RLWorkflow):
                         reached = int(to_host(e.state.iteration))
                         if reached not in self.checkpointer.steps():
                             self.checkpointer.save(e.state, reached)
-                        e.args = (f"{e.args[0]}\nThe learner's state at iteration {reached} is checkpointed: "
+                        after = "\n" if "\n" in e.args[0] else " "  # a traceback, or one line
+                        e.args = (f"{e.args[0]}{after}The learner's state at iteration {reached} is checkpointed: "
                                   f"continue with {resume_argument(self.run_dir)}.",)
                     raise
                 if self.stop_requested is not None and done < tc.num_iterations:
@@ -315,7 +324,8 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         else:
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic)
+        step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic, step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
