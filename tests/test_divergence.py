@@ -1,6 +1,8 @@
 """NaN is noticed: training that diverges stops at the next logging point with an error
 naming the iteration, the agent and the metric; nothing non-finite is checkpointed; the run
-folder's JSON stays strict; evorl-eval refuses a non-finite checkpoint."""
+folder's JSON stays strict; evorl-eval refuses a non-finite checkpoint. In a population a
+diverged agent is frozen and reported once, the others train on, and only a population
+whose every agent diverged stops."""
 
 import json
 import os
@@ -81,23 +83,64 @@ def test_the_newest_checkpoint_is_the_last_finite_state(tiny_cfg, tmp_path):
     assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
-def test_a_diverging_agent_of_a_population_is_named(tiny_cfg):
-    tiny_cfg["training"].update(learning_rate=[3e-4, DIVERGING_LR], num_seeds=2)
+def test_a_diverged_agent_of_a_population_is_frozen_and_the_others_train_on(tiny_cfg, tmp_path, capsys):
+    tiny_cfg["training"].update(learning_rate=[5e-4, DIVERGING_LR], num_iterations=4)
+    result = run_experiment(tiny_cfg, output_dir=tmp_path)
+    err = [line for line in capsys.readouterr().err.splitlines() if "diverged" in line]
+    assert len(err) == 1, err  # reported once, in one line
+    assert err[0].startswith("evorl: training diverged by iteration 1 for agent 1 (learning_rate=1e+30, seed 0)")
+    assert "frozen at the last finite state" in err[0] and "1 of 2 agents train on" in err[0]
+    assert strict_json((tmp_path / "run.json").read_text())["status"] == "finished"
+    records = [strict_json(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in records] == [1, 2, 3, 4]
+    for r in records:  # the healthy agent's metrics, finite; the frozen one left out and counted
+        assert r["train/nonfinite_agents"] == 1 and np.isfinite(r["train/value_loss"])
+        assert r["eval/episode_return"] == r["eval/episode_return[learning_rate=0.0005]"] > 0
+        assert r["eval/episode_return[learning_rate=1e+30]"] is None
+    assert sorted(int(p.name) for p in checkpoint_dir(tmp_path).iterdir()) == [2, 4]
+    workflow, state, iteration = load_run(tmp_path)
+    assert iteration == 4 and workflow.params_finite(state).all()
+    # the frozen agent kept its initial parameters (it diverged in its first iteration); the other trained
+    initial = workflow.init(jax.random.PRNGKey(tiny_cfg["seed"]))
+    moved = [bool(np.any(np.asarray(a)[i] != np.asarray(b)[i])) for i in range(2)
+             for a, b in zip(jax.tree.leaves(state.agent_state.params), jax.tree.leaves(initial.agent_state.params))]
+    assert not any(moved[len(moved) // 2:]) and all(moved[:len(moved) // 2])
+    assert result is not None
+
+
+def test_a_population_whose_every_agent_diverged_stops(tiny_cfg, tmp_path):
+    tiny_cfg["training"].update(learning_rate=[1e29, DIVERGING_LR])
     with pytest.raises(TrainingDiverged) as info:
-        run_experiment(tiny_cfg)
+        run_experiment(tiny_cfg, output_dir=tmp_path)
     message = str(info.value)
-    assert "agent 2 (learning_rate=1e+30, seed 0): non-finite parameters" in message
-    assert "agent 3 (learning_rate=1e+30, seed 1): non-finite parameters" in message
-    assert "agent 0" not in message and "agent 1 " not in message
+    assert message.startswith("training diverged by iteration 1: every agent diverged (agent 0 (learning_rate=1e+29, "
+                              "seed 0): non-finite ")
+    assert "agent 1 (learning_rate=1e+30, seed 0): non-finite " in message and "training.learning_rate" in message
+    assert not list(checkpoint_dir(tmp_path).glob("*"))
+    assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
-def test_population_metrics_count_nonfinite_agents_instead_of_dropping_them(tiny_cfg):
+def test_population_metrics_leave_out_frozen_agents_and_count_them(tiny_cfg):
     tiny_cfg["training"].update(learning_rate=[3e-4, DIVERGING_LR], num_seeds=2)
     workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
     state, metrics = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 1)
     assert metrics["train/nonfinite_agents"] == 2
-    assert not np.isfinite(metrics["train/value_loss"])  # the mean shows the diverged agents
-    assert workflow.params_finite(state).tolist() == [True, True, False, False]
+    assert np.isfinite(metrics["train/value_loss"])  # the mean of the agents that train on
+    assert workflow.alive_agents().tolist() == [True, True, False, False]
+    assert workflow.params_finite(state).tolist() == [True] * 4  # frozen at their last finite state
+
+
+def test_pbt_replaces_a_frozen_agent_at_its_next_step(tiny_cfg):
+    tiny_cfg["training"].update(learning_rate=[5e-4, DIVERGING_LR], num_iterations=2, eval_interval=2)
+    tiny_cfg["pbt"] = {"enabled": True, "interval": 2, "exploit_fraction": 0.5, "eval_episodes": 2,
+                       "resample_probability": 0.0, "hyperparameters": {"training.learning_rate": [1e-5, 1e31]}}
+    workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
+    state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 2)
+    (record,) = workflow.last_pbt_records
+    assert record["source"] == [0, 0]  # the frozen agent ranks worst (NaN fitness) and copies agent 0
+    assert np.isfinite(record["fitness"][0]) and not np.isfinite(float(record["fitness"][1] or "nan"))
+    assert workflow.alive_agents().tolist() == [True, True]  # the copy trains again
+    assert np.asarray(state.learning_rate)[1] < 1e-2
 
 
 def test_population_metrics_leave_out_only_the_returns_not_measured():
@@ -106,6 +149,8 @@ def test_population_metrics_leave_out_only_the_returns_not_measured():
     per_agent = {"train/episode_return": np.array([1.0, np.nan]), "train/loss": np.array([0.5, np.nan])}
     out = aggregate_metrics(per_agent, [{}], 2, may_be_nan=("train/episode_return",))
     assert out["train/episode_return"] == 1.0 and np.isnan(out["train/loss"])
+    frozen = aggregate_metrics(per_agent, [{}], 2, may_be_nan=("train/episode_return",), include=np.array([1, 0]) > 0)
+    assert frozen["train/loss"] == 0.5 and frozen["train/episode_return/max"] == 1.0  # agent 1 left out
 
 
 def test_run_folder_json_is_strict():
@@ -122,7 +167,9 @@ def test_evaluate_refuses_a_nonfinite_checkpoint(tiny_cfg, tmp_path, capsys):
     params = jax.tree.map(lambda x: x * jnp.nan, state.agent_state.params)
     checkpointer = Checkpointer(checkpoint_dir(tmp_path), CheckpointConfig(max_to_keep=None), 1, 3,
                                 resolved_config(workflow.config))
-    checkpointer.save(state.replace(agent_state=state.agent_state.replace(params=params)), 3)
+    # a checkpoint's state counts the iterations its step names
+    poisoned = state.replace(agent_state=state.agent_state.replace(params=params), iteration=state.iteration + 1)
+    checkpointer.save(poisoned, 3)
     checkpointer.close()
     with pytest.raises(SystemExit) as info:
         main([str(tmp_path), "--episodes", "1"])

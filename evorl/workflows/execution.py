@@ -14,7 +14,10 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   XLA program compiled once for any ``n``, with the state's buffers donated;
 * **ahead-of-time compilation** with its duration (``compile_seconds``);
 * **metrics**: accumulated over the chunk as each declares (:mod:`evorl.metrics`) and
-  moved to the host once per chunk.
+  moved to the host once per chunk;
+* **diverged agents** (with ``freeze``, for a population): an agent whose iteration ends
+  non-finite keeps its last finite state and stops updating; ``alive [N]`` says which
+  agents still train, carried from chunk to chunk on the host.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from evorl import metrics as M
 from evorl.distributed import host_copy
 
 DEVICE_AXIS = "devices"
+#: The chunk's metric that carries ``alive`` back to the host (popped by ``run``).
+ALIVE = "alive"
 #: How a mesh holds the training state: environments split, or agents split.
 LAYOUTS = ("envs", "population")
 
@@ -97,11 +102,17 @@ class Executor:
     """Runs ``step`` (one agent, one iteration) for a population on a placement, in chunks."""
 
     def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = (),
-                 final_metrics: Callable[[Any], dict] | None = None):
+                 final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None):
         """``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
-        computed once at the end of the chunk inside the same program."""
+        computed once at the end of the chunk inside the same program.
+        ``freeze(old, new, metrics, alive) -> (state, alive)``: applied after every iteration
+        of one agent (e.g. :func:`evorl.workflows.health.freeze_diverged`); None: no agent is
+        ever frozen."""
         self.step = step
         self.final_metrics = final_metrics
+        self.freeze = freeze
+        #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every chunk.
+        self.alive = np.ones(placement.num_agents if placement.population else (), bool)
         self.placement = placement
         self.env_fields = env_fields
         self.compile_seconds: float | None = None
@@ -147,8 +158,9 @@ class Executor:
         return self._init_jit(*args)
 
     # --- chunks of iterations ---------------------------------------------------------
-    def _iterations(self, state: Any, num_iterations: jax.Array):
-        """``num_iterations`` (traced) steps; metrics accumulated as each declares.
+    def _iterations(self, state: Any, num_iterations: jax.Array, alive: jax.Array):
+        """``num_iterations`` (traced) steps; metrics accumulated as each declares; with
+        ``freeze``, a step that leaves the agent non-finite is undone and the agent frozen.
 
         The step is traced once: under ``jax.jit`` the trace that ``eval_shape`` makes for the
         metrics' shapes is the one the loop body reuses (XLA inlines the call, so the program
@@ -158,28 +170,31 @@ class Executor:
         totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
 
         def body(_, carry):
-            state, totals = carry
-            state, metrics = step(state)
-            return state, M.accumulate(totals, metrics)
+            state, totals, alive = carry
+            new_state, metrics = step(state)
+            if self.freeze is not None:
+                new_state, alive = self.freeze(state, new_state, metrics, alive)
+            return new_state, M.accumulate(totals, metrics), alive
 
-        state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
+        state, totals, alive = lax.fori_loop(0, num_iterations, body, (state, totals, alive))
         if self.final_metrics is not None:
             totals = {**totals, **M.declared(self.final_metrics(state))}
-        return state, totals
+        return state, {**totals, ALIVE: M.Metric(alive.astype(jnp.float32), "min")}
 
     def _build_chunk(self):
         pl = self.placement
-        iterations = jax.vmap(self._iterations, in_axes=(0, None)) if pl.population else self._iterations
+        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0)) if pl.population else self._iterations
         if pl.mesh is None:
             return jax.jit(iterations, donate_argnums=0)
         split_agents = pl.layout == "population"
 
-        def sharded(state, num_iterations):
+        def sharded(state, num_iterations, alive):
             specs = self.specs(state)
             # Agents split: every output is per device, so there is no replication to check.
-            return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P()),
-                                 out_specs=(specs, P(DEVICE_AXIS) if split_agents else P()),
-                                 check_vma=not split_agents)(state, num_iterations)
+            per_agent = P(DEVICE_AXIS) if split_agents else P()
+            return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P(), per_agent),
+                                 out_specs=(specs, per_agent),
+                                 check_vma=not split_agents)(state, num_iterations, alive)
 
         return jax.jit(sharded, donate_argnums=0)
 
@@ -191,8 +206,14 @@ class Executor:
         The input state's buffers are donated to the call (no copy of the env states and
         parameters): keep using the returned state, not the one passed in.
         """
-        state, totals = self._chunk(self.place(state), np.int32(num_iterations))
-        return state, M.per_iteration(to_host(totals), num_iterations)
+        state, totals = self._chunk(self.place(state), np.int32(num_iterations), self.alive)
+        return state, M.per_iteration(self._take_alive(to_host(totals)), num_iterations)
+
+    def _take_alive(self, totals: dict) -> dict:
+        """``totals`` without :data:`ALIVE`, which becomes ``self.alive``."""
+        totals = dict(totals)
+        self.alive = np.asarray(totals.pop(ALIVE).value) > 0
+        return totals
 
     def running(self, state: Any):
         """Nothing runs outside the chunk programs (the actor-learner starts its actors here)."""
@@ -205,7 +226,7 @@ class Executor:
     def compile(self, state: Any) -> float:
         """Compiles the chunk ahead of time; returns (and keeps) the seconds it took."""
         start = time.perf_counter()
-        self._chunk = self._chunk.lower(self.place(state), np.int32(1)).compile()
+        self._chunk = self._chunk.lower(self.place(state), np.int32(1), self.alive).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 

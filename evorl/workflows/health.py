@@ -4,6 +4,12 @@ The host loop (:meth:`~evorl.workflows.rl_workflow.OnPolicyWorkflow.learn`) chec
 logging point, before it checkpoints, so the newest checkpoint always holds a finite state.
 Whether an agent's parameters are finite is computed on the device (one boolean per agent);
 the loss metrics are on the host already.
+
+In a population one diverged agent does not stop the others: :func:`freeze_diverged`, run
+after every iteration inside the compiled chunk, undoes the iteration that made an agent
+non-finite and freezes it there (its :data:`FROZEN_FIELDS` stop changing); the host reports it
+once, leaves it out of the aggregated metrics, and stops with :class:`TrainingDiverged` only
+when every agent is frozen. PBT ranks a frozen agent worst, so its next step replaces it.
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from evorl import metrics as M
 
 #: Agents named in a divergence error before the rest are only counted.
 MAX_NAMED_AGENTS = 3
@@ -46,6 +54,24 @@ def tree_all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
+#: What a frozen agent keeps from its last finite iteration (its environments, PRNG key and
+#: iteration counter move on, so the population stays in step).
+FROZEN_FIELDS = ("agent_state", "opt_state", "lagged_params")
+
+
+def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array) -> tuple[Any, jax.Array]:
+    """One agent's iteration ``old -> new`` (an :class:`~evorl.workflows.on_policy.OnPolicyState`)
+    kept only while the agent is ``alive`` and the iteration left its parameters, observation
+    statistics, optimiser state and loss ``metrics`` (not the episode sums) finite; otherwise
+    the agent keeps ``old``'s :data:`FROZEN_FIELDS` and is no longer alive. Returns the state
+    and ``alive``."""
+    losses = [m.value for key, m in M.declared(metrics).items() if not key.startswith("episode_")]
+    alive = alive & tree_all_finite((new.agent_state.params, new.agent_state.obs_stats, new.opt_state, losses))
+    kept = {name: jax.tree.map(lambda n, o: jnp.where(alive, n, o), getattr(new, name), getattr(old, name))
+            for name in FROZEN_FIELDS}
+    return new.replace(**kept), alive
+
+
 def nonfinite_metrics(per_agent: dict[str, np.ndarray], num_agents: int, exempt: tuple[str, ...]) -> list[list[str]]:
     """Per agent, its metrics with a non-finite value as ``name=value`` (``exempt`` metrics,
     which are NaN when there is nothing to measure, are not checked)."""
@@ -74,3 +100,24 @@ def check_finite(iteration: int, params_finite: np.ndarray, bad_metrics: list[li
         problems.append(f"{labels[i]}: {' and '.join(what)}")
     more = f"; and {len(bad) - MAX_NAMED_AGENTS} more agents" if len(bad) > MAX_NAMED_AGENTS else ""
     raise TrainingDiverged(iteration, f"{'; '.join(problems)}{more}")
+
+
+def frozen_message(iteration: int, labels: list[str], bad_metrics: list[list[str]], num_alive: int,
+                   num_agents: int) -> str:
+    """The one line that reports the agents frozen by ``iteration`` (their ``labels``, with the
+    non-finite loss metrics seen, ``bad_metrics``) and how many agents train on."""
+    named = [label + (f" (non-finite {', '.join(bad)})" if bad else "")
+             for label, bad in zip(labels[:MAX_NAMED_AGENTS], bad_metrics)]
+    more = f" and {len(labels) - MAX_NAMED_AGENTS} more agents" if len(labels) > MAX_NAMED_AGENTS else ""
+    return (f"training diverged by iteration {iteration} for {'; '.join(named)}{more}: frozen at the last finite "
+            f"state, no longer updated and left out of the population's metrics; {num_alive} of {num_agents} agents "
+            f"train on.")
+
+
+def all_frozen_problems(labels: list[str], bad_metrics: dict[int, list[str]]) -> str:
+    """What :class:`TrainingDiverged` says when every agent of a population is frozen (the
+    non-finite loss metrics seen when each froze, ``bad_metrics[i]``, where there were any)."""
+    named = [f"{label}: non-finite " + (", ".join(bad_metrics.get(i) or []) or "parameters")
+             for i, label in enumerate(labels[:MAX_NAMED_AGENTS])]
+    more = f"; and {len(labels) - MAX_NAMED_AGENTS} more agents" if len(labels) > MAX_NAMED_AGENTS else ""
+    return f"every agent diverged ({'; '.join(named)}{more})"

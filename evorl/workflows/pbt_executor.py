@@ -23,17 +23,17 @@ from jax.sharding import PartitionSpec as P
 
 from evorl import metrics as M
 from evorl.rollout import EpisodeStats
-from evorl.workflows.execution import DEVICE_AXIS, Executor, to_host
+from evorl.workflows.execution import ALIVE, DEVICE_AXIS, Executor, to_host
 from evorl.workflows.pbt import PBT
 
 
 class PBTExecutor(Executor):
     """Runs the population's step in chunks that end with PBT's exploit/explore step."""
 
-    def __init__(self, step, placement, pbt: PBT, env_fields=(), final_metrics=None):
+    def __init__(self, step, placement, pbt: PBT, env_fields=(), final_metrics=None, freeze=None):
         self.pbt = pbt
         self.records: list[dict] = []
-        super().__init__(step, placement, env_fields, final_metrics)
+        super().__init__(step, placement, env_fields, final_metrics, freeze)
 
     @property
     def split_agents(self) -> bool:
@@ -44,35 +44,45 @@ class PBTExecutor(Executor):
         return super().init(lambda *a: init_fn(*a).replace(fitness_episodes=EpisodeStats.zeros()), *args)
 
     # --- the compiled chunk -------------------------------------------------------------
-    def _iterations(self, state, num_iterations):
-        """The local agents' ``num_iterations`` steps, then the PBT step if one is due."""
+    def _iterations(self, state, num_iterations, alive):
+        """The local agents' ``num_iterations`` steps, then the PBT step if one is due (a
+        frozen agent, ``alive`` false, ranks worst; one that copies another trains again)."""
         step = jax.vmap(self.step)
+        freeze = None if self.freeze is None else jax.vmap(self.freeze)
         totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
 
         def body(_, carry):
-            state, totals = carry
-            state, metrics = step(state)
+            state, totals, alive = carry
+            new_state, metrics = step(state)
+            if freeze is not None:
+                new_state, alive = freeze(state, new_state, metrics, alive)
             episodes = EpisodeStats(metrics["episode_return_sum"].value, metrics["episode_length_sum"].value,
                                     metrics["episode_count"].value)
-            state = state.replace(fitness_episodes=jax.tree.map(jnp.add, state.fitness_episodes, episodes))
-            return state, M.accumulate(totals, metrics)
+            new_state = new_state.replace(
+                fitness_episodes=jax.tree.map(jnp.add, new_state.fitness_episodes, episodes))
+            return new_state, M.accumulate(totals, metrics), alive
 
-        state, totals = lax.fori_loop(0, num_iterations, body, (state, totals))
+        state, totals, alive = lax.fori_loop(0, num_iterations, body, (state, totals, alive))
         due = state.iteration[0] % self.pbt.config.interval == 0
-        record_shapes = jax.eval_shape(self.pbt_step, state)[1]
-        no_record = lambda s: (s, jax.tree.map(lambda r: jnp.zeros(r.shape, r.dtype), record_shapes))  # noqa: E731
-        state, record = lax.cond(due, self.pbt_step, no_record, state)
+        record_shapes = jax.eval_shape(self.pbt_step, state, alive)[1]
+        no_record = lambda s, a: (s, jax.tree.map(lambda r: jnp.zeros(r.shape, r.dtype), record_shapes))  # noqa: E731
+        state, record = lax.cond(due, self.pbt_step, no_record, state, alive)
+        population_alive = lax.all_gather(alive, DEVICE_AXIS, tiled=True) if self.split_agents else alive
+        alive = jnp.where(due, population_alive[record["source"]], alive)
         if self.final_metrics is not None:
             totals = {**totals, **M.declared(jax.vmap(self.final_metrics)(state))}
-        return state, totals, record
+        return state, {**totals, ALIVE: M.Metric(alive.astype(jnp.float32), "min")}, record
 
-    def pbt_step(self, state):
+    def pbt_step(self, state, alive=None):
         """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents):
-        fitness, then exploit/explore on the whole population (gathered over the devices when
-        agents are split). Returns this device's agents and their records. Traced inside the
-        chunk; on one device it can also be jitted by itself (``benchmarks/`` times it so)."""
+        fitness (NaN, the worst, for a frozen agent: ``alive [n]`` false), then exploit/explore
+        on the whole population (gathered over the devices when agents are split). Returns this
+        device's agents and their records. Traced inside the chunk; on one device it can also
+        be jitted by itself (``benchmarks/`` times it so)."""
         local_agents = state.iteration.shape[0]
         fitness = self.pbt.fitness(state)  # [n] each device evaluates its own agents
+        if alive is not None:
+            fitness = jnp.where(alive, fitness, jnp.nan)
         # each agent's environments (and its policy's state of their episodes) stay where they are
         kept = {"env_state": state.env_state, "policy_state": state.policy_state,
                 "fitness_episodes": state.fitness_episodes}
@@ -93,11 +103,11 @@ class PBTExecutor(Executor):
         if self.placement.mesh is None:
             return jax.jit(self._iterations, donate_argnums=0)
 
-        def sharded(state, num_iterations):
+        def sharded(state, num_iterations, alive):
             specs = self.specs(state)
-            return jax.shard_map(self._iterations, mesh=self.placement.mesh, in_specs=(specs, P()),
+            return jax.shard_map(self._iterations, mesh=self.placement.mesh, in_specs=(specs, P(), P(DEVICE_AXIS)),
                                  out_specs=(specs, P(DEVICE_AXIS), P(DEVICE_AXIS)),
-                                 check_vma=False)(state, num_iterations)
+                                 check_vma=False)(state, num_iterations, alive)
 
         return jax.jit(sharded, donate_argnums=0)
 
@@ -112,9 +122,9 @@ class PBTExecutor(Executor):
         totals, left = None, num_iterations
         while left > 0:
             n = min(left, interval - done % interval)
-            state, chunk_totals, record = self._chunk(state, np.int32(n))
+            state, chunk_totals, record = self._chunk(state, np.int32(n), self.alive)
             done, left = done + n, left - n
-            chunk_totals = to_host(chunk_totals)
+            chunk_totals = self._take_alive(to_host(chunk_totals))
             totals = chunk_totals if totals is None else M.accumulate(totals, chunk_totals)
             if done % interval == 0:
                 self.records.append({"iteration": done, **to_host(record)})

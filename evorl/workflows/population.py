@@ -43,32 +43,31 @@ def variant_label(variant: dict[str, float]) -> str:
 
 
 def aggregate_metrics(per_agent: dict[str, np.ndarray], variants: list[dict], num_seeds: int,
-                      may_be_nan: tuple[str, ...] = ()) -> dict[str, float]:
+                      may_be_nan: tuple[str, ...] = (), include: np.ndarray | None = None) -> dict[str, float]:
     """Scalar metrics of a population: each metric's mean over all agents (the usual key);
     for episode returns also the spread across agents (``key/std``, ``key/min``,
     ``key/max``) and, with several variants, each variant's mean over its seeds
     (``key[clip_epsilon=0.1]``). The NaN entries of the ``may_be_nan`` metrics mean "nothing
     measured" (no episode ended) and are left out; any other non-finite entry is kept, so
-    the aggregate shows it."""
+    the aggregate shows it. Agents with ``include [N]`` false (frozen) are left out of all;
+    a statistic over no agent is NaN."""
     out: dict[str, float] = {}
+    shape = (len(variants), num_seeds)
+    included = np.ones(shape, bool) if include is None else np.reshape(include, shape)
     for key, values in per_agent.items():
-        values = np.asarray(values, np.float64).reshape(len(variants), num_seeds)
-        stat = _measured_stat if key in may_be_nan else _stat
-        out[key] = stat(np.mean, values)
+        values = np.asarray(values, np.float64).reshape(shape)
+        keep = included & ~np.isnan(values) if key in may_be_nan else included
+        out[key] = _stat(np.mean, values, keep)
         if not key.endswith("episode_return"):
             continue
         for name, fn in (("std", np.std), ("min", np.min), ("max", np.max)):
-            out[f"{key}/{name}"] = stat(fn, values)
+            out[f"{key}/{name}"] = _stat(fn, values, keep)
         if len(variants) > 1:
-            for variant, row in zip(variants, values):
-                out[f"{key}[{variant_label(variant)}]"] = stat(np.mean, row)
+            for variant, row, keep_row in zip(variants, values, keep):
+                out[f"{key}[{variant_label(variant)}]"] = _stat(np.mean, row, keep_row)
     return out
 
 
-def _stat(fn, values: np.ndarray) -> float:
-    return float(fn(values))
-
-
-def _measured_stat(fn, values: np.ndarray) -> float:
-    measured = values[~np.isnan(values)]
-    return float(fn(measured)) if measured.size else float("nan")
+def _stat(fn, values: np.ndarray, keep: np.ndarray) -> float:
+    kept = values[keep]
+    return float(fn(kept)) if kept.size else float("nan")

@@ -9,8 +9,9 @@ The workflow is the glue of three parts:
 * the execution layer (:class:`evorl.workflows.execution.Executor`): the population axis,
   placement over devices, chunks of ``eval_interval`` iterations compiled once;
 * the host loop here: ``learn`` runs a chunk, checks that every agent is still finite
-  (:mod:`evorl.workflows.health`), evaluates greedily, logs and checkpoints; asked to stop
-  (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
+  (:mod:`evorl.workflows.health`; in a population a diverged agent is frozen and reported,
+  and training stops only when all are), evaluates greedily, logs and checkpoints; asked to
+  stop (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
 
 With ``training.actor_lag = k`` the rollout acts with the parameters of ``k`` iterations
 ago (IMPALA's decoupled actors simulated on one machine).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import sys
 import time
 from pathlib import Path
 
@@ -39,7 +41,10 @@ from evorl.workflows.actor_learner import (
     ActorLearnerError, ActorLearnerExecutor, EvaluationFailed, check_async_config, learner_placement,
 )
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement, to_host
-from evorl.workflows.health import check_finite, nonfinite_metrics, tree_all_finite
+from evorl.workflows.health import (
+    TrainingDiverged, all_frozen_problems, check_finite, freeze_diverged, frozen_message, nonfinite_metrics,
+    tree_all_finite,
+)
 from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
@@ -147,10 +152,39 @@ class ChunkedWorkflow(RLWorkflow):
 
     def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
         """Raises :class:`~evorl.workflows.health.TrainingDiverged` if any agent's parameters
-        (:func:`chunk_health`) or training metrics (``train_metrics``, per agent) are not finite."""
+        (:func:`chunk_health`) or training metrics (``train_metrics``, per agent) are not finite.
+        A population whose executor freezes diverged agents instead reports each newly frozen
+        agent once (one line on stderr) and raises only when every agent is frozen."""
         bad_metrics = nonfinite_metrics(per_agent_metrics, self.num_agents, exempt=EPISODE_METRICS)
         params_finite = np.reshape(per_agent_metrics[NONFINITE_PARAMS], (self.num_agents,)) == 0
+        alive = self.alive_agents()
+        if alive is not None:
+            self._report_frozen(alive, bad_metrics, iteration)
+            bad_metrics = [bad if a else [] for bad, a in zip(bad_metrics, alive)]
+            params_finite = params_finite | ~alive
         check_finite(iteration, params_finite, bad_metrics, self.agent_labels())
+
+    def alive_agents(self) -> np.ndarray | None:
+        """Which agents of a population still train (bool ``[N]``); None when no agent is ever
+        frozen (one agent, or an executor without ``freeze``)."""
+        if not self.population or getattr(self.executor, "freeze", None) is None:
+            return None
+        return np.reshape(self.executor.alive, (self.num_agents,))
+
+    def _report_frozen(self, alive: np.ndarray, bad_metrics: list[list[str]], iteration: int) -> None:
+        """Reports the agents frozen since the last call (one line); raises when none is left."""
+        was_alive = getattr(self, "_reported_alive", np.ones(self.num_agents, bool))
+        self._reported_alive = alive
+        newly = np.flatnonzero(was_alive & ~alive)
+        self._frozen_metrics = {**getattr(self, "_frozen_metrics", {}), **{int(i): bad_metrics[i] for i in newly}}
+        labels = self.agent_labels()
+        if not alive.any():
+            raise TrainingDiverged(iteration, all_frozen_problems(labels, self._frozen_metrics))
+        if newly.size and is_main_process():
+            message = frozen_message(iteration, [labels[i] for i in newly], [bad_metrics[i] for i in newly],
+                                     int(alive.sum()), self.num_agents)
+            then = " PBT replaces frozen agents at its next steps." if self.config.pbt.enabled else ""
+            print(f"evorl: {message}{then}", file=sys.stderr, flush=True)
 
     def compile(self, state: OnPolicyState) -> float:
         """Compiles the training chunk (or the learner's update) ahead of time; returns the
@@ -178,10 +212,13 @@ class ChunkedWorkflow(RLWorkflow):
         # under PBT the hyperparameters evolve: no per-variant means labelled by their initial values
         pbt = self.config.pbt.enabled
         variants, seeds = ([{}], self.num_agents) if pbt else (self.variants, self.config.training.num_seeds)
-        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS)
+        alive = self.alive_agents()
+        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS, include=alive)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
             params_bad = np.reshape(metrics.get(NONFINITE_PARAMS, np.zeros(self.num_agents)), (self.num_agents,)) > 0
+            if alive is not None:  # a frozen agent counts, whatever its (left out) metrics say
+                params_bad = params_bad | ~alive
             out["train/nonfinite_agents"] = float(sum(bool(entries) or p for entries, p in zip(bad, params_bad)))
         return out
 
@@ -320,10 +357,11 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
                       fitness_evaluator.evaluate)
             self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                        pbt, ENV_FIELDS, final_metrics=chunk_health)
-        else:
+                                        pbt, ENV_FIELDS, final_metrics=chunk_health, freeze=freeze_diverged)
+        else:  # a diverged agent of a population is frozen; a single one stops training
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                     ENV_FIELDS, final_metrics=chunk_health)
+                                     ENV_FIELDS, final_metrics=chunk_health,
+                                     freeze=freeze_diverged if self.placement.population else None)
         step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic, step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
