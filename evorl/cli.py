@@ -68,7 +68,10 @@ def train(cfg: Any) -> dict[str, float]:
     workflow, final = result.workflow, result.final_metrics
     episodes = workflow.config.training.eval_episodes
     if "eval/episode_return/std" in final:  # a population: spread across its agents
-        summary = (f"final evaluation of {workflow.num_agents} agents x {episodes} episodes: mean return "
+        alive = getattr(workflow, "alive_agents", lambda: None)()  # frozen (diverged) agents are left out
+        agents = f"{workflow.num_agents} agents" if alive is None or alive.all() else \
+            f"the {int(alive.sum())} of {workflow.num_agents} agents that did not diverge"
+        summary = (f"final evaluation of {agents} x {episodes} episodes: mean return "
                    f"{final['eval/episode_return']:.2f} +- {final['eval/episode_return/std']:.2f} across agents "
                    f"(agents' min {final['eval/episode_return/min']:.1f}, max {final['eval/episode_return/max']:.1f})")
     else:
