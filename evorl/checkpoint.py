@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import logging
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,30 @@ class _DropDiskFullLogs(logging.Filter):
 
 
 _DISK_FULL_LOGS = _DropDiskFullLogs()
+
+
+def _is_closed_event_loop(error: BaseException | None) -> bool:
+    return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
+
+
+def _quiet_closed_event_loops(default_hook):
+    """A ``sys.unraisablehook`` that drops ``RuntimeError: Event loop is closed``: once a
+    save or restore fails (a full disk, a truncated manifest), orbax closes its asyncio loop
+    while TensorStore's threads still deliver the results of the other writes to it, and
+    each delivery printed a traceback (hundreds of lines before the one-line error). They
+    follow from the error already reported; anything else goes to ``default_hook``."""
+
+    def hook(unraisable) -> None:
+        if not _is_closed_event_loop(unraisable.exc_value):
+            default_hook(unraisable)
+
+    hook.quiets_closed_event_loops = True
+    return hook
+
+
+def _install_quiet_closed_event_loops() -> None:
+    if not getattr(sys.unraisablehook, "quiets_closed_event_loops", False):
+        sys.unraisablehook = _quiet_closed_event_loops(sys.unraisablehook)
 
 
 class CheckpointError(RuntimeError):
@@ -137,6 +162,7 @@ class Checkpointer:
         self.run_config = run_config
         self._in_flight: int | None = None  # the step of the save that may still be being written
         logging.getLogger("absl").addFilter(_DISK_FULL_LOGS)
+        _install_quiet_closed_event_loops()
         self.manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(max_to_keep=config.max_to_keep, create=False,

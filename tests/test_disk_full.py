@@ -126,3 +126,46 @@ def test_full_disk_in_orbax_background_save_is_one_line(tmp_path):
     assert sorted(p.name for p in checkpoint_dir(tmp_path).iterdir()) == ["2"]  # the partial save is deleted
     resumed = run_experiment({**TINY, "resume": str(tmp_path)})
     assert int(resumed.state.iteration) == 6
+
+
+def test_closed_event_loop_tracebacks_from_orbax_threads_are_not_printed(tmp_path, monkeypatch):
+    """After a failed save or restore, TensorStore's threads hand results to orbax's closed
+    asyncio loop; each ``RuntimeError: Event loop is closed`` reached ``sys.unraisablehook``
+    and printed a traceback (7 to 330 lines before the one-line error). Others still print."""
+    import types
+
+    from evorl.checkpoint import CheckpointConfig, Checkpointer
+
+    printed = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: printed.append(str(unraisable.exc_value)))
+    checkpointer = Checkpointer(tmp_path, CheckpointConfig(), 1, 2, {})
+    try:
+        for error in (RuntimeError("Event loop is closed"), RuntimeError("something else")):
+            sys.unraisablehook(types.SimpleNamespace(exc_type=type(error), exc_value=error, exc_traceback=None,
+                                                     err_msg=None, object=None))
+    finally:
+        checkpointer.close()
+    assert printed == ["something else"]
+
+
+RESUME = textwrap.dedent("""
+    import sys
+    from conftest import TINY
+    from evorl.cli import exit_on_config_error
+    from evorl.experiment import run_experiment
+
+    with exit_on_config_error():
+        run_experiment({**TINY, "resume": sys.argv[1]})
+""")
+
+
+def test_a_truncated_checkpoint_manifest_is_one_line(tiny_cfg, tmp_path):
+    run_experiment(tiny_cfg, output_dir=tmp_path)
+    (checkpoint_dir(tmp_path) / "6" / "state" / "manifest.ocdbt").write_bytes(b"\0" * 20)
+    proc = subprocess.run([sys.executable, "-c", RESUME, str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env=ENV)
+    assert proc.returncode == 2, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "Warning" not in line and line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"evorl: checkpoint error: Checkpoint "
+                                                     f"{checkpoint_dir(tmp_path) / '6'} cannot be read"), proc.stderr
+    assert "move" in errors[0] and "to resume from 4" in errors[0]
