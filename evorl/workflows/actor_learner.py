@@ -85,7 +85,8 @@ class RunnerConfig:
     #: With ``distributed.multi_devices``: devices of the learner's mesh (the first ones);
     #: actors run on the others (null: half of the devices, at least one).
     learner_devices: int | None = None
-    #: A host environment step that takes longer than this ends the run (a stuck env).
+    #: A host environment step (an actor's, or the evaluation's) that takes longer than this
+    #: ends the run (a stuck env).
     env_step_timeout_seconds: float = 60.0
     #: Seconds the learner sleeps before each update: a slower learner, for checking that an
     #: algorithm holds up under policy lag (the queue fills, and the mean lag grows towards
