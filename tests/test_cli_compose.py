@@ -40,6 +40,7 @@ def run_folders(cwd):
 def test_algo_and_env_groups_compose(tmp_path, cache_dir):
     proc = train(["algo=a2c", "env=acrobot", *TINY, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path, cache_dir)
     assert "[A2C] iter=2 " in proc.stdout
+    assert "evorl: note: algo=a2c env=acrobot has no tuned preset" in proc.stderr  # no measured target
     config = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert config["workflow_cls"] == "evorl.workflows.A2CWorkflow" and config["env"]["env_name"] == "Acrobot-v1"
     assert config["agent"]["normalize_obs"] is True  # env/acrobot.yaml
