@@ -173,10 +173,10 @@ class ChunkedWorkflow(RLWorkflow):
 
     def _report_frozen(self, alive: np.ndarray, bad_metrics: list[list[str]], iteration: int) -> None:
         """Reports the agents frozen since the last call (one line); raises when none is left."""
-        was_alive = getattr(self, "_reported_alive", np.ones(self.num_agents, bool))
+        was_alive = self._reported_alive if self._reported_alive is not None else np.ones(self.num_agents, bool)
         self._reported_alive = alive
         newly = np.flatnonzero(was_alive & ~alive)
-        self._frozen_metrics = {**getattr(self, "_frozen_metrics", {}), **{int(i): bad_metrics[i] for i in newly}}
+        self._frozen_metrics = {**self._frozen_metrics, **{int(i): bad_metrics[i] for i in newly}}
         labels = self.agent_labels()
         if not alive.any():
             raise TrainingDiverged(iteration, all_frozen_problems(labels, self._frozen_metrics))
@@ -366,6 +366,9 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic, step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
+        #: A population's agents alive at the last report, and each frozen agent's bad metrics.
+        self._reported_alive: np.ndarray | None = None
+        self._frozen_metrics: dict[int, list[str]] = {}
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
             self.evaluator.evaluate
         self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
