@@ -335,14 +335,15 @@ def _closer(checkpointer: Checkpointer):
     return close
 
 
-#: Signals that stop training at the next safe point (the end of the current chunk).
+#: Signals that stop training at the next safe point (the end of the current compiled call).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 @contextlib.contextmanager
 def stop_on_signals(workflow: Any, label: str | None = None):
-    """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current chunk (it
-    checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
+    """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current compiled call
+    (a few seconds, :data:`~evorl.workflows.execution.CALL_SECONDS`; it evaluates the partial
+    chunk, checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
     (the signal's default action). Only in the main thread of a single-process run: the
     processes of a multi-process run would stop at different chunks and wait for each other."""
     if threading.current_thread() is not threading.main_thread() or jax.process_count() > 1:
@@ -353,8 +354,8 @@ def stop_on_signals(workflow: Any, label: str | None = None):
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_DFL)
         workflow.stop_requested = signal.Signals(signum).name
-        print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current chunk of iterations "
-              f"(send it again to stop at once)", file=sys.stderr, flush=True)
+        print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current compiled call "
+              f"of iterations, with a checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
     try:

@@ -1,4 +1,4 @@
-"""SIGTERM / SIGINT stop training after the current chunk with a final checkpoint and run.json
+"""SIGTERM / SIGINT stop training after the current compiled call with a final checkpoint and run.json
 "interrupted"; a second signal stops the process at once."""
 
 import json
@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import jax
@@ -16,6 +17,7 @@ from conftest import TINY
 
 from evorl.experiment import run_experiment
 from evorl.run_folder import checkpoint_dir, load_run_config
+from evorl.workflows.execution import CALL_SECONDS
 from evorl.workflows.rl_workflow import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +85,7 @@ def test_a_second_signal_stops_at_once(tmp_path):
                           timeout=300, env=ENV)
     assert proc.returncode == -signal.SIGTERM, proc.stdout + proc.stderr
     assert "first signal handled" in proc.stdout and "still running" not in proc.stdout
-    assert "SIGTERM: stopping after the current chunk" in proc.stderr
+    assert "SIGTERM: stopping after the current compiled call" in proc.stderr
     assert json.loads((tmp_path / "run.json").read_text())["status"] == "running"  # killed, not stopped
     # a stop after the chunk would have saved iteration 3 (the save of iteration 2 may have been
     # cut short too: orbax writes in the background, and a killed save leaves only a temporary folder)
@@ -126,5 +128,51 @@ def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, s
     assert f"resuming {tmp_path / 'stopped'} from iteration 2" in capsys.readouterr().out
     assert resumed.run_dir == tmp_path / "stopped"
     straight = run_experiment(cfg, output_dir=tmp_path / "straight")
+    for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_sigterm_inside_a_long_chunk_stops_within_seconds_and_resumes_bit_identical(tmp_path):
+    """One chunk of 10^6 iterations (``eval_interval``): SIGTERM after the chunk's first compiled
+    calls stops it within one call (``CALL_SECONDS``) plus the partial chunk's evaluation and
+    checkpoint, not at the chunk's end; the run resumed from that iteration ends bit-identical
+    to one never stopped."""
+    # no annealing: the learning rate must not depend on num_iterations, which the check shortens
+    cfg = {**TINY, "training": {**TINY["training"], "num_iterations": 10**6, "eval_interval": 10**6,
+                                "anneal_lr": False}, "checkpoint": {"save_interval": 10**6}}
+    script = textwrap.dedent(f"""
+        from evorl.experiment import run_experiment
+
+        class ShowProgress:
+            def init(self, config): pass
+            def close(self): pass
+            def write(self, metrics, step): pass
+            def progress(self, step):
+                print("progress", step, flush=True)
+
+        run_experiment({cfg!r}, output_dir={str(tmp_path / "stopped")!r}, recorders=[ShowProgress()])
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        for line in proc.stdout:
+            if line.startswith("progress") and int(line.split()[1]) > 0:  # a compiled call has ended
+                break
+        signalled = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+        waited = time.perf_counter() - signalled
+    finally:
+        proc.kill()
+    assert proc.returncode == 1 and "TrainingInterrupted: SIGTERM: training stopped after iteration" in err, err
+    assert waited < CALL_SECONDS + 15, waited  # one call, an evaluation of 2 episodes, a checkpoint
+    [saved] = [int(p.name) for p in checkpoint_dir(tmp_path / "stopped").iterdir()]
+    assert 0 < saved < 10**6
+    assert json.loads((tmp_path / "stopped" / "run.json").read_text())["status"] == "interrupted"
+
+    short = {**cfg, "training": {**cfg["training"], "num_iterations": saved + 3}}
+    resumed = run_experiment({**short, "resume": str(tmp_path / "stopped")})
+    straight = run_experiment(short, output_dir=tmp_path / "straight")
+    assert int(resumed.state.iteration) == saved + 3
     for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -10,8 +10,13 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   ``env_fields``; parameters replicated; the step reduces gradients and metrics over the
   device axis :data:`DEVICE_AXIS`), ``"population"`` puts whole agents on different
   devices (``N / D`` agents each, no communication between devices);
-* **chunks**: ``run(state, n)`` runs ``n`` iterations inside one ``lax.fori_loop``, one
-  XLA program compiled once for any ``n``, with the state's buffers donated;
+* **chunks**: ``run(state, n)`` runs ``n`` iterations in compiled calls of a
+  ``lax.fori_loop``, one XLA program compiled once for any length, with the state's buffers
+  donated. Each call is sized from the measured time per iteration to last about
+  :data:`CALL_SECONDS`, and ``run`` checks ``stop()`` between calls: a stop request (SIGTERM)
+  is answered within seconds whatever ``training.eval_interval`` is. The running totals of
+  the metrics travel from call to call, so the state and the metrics of ``n`` iterations are
+  bit-identical however they are cut;
 * **ahead-of-time compilation** with its duration (``compile_seconds``);
 * **metrics**: accumulated over the chunk as each declares (:mod:`evorl.metrics`) and
   moved to the host once per chunk;
@@ -38,10 +43,11 @@ from evorl import metrics as M
 from evorl.distributed import host_copy
 
 DEVICE_AXIS = "devices"
-#: The chunk's metric that carries ``alive`` back to the host (popped by ``run``).
-ALIVE = "alive"
 #: How a mesh holds the training state: environments split, or agents split.
 LAYOUTS = ("envs", "population")
+#: How long one compiled call of a chunk should run (seconds): the longest a stop request
+#: waits for the training state (then comes the partial chunk's evaluation and checkpoint).
+CALL_SECONDS = 5.0
 
 
 def jit_rarely_run(fn, **jit_kwargs):
@@ -104,11 +110,13 @@ class Executor:
     def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = (),
                  final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None):
         """``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
-        computed once at the end of the chunk inside the same program.
+        computed once at the end of each compiled call inside the same program.
         ``freeze(old, new, metrics, alive) -> (state, alive)``: applied after every iteration
         of one agent (e.g. :func:`evorl.workflows.health.freeze_diverged`); None: no agent is
         ever frozen."""
         self.step = step
+        #: The step under ``jax.jit``: its trace is made once and shared by every use below.
+        self._jit_step = jax.jit(step)
         self.final_metrics = final_metrics
         self.freeze = freeze
         #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every chunk.
@@ -116,6 +124,9 @@ class Executor:
         self.placement = placement
         self.env_fields = env_fields
         self.compile_seconds: float | None = None
+        #: Seconds the last compiled call took per iteration (None before the first).
+        self._seconds_per_iteration: float | None = None
+        self._totals_shapes = None
         self._chunk = self._build_chunk()
         self._init_jit = None
 
@@ -158,16 +169,17 @@ class Executor:
         return self._init_jit(*args)
 
     # --- chunks of iterations ---------------------------------------------------------
-    def _iterations(self, state: Any, num_iterations: jax.Array, alive: jax.Array):
-        """``num_iterations`` (traced) steps; metrics accumulated as each declares; with
-        ``freeze``, a step that leaves the agent non-finite is undone and the agent frozen.
+    def _iterations(self, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
+        """``num_iterations`` (traced) steps; ``totals`` (the metrics' running totals, see
+        :func:`evorl.metrics.accumulate`) carried on from the previous call; with ``freeze``,
+        a step that leaves the agent non-finite is undone and the agent frozen. Returns the
+        state, the totals, ``alive`` and the final metrics of the state.
 
         The step is traced once: under ``jax.jit`` the trace that ``eval_shape`` makes for the
-        metrics' shapes is the one the loop body reuses (XLA inlines the call, so the program
-        is the same).
+        totals' shapes (:meth:`zero_totals`) is the one the loop body reuses (XLA inlines the
+        call, so the program is the same).
         """
-        step = jax.jit(self.step)
-        totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
+        step = self._jit_step
 
         def body(_, carry):
             state, totals, alive = carry
@@ -177,43 +189,80 @@ class Executor:
             return new_state, M.accumulate(totals, metrics), alive
 
         state, totals, alive = lax.fori_loop(0, num_iterations, body, (state, totals, alive))
-        if self.final_metrics is not None:
-            totals = {**totals, **M.declared(self.final_metrics(state))}
-        return state, {**totals, ALIVE: M.Metric(alive.astype(jnp.float32), "min")}
+        final = {} if self.final_metrics is None else M.declared(self.final_metrics(state))
+        return state, totals, alive, final
+
+    def zero_totals(self, state: Any) -> dict:
+        """The metrics' running totals before the first iteration (``[N]`` per agent), as
+        NumPy arrays."""
+        if self._totals_shapes is None:  # traced once: the step's metrics keep their shapes
+            pl = self.placement
+
+            def metrics(state):
+                return (jax.vmap(self._jit_step) if pl.population else self._jit_step)(state)[1]
+
+            if pl.mesh is not None:  # the step's collectives need the device axis
+                per_agent = P(DEVICE_AXIS) if pl.layout == "population" else P()
+                metrics = jax.shard_map(metrics, mesh=pl.mesh, in_specs=(self.specs(state),), out_specs=per_agent,
+                                        check_vma=False)
+            self._totals_shapes = jax.eval_shape(metrics, state)
+        return to_host(M.zeros_like_totals(self._totals_shapes))
 
     def _build_chunk(self):
         pl = self.placement
-        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0)) if pl.population else self._iterations
+        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0)) if pl.population else self._iterations
         if pl.mesh is None:
             return jax.jit(iterations, donate_argnums=0)
         split_agents = pl.layout == "population"
 
-        def sharded(state, num_iterations, alive):
+        def sharded(state, num_iterations, alive, totals):
             specs = self.specs(state)
             # Agents split: every output is per device, so there is no replication to check.
             per_agent = P(DEVICE_AXIS) if split_agents else P()
-            return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P(), per_agent),
-                                 out_specs=(specs, per_agent),
-                                 check_vma=not split_agents)(state, num_iterations, alive)
+            return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P(), per_agent, per_agent),
+                                 out_specs=(specs, per_agent, per_agent, per_agent),
+                                 check_vma=not split_agents)(state, num_iterations, alive, totals)
 
         return jax.jit(sharded, donate_argnums=0)
 
-    def run(self, state: Any, num_iterations: int) -> tuple[Any, dict[str, np.ndarray]]:
-        """Runs ``num_iterations`` iterations in one compiled call. Returns the new state and
-        the chunk's metrics on the host (per iteration, see :func:`evorl.metrics.per_iteration`;
-        ``[N]`` per agent for a population).
+    def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False,
+            progress: Callable[[int], None] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """Runs ``num_iterations`` iterations (fewer once ``stop()`` is true: it is checked
+        between compiled calls, see :data:`CALL_SECONDS`). Returns the new state and the
+        metrics of the iterations run, on the host (per iteration, see
+        :func:`evorl.metrics.per_iteration`; ``[N]`` per agent for a population).
+        ``progress(k)`` is called once the first ``k`` iterations are done.
 
-        The input state's buffers are donated to the call (no copy of the env states and
+        The input state's buffers are donated to the calls (no copy of the env states and
         parameters): keep using the returned state, not the one passed in.
         """
-        state, totals = self._chunk(self.place(state), np.int32(num_iterations), self.alive)
-        return state, M.per_iteration(self._take_alive(to_host(totals)), num_iterations)
+        state = self.place(state)
+        totals, final, done = self.zero_totals(state), {}, 0
+        while done < num_iterations and not stop():
+            n = self._call_length(num_iterations - done)
+            start = time.perf_counter()
+            state, totals, final = self._call(state, n, totals)  # waits for the call (self.alive is read)
+            self._seconds_per_iteration = (time.perf_counter() - start) / n
+            done += n
+            if progress is not None:
+                progress(done)
+        metrics = {**M.per_iteration(totals, max(done, 1)), **M.per_iteration(to_host(final), 1)}
+        return state, metrics
 
-    def _take_alive(self, totals: dict) -> dict:
-        """``totals`` without :data:`ALIVE`, which becomes ``self.alive``."""
-        totals = dict(totals)
-        self.alive = np.asarray(totals.pop(ALIVE).value) > 0
-        return totals
+    def _call_length(self, left: int) -> int:
+        """Iterations in the next compiled call: about :data:`CALL_SECONDS` at the last
+        measured speed (one for the very first call), at most ``left``."""
+        if self._seconds_per_iteration is None:
+            return 1
+        return int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9))))
+
+    def _call(self, state: Any, n: int, totals: dict) -> tuple[Any, dict, dict]:
+        """One compiled call of ``n`` iterations: the state, the running totals and the final
+        metrics; ``self.alive`` is updated (on the host)."""
+        state, totals, alive, final = self._chunk(state, np.int32(n), self.alive, totals)
+        # the totals go back as NumPy arrays, like ``alive``: every call sees arguments of one kind
+        self.alive = np.asarray(host_copy(alive)) > 0
+        return state, to_host(totals), final
 
     def running(self, state: Any):
         """Nothing runs outside the chunk programs (the actor-learner starts its actors here)."""
@@ -226,7 +275,8 @@ class Executor:
     def compile(self, state: Any) -> float:
         """Compiles the chunk ahead of time; returns (and keeps) the seconds it took."""
         start = time.perf_counter()
-        self._chunk = self._chunk.lower(self.place(state), np.int32(1), self.alive).compile()
+        state = self.place(state)
+        self._chunk = self._chunk.lower(state, np.int32(1), self.alive, self.zero_totals(state)).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 

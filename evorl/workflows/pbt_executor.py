@@ -3,7 +3,7 @@ exploit/explore step (:mod:`evorl.workflows.pbt`), inside the same compiled prog
 
 :class:`PBTExecutor` is an :class:`~evorl.workflows.execution.Executor` whose compiled
 chunk runs ``n`` iterations of the vmapped step and then, when the iteration count is a
-multiple of ``pbt.interval``, the PBT step on the whole population. ``run(state, n)`` cuts
+multiple of ``pbt.interval``, the PBT step on the whole population. ``run(state, n)`` also cuts
 the ``n`` iterations at the PBT steps (one compiled program for any ``n``), so between two PBT
 steps nothing leaves the device but the chunk's metrics and the step's record (who copied
 whom, fitness, hyperparameters: the lineage), which :meth:`PBTExecutor.take_records` hands
@@ -23,7 +23,8 @@ from jax.sharding import PartitionSpec as P
 
 from evorl import metrics as M
 from evorl.rollout import EpisodeStats
-from evorl.workflows.execution import ALIVE, DEVICE_AXIS, Executor, to_host
+from evorl.distributed import host_copy
+from evorl.workflows.execution import DEVICE_AXIS, Executor, to_host
 from evorl.workflows.pbt import PBT
 
 
@@ -33,6 +34,7 @@ class PBTExecutor(Executor):
     def __init__(self, step, placement, pbt: PBT, env_fields=(), final_metrics=None, freeze=None):
         self.pbt = pbt
         self.records: list[dict] = []
+        self._iteration = 0  # the population's iteration (set by ``run``, counted by ``_call``)
         super().__init__(step, placement, env_fields, final_metrics, freeze)
 
     @property
@@ -44,12 +46,12 @@ class PBTExecutor(Executor):
         return super().init(lambda *a: init_fn(*a).replace(fitness_episodes=EpisodeStats.zeros()), *args)
 
     # --- the compiled chunk -------------------------------------------------------------
-    def _iterations(self, state, num_iterations, alive):
-        """The local agents' ``num_iterations`` steps, then the PBT step if one is due (a
-        frozen agent, ``alive`` false, ranks worst; one that copies another trains again)."""
-        step = jax.vmap(self.step)
+    def _iterations(self, state, num_iterations, alive, totals):
+        """The local agents' ``num_iterations`` steps (``totals`` carried on, see
+        :meth:`Executor._iterations`), then the PBT step if one is due (a frozen agent,
+        ``alive`` false, ranks worst; one that copies another trains again)."""
+        step = jax.vmap(self._jit_step)
         freeze = None if self.freeze is None else jax.vmap(self.freeze)
-        totals = M.zeros_like_totals(jax.eval_shape(step, state)[1])
 
         def body(_, carry):
             state, totals, alive = carry
@@ -69,9 +71,8 @@ class PBTExecutor(Executor):
         state, record = lax.cond(due, self.pbt_step, no_record, state, alive)
         population_alive = lax.all_gather(alive, DEVICE_AXIS, tiled=True) if self.split_agents else alive
         alive = jnp.where(due, population_alive[record["source"]], alive)
-        if self.final_metrics is not None:
-            totals = {**totals, **M.declared(jax.vmap(self.final_metrics)(state))}
-        return state, {**totals, ALIVE: M.Metric(alive.astype(jnp.float32), "min")}, record
+        final = {} if self.final_metrics is None else M.declared(jax.vmap(self.final_metrics)(state))
+        return state, totals, alive, final, record
 
     def pbt_step(self, state, alive=None):
         """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents):
@@ -103,32 +104,37 @@ class PBTExecutor(Executor):
         if self.placement.mesh is None:
             return jax.jit(self._iterations, donate_argnums=0)
 
-        def sharded(state, num_iterations, alive):
+        def sharded(state, num_iterations, alive, totals):
             specs = self.specs(state)
-            return jax.shard_map(self._iterations, mesh=self.placement.mesh, in_specs=(specs, P(), P(DEVICE_AXIS)),
-                                 out_specs=(specs, P(DEVICE_AXIS), P(DEVICE_AXIS)),
-                                 check_vma=False)(state, num_iterations, alive)
+            agents = P(DEVICE_AXIS)
+            return jax.shard_map(self._iterations, mesh=self.placement.mesh,
+                                 in_specs=(specs, P(), agents, agents),
+                                 out_specs=(specs, agents, agents, agents, agents),
+                                 check_vma=False)(state, num_iterations, alive, totals)
 
         return jax.jit(sharded, donate_argnums=0)
 
     # --- the host side ------------------------------------------------------------------
-    def run(self, state, num_iterations: int):
-        """``num_iterations`` iterations, cut into compiled calls at the PBT steps; the steps'
-        records are kept for :meth:`take_records`. Returns the state and the metrics of all
-        the iterations (per agent, per iteration; see :meth:`Executor.run`)."""
+    def run(self, state, num_iterations: int, stop=lambda: False, progress=None):
+        """As :meth:`Executor.run`, with the compiled calls cut at the PBT steps."""
+        self._iteration = int(np.max(to_host(state.iteration)))
+        return super().run(state, num_iterations, stop, progress)
+
+    def _call_length(self, left: int) -> int:
+        """As :meth:`Executor._call_length`, and never past the next PBT step."""
         interval = self.pbt.config.interval
-        state = self.place(state)
-        done = int(np.max(to_host(state.iteration)))
-        totals, left = None, num_iterations
-        while left > 0:
-            n = min(left, interval - done % interval)
-            state, chunk_totals, record = self._chunk(state, np.int32(n), self.alive)
-            done, left = done + n, left - n
-            chunk_totals = self._take_alive(to_host(chunk_totals))
-            totals = chunk_totals if totals is None else M.accumulate(totals, chunk_totals)
-            if done % interval == 0:
-                self.records.append({"iteration": done, **to_host(record)})
-        return state, M.per_iteration(totals, num_iterations)
+        return min(super()._call_length(left), interval - self._iteration % interval)
+
+    def _call(self, state, n: int, totals: dict):
+        """One compiled call; a PBT step's record (the call ended on one) is kept for
+        :meth:`take_records`."""
+        state, totals, alive, final, record = self._chunk(state, np.int32(n), self.alive, totals)
+        self.alive = np.asarray(host_copy(alive)) > 0
+        totals = to_host(totals)  # NumPy arrays like ``alive``: every call sees arguments of one kind
+        self._iteration += n
+        if self._iteration % self.pbt.config.interval == 0:
+            self.records.append({"iteration": self._iteration, **to_host(record)})
+        return state, totals, final
 
     def take_records(self) -> list[dict]:
         """The records of the PBT steps since the last call, oldest first (NumPy arrays:

@@ -150,7 +150,7 @@ class RLWorkflow(Workflow):
         #: its ``maybe_save(state, iteration)`` after each chunk.
         self.checkpointer = None
         #: Set to a reason (e.g. ``"SIGTERM"``, by ``evorl.experiment``'s signal handler) to make
-        #: ``learn`` stop at the end of its current chunk, checkpoint and raise ``TrainingInterrupted``.
+        #: ``learn`` stop after its current compiled call (seconds), checkpoint and raise ``TrainingInterrupted``.
         self.stop_requested: str | None = None
 
     @classmethod

@@ -112,8 +112,9 @@ class ChunkedWorkflow(RLWorkflow):
 
     # --- training -------------------------------------------------------------------------
     def run_iterations(self, state: OnPolicyState, num_iterations: int) -> tuple[OnPolicyState, dict]:
-        """Runs ``num_iterations`` iterations in one compiled call; returns host metrics
-        (aggregated over a population). The input state's buffers are donated (fused runner)."""
+        """Runs ``num_iterations`` iterations (compiled calls of a few seconds, see
+        :class:`~evorl.workflows.execution.Executor`); returns host metrics (aggregated over a
+        population). The input state's buffers are donated (fused runner)."""
         with self.executor.running(state):
             state, metrics = self.executor.run(state, num_iterations)
         self.write_lineage()
@@ -249,7 +250,8 @@ class ChunkedWorkflow(RLWorkflow):
         """Trains from ``state`` to ``training.num_iterations``, in compiled chunks of
         ``training.eval_interval`` iterations; after each chunk: the health check, a greedy
         evaluation, the recorders' line and a checkpoint (with a ``checkpointer``). Returns the
-        final state; a stop request ends it at a chunk's end with ``TrainingInterrupted``."""
+        final state; a stop request ends it after the current compiled call (a few seconds: the
+        partial chunk is evaluated, logged and checkpointed) with ``TrainingInterrupted``."""
         tc = self.config.training
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
@@ -258,7 +260,8 @@ class ChunkedWorkflow(RLWorkflow):
         self.last_metrics: dict[str, float] = {}
         with self.executor.running(state):
             while done < tc.num_iterations:
-                n = min(tc.eval_interval, tc.num_iterations - done)
+                # to the next logging point (a run stopped inside a chunk and resumed realigns)
+                n = min(tc.eval_interval - done % tc.eval_interval, tc.num_iterations - done)
                 try:
                     state, done, saved = self._chunk(state, done, n)
                 except ActorLearnerError as e:  # keep what the learner reached, then fail with the actor's error
@@ -278,19 +281,16 @@ class ChunkedWorkflow(RLWorkflow):
         return state
 
     def _chunk(self, state: OnPolicyState, done: int, n: int) -> tuple[OnPolicyState, int, bool]:
-        """Up to ``n`` iterations (the asynchronous learner stops early on a stop request),
-        then the health check, evaluation, logging and checkpoint of the logging point.
+        """Up to ``n`` iterations (fewer on a stop request: the executors check it between
+        compiled calls or learner updates), then the health check, evaluation, logging and checkpoint of the logging point.
         Returns the state, the iterations done and whether it was checkpointed."""
         steps_per_iteration = self.env_steps_per_iteration
         start = time.perf_counter()
-        if self.asynchronous:
-            state, per_agent = self.executor.run(
-                state, n, stop=lambda: self.stop_requested is not None,
-                progress=lambda k: self.report_progress((done + k) * steps_per_iteration))
-            n = int(to_host(state.iteration)) - done
-        else:
-            state, per_agent = self.executor.run(state, n)
-            self.write_lineage()
+        state, per_agent = self.executor.run(
+            state, n, stop=lambda: self.stop_requested is not None,
+            progress=lambda k: self.report_progress((done + k) * steps_per_iteration))
+        self.write_lineage()
+        n = int(np.max(to_host(state.iteration))) - done
         elapsed = time.perf_counter() - start
         if n == 0:
             return state, done, False
