@@ -54,7 +54,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl import metrics as M
-from evorl.config import require
+from evorl.config import FloatOrInf, require
 from evorl.rollout import EpisodeStats, Trajectory, rollout
 from evorl.workflows.execution import DEVICE_AXIS, jit_rarely_run, to_host
 
@@ -92,6 +92,10 @@ class RunnerConfig:
     #: algorithm holds up under policy lag (the queue fills, and the mean lag grows towards
     #: ``queue_size / num_actors + 1`` updates; ``benchmarks/async_lag.py``). 0: no delay.
     learner_delay_seconds: float = 0.0
+    #: The memory the run may use, in GB over all its devices: a config whose estimate
+    #: (:mod:`evorl.memory_estimate`) is larger is refused before anything is compiled. null:
+    #: what the machine has (MemAvailable on CPU, the devices' bytes_limit on GPU); .inf: no check.
+    max_memory_gb: FloatOrInf | None = None
 
     def validate(self, where: str) -> None:
         require(self.mode in RUNNER_MODES, f"{where}.mode must be one of {', '.join(RUNNER_MODES)}, got {self.mode!r}.")
@@ -103,6 +107,9 @@ class RunnerConfig:
                 f"{where}.env_step_timeout_seconds must be > 0, got {self.env_step_timeout_seconds}.")
         require(0 <= self.learner_delay_seconds <= 60,
                 f"{where}.learner_delay_seconds must be in [0, 60], got {self.learner_delay_seconds}.")
+        require(self.max_memory_gb is None or self.max_memory_gb > 0,
+                f"{where}.max_memory_gb must be > 0, .inf (no check) or null (the machine's memory), "
+                f"got {self.max_memory_gb}.")
 
     def asynchronous(self, env_on_host: bool) -> bool:
         return self.mode == "async" or (self.mode == "auto" and env_on_host)

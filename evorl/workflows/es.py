@@ -30,6 +30,7 @@ from evorl.config import ConfigError, parse_section, require, section_data, to_p
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
+from evorl.memory_estimate import check_memory, es_terms, sizes_from_config, sizes_of_agent
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import TrainingDiverged
 from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
@@ -138,10 +139,13 @@ class ESWorkflow(ChunkedWorkflow):
         multi_process = initialize_distributed(config.distributed)  # before any JAX computation
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
         es = config.es
+        num_devices = jax.device_count() if enable_multi_devices else 1
+        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
+        check_memory(es_terms(config, lower_bounds), config.runner.max_memory_gb, num_devices)
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=es.episodes_per_member)
         agent = make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                   normalize_obs=es.obs_norm, **vars(config.agent))
-        num_devices = jax.device_count() if enable_multi_devices else 1
+        check_memory(es_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb, num_devices)
         require(not config.pbt.enabled, "pbt applies to the RL workflows' populations (PPO, A2C, IMPALA); "
                                          "ESWorkflow evolves its policy parameters itself: set pbt.enabled=false.")
         require(not env.on_host, f"ESWorkflow plays its episodes inside compiled programs: env_type "

@@ -35,7 +35,8 @@ from evorl.config import (
 from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
-from evorl.envs.config import EnvConfig
+from evorl.envs.config import HOST_ENV_TYPES, EnvConfig
+from evorl.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder, report_progress
 from evorl.workflows.actor_learner import RunnerConfig
 from evorl.workflows.pbt import PBTConfig
@@ -241,9 +242,16 @@ class RLWorkflow(Workflow):
         config = cls.parse_config(cfg)
         multi_process = initialize_distributed(config.distributed)  # before any JAX computation
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
+        num_devices = jax.device_count() if enable_multi_devices else 1
+        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
+        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
+        check_memory(on_policy_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
+                     num_devices)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
         agent = cls.build_agent(env, config.agent, config.training)
-        cls.check_config(config, agent, num_devices=jax.device_count() if enable_multi_devices else 1)
+        cls.check_config(config, agent, num_devices=num_devices)
+        check_memory(on_policy_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
+                     config.runner.max_memory_gb, num_devices)
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 
     @classmethod

@@ -1,0 +1,149 @@
+"""The memory estimate (issue 36, item 2): a config that cannot fit is refused in one line
+before anything is built, compiled or allocated; ``runner.max_memory_gb`` overrides the limit."""
+
+import time
+
+import pytest
+from conftest import TINY
+from test_cli_mistakes import TINY_OVERRIDES, assert_one_line, train
+
+from evorl.config import ConfigError
+from evorl.memory_estimate import (
+    WORD_BYTES, check_memory, memory_message, on_policy_terms, sizes_from_config, sizes_of_agent,
+)
+from evorl.workflows import PPOWorkflow
+
+CARTPOLE = {**TINY, "agent": {}}  # PPO's default [64, 64] networks on CartPole (obs 4, 2 actions)
+
+
+def dense(n_in, n_out):
+    return n_in * n_out + n_out  # kernel + bias
+
+
+#: By hand: policy 4 -> 64 -> 64 -> 2 logits, value 4 -> 64 -> 64 -> 1.
+CARTPOLE_PARAMS = (dense(4, 64) + dense(64, 64) + dense(64, 2)) + (dense(4, 64) + dense(64, 64) + dense(64, 1))
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    return PPOWorkflow.build_from_config(CARTPOLE)
+
+
+def test_parameter_count_of_a_known_network_is_the_hand_count(cartpole):
+    sizes = sizes_of_agent(cartpole.agent)
+    assert sizes.num_params == CARTPOLE_PARAMS == 9155
+    assert (sizes.obs_size, sizes.action_size, sizes.policy_state_size) == (4, 1, 0)
+    assert sizes.largest_layer == (64, 64)
+
+
+def test_estimate_of_a_known_config_is_within_a_factor_2_of_the_hand_count(cartpole):
+    """Hand count: weights, gradient and Adam's two moments of each parameter, and the [T, B]
+    rollout (obs, next obs, action, 7 scalars) with its shuffled copy, in float32; the estimate
+    adds the activations, so it lies between the hand count and twice it."""
+    tc = cartpole.config.training
+    terms = on_policy_terms(cartpole.config, sizes_of_agent(cartpole.agent), num_devices=1, asynchronous=False)
+    assert {t.name: t.words for t in terms}["parameters"] == 4 * CARTPOLE_PARAMS
+    hand = WORD_BYTES * (4 * CARTPOLE_PARAMS + 2 * tc.rollout_length * tc.num_envs * (2 * 4 + 1 + 7))
+    total = sum(t.bytes for t in terms)
+    assert hand <= total <= 2 * hand, (hand, total)
+
+
+@pytest.mark.parametrize("agent", [{}, {"actor_hidden_layer_sizes": [300, 20, 7]}, {"core": "gru", "core_size": 32},
+                                   {"core": "lstm", "core_size": 16, "critic_hidden_layer_sizes": [5]}])
+def test_config_bounds_are_lower_bounds_of_the_built_agent(agent):
+    """The check before the agent is built must never refuse what the exact one accepts."""
+    training = {**TINY["training"], "num_minibatches": 1}
+    workflow = PPOWorkflow.build_from_config({**TINY, "agent": agent, "training": training})
+    low, exact = sizes_from_config(workflow.config.agent), sizes_of_agent(workflow.agent)
+    assert low.num_params <= exact.num_params
+    assert low.activation_width <= exact.activation_width
+    assert low.policy_state_size <= exact.policy_state_size
+
+
+@pytest.mark.parametrize("agent, parts", [
+    ({"actor_hidden_layer_sizes": [200000, 200000]}, ["parameters", "largest layer 200,000 x 200,000"]),
+    ({"core": "gru", "core_size": 60000}, ["parameters", "largest layer 60,000 x"]),
+    ({"core": "gru", "core_size": 2**31 - 1}, ["parameters", "largest layer 2,147,483,647 x"]),
+], ids=["wide_mlp", "core_60000", "core_2**31-1"])
+def test_too_large_networks_are_refused_before_anything_is_built(agent, parts, monkeypatch):
+    """Refused before the env is created (the agent's networks, and the buffers of a
+    ``core_size`` torso, come after it): nothing is allocated."""
+    def no_env(*args, **kwargs):
+        raise AssertionError("the env was created before the memory check")
+
+    monkeypatch.setattr("evorl.workflows.rl_base.create_env", no_env)
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match="runner.max_memory_gb") as error:
+        PPOWorkflow.build_from_config({**TINY, "agent": agent})
+    assert time.perf_counter() - start < 1.0
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("the run needs about ")
+    for part in parts:
+        assert part in message, message
+
+
+def test_too_many_envs_are_refused_before_the_envs_are_created(monkeypatch):
+    monkeypatch.setattr("evorl.workflows.rl_base.create_env", lambda *a, **k: pytest.fail("env created"))
+    training = {**TINY["training"], "num_envs": 10_000_000, "rollout_length": 128}
+    with pytest.raises(ConfigError, match=r"rollout: 1 agent\(s\) x 128 x 10,000,000 steps"):
+        PPOWorkflow.build_from_config({**TINY, "training": training})
+
+
+CLI_CASES = {
+    "wide_mlp": (["agent.actor_hidden_layer_sizes=[200000,200000]"], ["config error: the run needs about", "640 GB",
+                                                                     "runner.max_memory_gb"]),
+    "core_60000": (["agent.core=gru", "agent.core_size=60000"], ["config error: the run needs about",
+                                                                 "runner.max_memory_gb"]),
+    "core_2**31-1": (["agent.core=gru", f"agent.core_size={2**31 - 1}"], ["config error: the run needs about"]),
+    "core_2**31": (["agent.core=gru", f"agent.core_size={2**31}"], ["config error: 'agent.core_size'", "int32"]),
+    "tiny_limit": (["runner.max_memory_gb=1e-6"], ["config error: the run needs about", "runner.max_memory_gb=1e-06"]),
+}
+
+
+@pytest.mark.parametrize("args, parts", list(CLI_CASES.values()), ids=list(CLI_CASES))
+def test_the_cli_refuses_in_one_line_within_seconds(args, parts, tmp_path):
+    """Exit 2 and one line; the time is mostly Python and JAX starting (about 4 s)."""
+    overrides = [a for a in TINY_OVERRIDES if not any(a.split("=")[0] == b.split("=")[0] for b in args)]
+    start = time.perf_counter()
+    proc = train([*overrides, *args, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    elapsed = time.perf_counter() - start
+    assert_one_line(proc, *parts)
+    assert elapsed < 30, elapsed
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_override_key_moves_the_limit(cartpole):
+    """A tiny limit refuses the ordinary config the default accepts; a larger one, or .inf,
+    lets a config over the machine's memory through the check."""
+    terms = on_policy_terms(cartpole.config, sizes_of_agent(cartpole.agent), 1, False)
+    check_memory(terms, None)  # the machine's memory: accepted
+    with pytest.raises(ConfigError, match=r"more than the 1e-06 GB available \(runner.max_memory_gb=1e-06\)"):
+        PPOWorkflow.build_from_config({**CARTPOLE, "runner": {"max_memory_gb": 1e-6}})
+    huge = PPOWorkflow.parse_config({**TINY, "agent": {"actor_hidden_layer_sizes": [200000, 200000]}})
+    huge_terms = on_policy_terms(huge, sizes_from_config(huge.agent), 1, False)
+    with pytest.raises(ConfigError):
+        check_memory(huge_terms, None)
+    check_memory(huge_terms, 1e4)  # 10 TB allowed
+    check_memory(huge_terms, float("inf"))  # no check
+    assert memory_message(huge_terms, limit=1e15, source="test") is None
+
+
+@pytest.mark.parametrize("value, ok", [(".inf", True), (2.5, True), (None, True), (0, False), (-1.0, False)])
+def test_max_memory_gb_is_validated(value, ok):
+    cfg = {**CARTPOLE, "runner": {"max_memory_gb": value}}
+    if ok:
+        expected = float("inf") if value == ".inf" else value
+        assert PPOWorkflow.parse_config(cfg).runner.max_memory_gb == expected
+    else:
+        with pytest.raises(ConfigError, match="runner.max_memory_gb must be > 0"):
+            PPOWorkflow.parse_config(cfg)
+
+
+def test_es_population_too_large_is_refused():
+    from evorl.workflows import ESWorkflow
+
+    cfg = {"workflow_cls": "evorl.workflows.ESWorkflow", "env": TINY["env"], "es": {"population_size": 100_000},
+           "agent": {"actor_hidden_layer_sizes": [1024, 1024]}}
+    with pytest.raises(ConfigError, match=r"candidates: 100,000 members x .* make the candidates smaller "
+                                          r"\(es.population_size"):
+        ESWorkflow.build_from_config(cfg)
