@@ -34,6 +34,7 @@ from evorl.config import ConfigError
 from evorl.config_groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.config_groups import GROUPS, config_names
 from evorl.log_noise import quiet_third_party_logs
+from evorl.peer_watch import EXIT_PEER_LOST
 
 CONFIG_DIR = str(_CONFIG_PATH)
 
@@ -247,8 +248,7 @@ def hydra_settings(argv: list[str]) -> list[str]:
 EXIT_DIVERGED = 3
 #: Exit status of ``evorl-train`` when the disk (or quota) was full.
 EXIT_NO_SPACE = 4
-#: Exit status of ``evorl-train`` when another process of a multi-process run stopped responding.
-EXIT_PEER_LOST = 5
+# EXIT_PEER_LOST (5, from evorl.peer_watch): another process of a multi-process run stopped responding.
 #: Exit status of ``evorl-train`` when an actor thread failed or an environment step hung.
 EXIT_ACTOR_FAILED = 6
 

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import importlib
 import json
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -33,7 +35,8 @@ import jax
 
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
-from evorl.distributed import is_main_process, peer_lost
+from evorl.distributed import PeerLost, is_main_process, peer_lost
+from evorl.peer_watch import watching_run
 from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.run_folder import (
     CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, UNREADABLE_SUFFIX,
@@ -219,6 +222,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             closing.callback(chain.close)
             if getattr(workflow, "lineage", None) is not None:
                 closing.callback(workflow.lineage.close)
+            closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
             with stop_on_signals(workflow, label):
                 state = workflow.learn(state)
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
@@ -324,6 +328,16 @@ def record_peer_lost(run_dir: Path, error: Exception) -> None:
     if info.get("status") == "running":
         reason = f"{type(error).__name__}: {error} (recorded by process {jax.process_index()})"
         finish_run_info(run_dir, info, "failed", reason=reason)
+
+
+def _record_stopped_peer(run_dir: Path | None, message: str) -> None:
+    """A peer stopped without dying (:mod:`evorl.peer_watch`): ``run.json`` says failed, and the
+    checkpoint being written (whose collectives wait for the peer) is removed half-written."""
+    if run_dir is None:
+        return
+    record_peer_lost(run_dir, PeerLost(message))
+    for partial in checkpoint_dir(run_dir).glob("*.orbax-checkpoint-tmp*"):
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 def _closer(checkpointer: Checkpointer):

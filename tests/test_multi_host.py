@@ -142,6 +142,50 @@ def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path, victim)
         assert "recorded by process 1" in info["reason"], info
 
 
+@pytest.mark.slow  # two multi-process runs of ~30 s
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_stopped_process_stops_the_other_after_the_heartbeat_timeout_with_one_line(tmp_path, victim):
+    """SIGSTOP (no TCP reset): the survivor's collectives would wait forever and JAX's own
+    heartbeat watch aborts with a C++ stack trace (exit 134). The peer watch acts first: one
+    line, exit 5 within the heartbeat timeout plus a few seconds, run.json failed, no
+    half-written checkpoint folder left."""
+    import signal
+
+    from evorl.cli import EXIT_PEER_LOST
+
+    heartbeat = 5
+
+    def cfg(port, i):  # checkpoints at every logging point: the peer may stop during a save too
+        return {**two_process_cfg(port, i, heartbeat=heartbeat),
+                "logging": {"console": "lines", "recorders": ["console"], "plot": False},
+                "training": {**CFG["training"], "num_iterations": 100_000, "eval_interval": 1, "eval_episodes": 2}}
+
+    port, run_dir = free_port(), tmp_path / "run"
+    procs = [start_experiment(cfg(port, i), run_dir, tmp_path / f"p{i}.npz") for i in range(2)]
+    try:
+        line = ""
+        while "iter=3 " not in line:
+            line = procs[0].stdout.readline()
+            assert line or procs[0].poll() is None, "process 0 ended early"
+        procs[victim].send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        out, _ = procs[1 - victim].communicate(timeout=120)
+        waited = time.monotonic() - stopped
+    finally:
+        for p in procs:
+            p.kill()
+    print(f"process {1 - victim} left {waited:.1f} s after process {victim} was stopped")
+    assert procs[1 - victim].returncode == EXIT_PEER_LOST, out[-4000:]
+    assert waited < heartbeat + 10, waited
+    assert "Traceback" not in out and "stack trace" not in out and "Check failed" not in out, out[-4000:]
+    errors = [line for line in out.splitlines() if line.startswith("evorl:")]
+    expected = f"process {victim} of 2" if victim == 1 else "process 0 of 2"
+    assert len(errors) == 1 and errors[0].startswith(f"evorl: {expected} stopped responding (no heartbeat for "), out
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["status"] == "failed" and "stopped responding" in info["reason"], info
+    assert not list((run_dir / "checkpoints").glob("*.orbax-checkpoint-tmp*"))
+
+
 def orbax_barrier_error() -> TimeoutError:
     """What orbax's checkpoint thread raised in process 1 when process 0 died during a save
     (CI, stop 21): a TimeoutError from the coordination service's error."""

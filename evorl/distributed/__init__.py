@@ -15,6 +15,8 @@ import numpy as np
 import optax
 from jax import lax
 
+from evorl.peer_watch import JAX_GRACE_SECONDS, peer_lost_message, process_name, start_watch
+
 
 def pmean(x: Any, axis_name: str | None = None) -> Any:
     """Mean of ``x`` over the device axis (identity when ``axis_name`` is None)."""
@@ -67,7 +69,8 @@ def axis_index(axis_name: str | None = None) -> jax.Array | int:
 
 def initialize(cfg) -> bool:
     """Starts ``jax.distributed`` for a :class:`~evorl.config.DistributedConfig` that asks for
-    several processes (once per process, before any JAX computation). Returns whether this
+    several processes (once per process, before any JAX computation), and the watch of the
+    other processes' heartbeats (:mod:`evorl.peer_watch`). Returns whether this
     process is part of a multi-process run. On the CPU, collectives use gloo."""
     if not cfg.multi_process:
         return jax.process_count() > 1
@@ -81,8 +84,13 @@ def initialize(cfg) -> bool:
     if not cfg.auto:
         kwargs.update(coordinator_address=cfg.coordinator_address, num_processes=cfg.num_processes,
                       process_id=cfg.process_id)
+    # JAX's own watch aborts with a C++ stack trace: ours (peer_watch) acts first
+    kwargs["heartbeat_timeout_seconds"] = cfg.heartbeat_timeout_seconds + JAX_GRACE_SECONDS
     jax.distributed.initialize(**kwargs)
     _initialized["done"] = True
+    from jax._src.distributed import global_state  # the coordination client (no public handle)
+
+    start_watch(global_state.client, jax.process_index(), jax.process_count(), cfg.heartbeat_timeout_seconds)
     return True
 
 
@@ -119,8 +127,6 @@ def peer_lost(error: BaseException | None, run_dir: Any = None) -> PeerLost | No
     connection or missed heartbeats; or an error raised because of one (orbax's checkpoint
     thread raises a ``TimeoutError`` from the coordination service's error), so the chain of
     causes is read too. Its message names the ``resume=`` of ``run_dir``, the run's folder."""
-    from evorl.run_folder import resume_argument
-
     if error is None or jax.process_count() == 1:
         return None
     chain, seen = [], set()
@@ -134,9 +140,8 @@ def peer_lost(error: BaseException | None, run_dir: Any = None) -> PeerLost | No
         return None
     sign = next(s for s in PEER_LOST_SIGNS if s in text)
     count, index = jax.process_count(), jax.process_index()
-    who = f"process {1 - index} of 2" if count == 2 else f"one of the other {count - 1} processes (of {count})"
-    return PeerLost(f"{who} stopped responding ({sign}); process {index} stops too. Start all {count} processes "
-                    f"again with {resume_argument(run_dir)} to continue from the newest complete checkpoint.")
+    who = process_name(1 - index) if count == 2 else f"one of the other {count - 1} processes (of {count})"
+    return PeerLost(peer_lost_message(who, sign, run_dir))
 
 
 def is_main_process() -> bool:
