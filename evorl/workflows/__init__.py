@@ -12,6 +12,7 @@ WORKFLOWS = {
     "PPOWorkflow": "evorl.algorithms.ppo",
     "A2CWorkflow": "evorl.algorithms.a2c",
     "IMPALAWorkflow": "evorl.algorithms.impala",
+    "DQNWorkflow": "evorl.algorithms.dqn",
     "ESWorkflow": "evorl.workflows.es",
 }
 

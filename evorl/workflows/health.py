@@ -59,16 +59,17 @@ def tree_all_finite(tree: Any) -> jax.Array:
 FROZEN_FIELDS = ("agent_state", "opt_state", "lagged_params")
 
 
-def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array) -> tuple[Any, jax.Array]:
+def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array,
+                    fields: tuple[str, ...] = FROZEN_FIELDS) -> tuple[Any, jax.Array]:
     """One agent's iteration ``old -> new`` (an :class:`~evorl.workflows.on_policy.OnPolicyState`)
     kept only while the agent is ``alive`` and the iteration left its parameters, observation
     statistics, optimiser state and loss ``metrics`` (not the episode sums) finite; otherwise
-    the agent keeps ``old``'s :data:`FROZEN_FIELDS` and is no longer alive. Returns the state
-    and ``alive``."""
+    the agent keeps ``old``'s ``fields`` (default :data:`FROZEN_FIELDS`; an off-policy state
+    names its own) and is no longer alive. Returns the state and ``alive``."""
     losses = [m.value for key, m in M.declared(metrics).items() if not key.startswith("episode_")]
     alive = alive & tree_all_finite((new.agent_state.params, new.agent_state.obs_stats, new.opt_state, losses))
     kept = {name: jax.tree.map(lambda n, o: jnp.where(alive, n, o), getattr(new, name), getattr(old, name))
-            for name in FROZEN_FIELDS}
+            for name in fields}
     return new.replace(**kept), alive
 
 

@@ -1,0 +1,346 @@
+"""Off-policy RL from a replay buffer: one training iteration as a pure function, and
+``OffPolicyWorkflow``, which runs it on the shared host loop and execution layer.
+
+:func:`make_iteration` builds ``iteration(state) -> (state, metrics)``; read top to bottom:
+
+1. roll out ``T = rollout_length`` steps in the ``B = num_envs`` environments with the
+   agent's behaviour policy (``agent.behaviour``: epsilon-greedy for DQN; uniformly random
+   actions for the first ``warmup_steps`` env steps);
+2. turn the ``[T, B]`` rollout into ``n_step`` transitions (:func:`evorl.replay.n_step_transitions`,
+   truncation-aware) and add them to the replay buffer in the state;
+3. once the buffer holds ``learning_starts`` transitions: ``num_updates`` gradient steps,
+   each on ``batch_size`` transitions sampled uniformly from the buffer, the target
+   parameters moved every ``target_update_period`` gradient steps,
+   :math:`\\bar\\theta \\leftarrow \\tau \\theta + (1 - \\tau) \\bar\\theta` (``tau = 1``: a copy).
+   Before then the same program runs with the updates skipped (``lax.cond``).
+
+The executor (:class:`~evorl.workflows.execution.Executor`) runs it in compiled chunks,
+vmapped over a population (``training.num_seeds`` x hyperparameter lists); the host loop of
+:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` evaluates the greedy policy, logs and
+checkpoints (the buffer is part of the state, so a resumed run continues exactly).
+An algorithm supplies an agent with ``init``, ``loss(agent_state, target_params, batch, key)``,
+``behaviour(agent_state, env_steps, random_actions)`` and ``evaluate_actions``
+(:mod:`evorl.algorithms.dqn`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax import lax
+
+from evorl import metrics as M
+from evorl import prng, replay
+from evorl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.config import (
+    ConfigError, TrainingConfig, parse_section, require, section_data, sweep_variants, to_plain, unknown_key_error,
+)
+from evorl.distributed import agent_gradient_update
+from evorl.distributed import initialize as initialize_distributed
+from evorl.envs import EnvState, VectorEnv, create_env
+from evorl.evaluator import make_evaluator
+from evorl.memory_estimate import Term, check_memory, sizes_of_agent
+from evorl.rollout import rollout_with_policy_state
+from evorl.workflows.execution import Executor, Placement
+from evorl.workflows.health import freeze_diverged
+from evorl.workflows.on_policy import episode_metrics
+from evorl.workflows.population import apply_variant, population_inputs
+from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
+
+
+@dataclass(frozen=True)
+class OffPolicyTrainingConfig:
+    """The ``training:`` section of an off-policy run: one iteration collects ``num_envs x
+    rollout_length`` env steps into the replay buffer, then takes ``num_updates`` gradient
+    steps on minibatches sampled from it."""
+
+    #: Training iterations, each of num_envs x rollout_length env steps.
+    num_iterations: int = 1000
+    #: Env steps per environment per iteration (the T of the [T, B] rollout).
+    rollout_length: int = 1
+    #: Environments stepped side by side (the B of the [T, B] rollout).
+    num_envs: int = 8
+    #: Adam's step size (a list trains one agent per value).
+    learning_rate: float = 2.5e-4
+    #: Decay the learning rate linearly to 0 over ``num_iterations``.
+    anneal_lr: bool = False
+    #: Adam's epsilon.
+    adam_eps: float = 1e-8
+    #: Clip the gradient's global norm to this (null: no clipping).
+    max_grad_norm: float | None = 10.0
+    #: Discount factor.
+    gamma: float = 0.99
+    #: Steps per transition: the target sums up to n discounted rewards, then bootstraps.
+    n_step: int = 1
+    #: Transitions the replay buffer holds (per agent); the oldest are overwritten.
+    buffer_size: int = 10_000
+    #: Transitions per gradient step, sampled uniformly from the buffer.
+    batch_size: int = 128
+    #: Gradient steps per iteration.
+    num_updates: int = 1
+    #: Transitions in the buffer before the first gradient step.
+    learning_starts: int = 1000
+    #: Env steps (per agent) acting uniformly at random before the behaviour policy takes over.
+    warmup_steps: int = 0
+    #: Gradient steps between target network updates.
+    target_update_period: int = 1
+    #: Polyak coefficient of a target update (1: copy the online parameters).
+    tau: float = 1.0
+    #: Iterations between evaluations and log lines.
+    eval_interval: int = 10
+    #: Greedy episodes per evaluation.
+    eval_episodes: int = 16
+    #: Independent agents trained side by side in one program (vmapped), each its own seed.
+    num_seeds: int = 1
+    #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``); the
+    #: cut is a truncation, bootstrapped from the final observation.
+    train_episode_length: int | None = None
+
+    def validate(self, where: str = "training") -> None:
+        for key in ("num_iterations", "rollout_length", "num_envs", "n_step", "buffer_size", "batch_size",
+                    "num_updates", "target_update_period", "eval_interval", "eval_episodes", "num_seeds"):
+            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        for key in ("learning_starts", "warmup_steps"):
+            require(getattr(self, key) >= 0, f"{where}.{key} must be >= 0, got {getattr(self, key)}.")
+        require(self.buffer_size >= self.env_steps_per_iteration,
+                f"{where}.buffer_size={self.buffer_size} must hold one iteration's transitions, num_envs x "
+                f"rollout_length = {self.env_steps_per_iteration}.")
+        require(self.learning_starts <= self.buffer_size,
+                f"{where}.learning_starts={self.learning_starts} exceeds {where}.buffer_size={self.buffer_size}: "
+                f"the buffer would never hold enough transitions to start learning.")
+        require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
+        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
+        require(self.train_episode_length is None or self.train_episode_length >= 1,
+                f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_length
+
+
+@struct.dataclass
+class OffPolicyState:
+    key: jax.Array
+    agent_state: AgentState
+    opt_state: Any
+    target_params: Any  # the target network's parameters (the bootstrap values' network)
+    buffer: replay.ReplayBuffer
+    env_state: EnvState  # leading axis [B]
+    learning_rate: jax.Array  # [] base learning rate
+    iteration: jax.Array  # [] int32, completed iterations
+    gradient_steps: jax.Array  # [] int32, gradient steps taken (the target update period counts them)
+
+
+def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
+    """Global-norm clipping then Adam, the learning rate in the optimiser state (data)."""
+
+    def optimizer(learning_rate):
+        clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
+        return optax.chain(*clip, optax.adam(learning_rate, eps=tc.adam_eps))
+
+    return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
+
+
+#: What a diverged agent of a population keeps from its last finite iteration.
+FROZEN_FIELDS = ("agent_state", "opt_state", "target_params")
+
+
+def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: jax.Array, hparams: Any,
+               learning_rate: jax.Array) -> OffPolicyState:
+    """A fresh training state: agent with ``hparams``, target = online parameters, an empty
+    buffer of ``buffer_size`` transitions, reset environments."""
+    key, agent_key, env_key = jax.random.split(key, 3)
+    agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
+    env_state = env.reset(env_key)
+    action = jax.eval_shape(agent.evaluate_actions, agent_state, env_state.obs)  # [B, ...]
+    obs = jnp.zeros(env_state.obs.shape[1:], env_state.obs.dtype)
+    example = replay.Transition(obs=obs, action=jnp.zeros(action.shape[1:], action.dtype),
+                                reward=jnp.zeros((), jnp.float32), discount=jnp.zeros((), jnp.float32), next_obs=obs)
+    return OffPolicyState(
+        key=key, agent_state=agent_state, opt_state=optimizer.init(agent_state.params),
+        target_params=agent_state.params, buffer=replay.init(example, buffer_size), env_state=env_state,
+        learning_rate=jnp.asarray(learning_rate, jnp.float32), iteration=jnp.zeros((), jnp.int32),
+        gradient_steps=jnp.zeros((), jnp.int32),
+    )
+
+
+def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
+    """One training iteration (see the module docstring); metrics are scalars."""
+    gradient_update = agent_gradient_update(agent.loss, optimizer, has_aux=True)
+    steps_per_iteration = tc.env_steps_per_iteration
+
+    def update_step(carry, key):
+        agent_state, opt_state, target_params, buffer, gradient_steps = carry
+        sample_key, loss_key = jax.random.split(key)
+        batch = replay.sample(buffer, sample_key, tc.batch_size)  # [batch_size, ...]
+        (_, metrics), agent_state, opt_state = gradient_update(opt_state, agent_state, target_params, batch, loss_key)
+        gradient_steps = gradient_steps + 1
+        move = gradient_steps % tc.target_update_period == 0
+        target_params = jax.tree.map(lambda online, target: jnp.where(move, tc.tau * online + (1 - tc.tau) * target,
+                                                                      target), agent_state.params, target_params)
+        return (agent_state, opt_state, target_params, buffer, gradient_steps), metrics
+
+    def learn(carry, key):
+        carry, metrics = lax.scan(update_step, carry, jax.random.split(key, tc.num_updates))  # metrics [U]
+        return carry, M.over_steps(metrics, jnp.ones(tc.num_updates))
+
+    def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
+        key, rollout_key, update_key = jax.random.split(prng.fast(state.key), 3)  # same bits (evorl.prng)
+        env_steps = state.iteration * steps_per_iteration  # this agent's env steps before the iteration
+        acting = agent.behaviour(state.agent_state, env_steps, random_actions=env_steps < tc.warmup_steps)
+        env_state, _, trajectory, episodes = rollout_with_policy_state(
+            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length)  # [T, B, ...]
+        discounts = state.agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
+        transitions = replay.n_step_transitions(
+            trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
+            trajectory.terminated | trajectory.truncated, trajectory.next_obs, tc.n_step)  # [T, B]
+        buffer = replay.add(state.buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), transitions))
+        agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs)
+
+        if tc.anneal_lr:  # linear decay to 0 at num_iterations
+            frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
+            opt_state = state.opt_state._replace(hyperparams={**state.opt_state.hyperparams,
+                                                              "learning_rate": state.learning_rate * frac})
+        else:
+            opt_state = state.opt_state
+        carry = (agent_state, opt_state, state.target_params, buffer, state.gradient_steps)
+        learning = buffer.size >= tc.learning_starts
+        metric_shapes = jax.eval_shape(learn, carry, update_key)[1]
+        carry, loss_metrics = lax.cond(
+            learning, learn,
+            lambda carry, _: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
+            carry, update_key)
+        agent_state, opt_state, target_params, buffer, gradient_steps = carry
+        metrics = {
+            **loss_metrics,
+            "gradient_steps": learning.astype(jnp.float32) * tc.num_updates,
+            **acting.metrics,
+            "buffer_size": M.Metric(buffer.size.astype(jnp.float32), "max"),
+            **episode_metrics(episodes, None),
+        }
+        state = state.replace(key=prng.raw(key), agent_state=agent_state, opt_state=opt_state,
+                              target_params=target_params, buffer=buffer, env_state=env_state,
+                              iteration=state.iteration + 1, gradient_steps=gradient_steps)
+        return state, metrics
+
+    return iteration
+
+
+#: ``training:`` keys of the on-policy workflows that an off-policy run does not read.
+ON_POLICY_ONLY = tuple(f.name for f in dataclasses.fields(TrainingConfig)
+                       if f.name not in OffPolicyTrainingConfig.__dataclass_fields__)
+
+
+class OffPolicyWorkflow(ChunkedWorkflow):
+    """Off-policy training from a replay buffer (see the module docstring) on the shared host
+    loop: ``learn``, greedy evaluation, health checks, populations and checkpoints are
+    :class:`~evorl.workflows.rl_workflow.ChunkedWorkflow`'s. A subclass declares its agent
+    (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
+
+    training_hparams = {"gamma": "discount"}
+
+    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+        tc = config.training
+        eval_env = env.for_evaluation()
+        if tc.train_episode_length is not None:
+            require(tc.train_episode_length <= env.episode_length,
+                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
+                    f"episodes' length {env.episode_length} (env.episode_length).")
+            env = env.with_episode_length(tc.train_episode_length)
+        self.asynchronous = False
+        self.variants = sweep_variants(list(config.sweep))
+        self.num_agents = len(self.variants) * tc.num_seeds
+        self.placement = Placement.create(self.num_agents, False)
+        super().__init__(config, env, agent, recorders)
+        self.optimizer = make_optimizer(tc)
+        self._variant_data = []  # (hparams, learning rate) per variant
+        for variant in self.variants:
+            agent_cfg, training = apply_variant(config.agent, tc, variant)
+            self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
+        self.executor = Executor(make_iteration(env, agent, self.optimizer, tc), self.placement, ("env_state",),
+                                 final_metrics=chunk_health, freeze=freeze)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
+        self._evaluation_compiled = True
+        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        self._reported_alive: np.ndarray | None = None
+        self._frozen_metrics: dict[int, list[str]] = {}
+        self._params_finite = None
+
+    def init(self, key: jax.Array) -> OffPolicyState:
+        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
+        ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
+        init_one = functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size)
+        if not self.population:
+            hparams, learning_rate = self._variant_data[0]
+            return self.executor.init(init_one, key, hparams, learning_rate)
+        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
+
+    # --- config ---------------------------------------------------------------------------
+    @classmethod
+    def parse_config(cls, cfg: Any) -> ExperimentConfig:
+        """The shared validation (:meth:`RLWorkflow.parse_config`) with this workflow's own
+        ``training:`` section, :class:`OffPolicyTrainingConfig`."""
+        cfg = to_plain(cfg)
+        if not isinstance(cfg, dict):
+            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+        training = section_data(cfg.get("training", {}), "training")
+        own = list(OffPolicyTrainingConfig.__dataclass_fields__)
+        for key in training:
+            if key in ON_POLICY_ONLY:
+                raise ConfigError(f"'training.{key}' does not apply to {cls.name()} (an off-policy workflow: "
+                                  f"its training keys are {', '.join(own)}).")
+            if key not in own:
+                raise unknown_key_error(str(key), own, "training")
+        shared = {k: v for k, v in training.items() if k in TrainingConfig.__dataclass_fields__}
+        base = vars(super().parse_config({**cfg, "training": shared}))  # sweeps of learning_rate, gamma
+        chosen = {k: getattr(base["training"], k) for k in shared}  # a swept key's first value
+        off_policy = parse_section(OffPolicyTrainingConfig, {**training, **chosen}, "training")
+        off_policy.validate("training")
+        require(not base["pbt"].enabled, f"pbt applies to the on-policy workflows; {cls.name()} has no PBT yet: "
+                                         f"set pbt.enabled=false.")
+        require(base["runner"].mode != "async", f"runner.mode=async: {cls.name()} collects its data inside the "
+                                                f"compiled iteration; set runner.mode=auto or fused.")
+        require(not base["distributed"].multi_devices and base["distributed"].coordinator_address is None
+                and not base["distributed"].auto,
+                f"{cls.name()} trains on one device for now (its replay buffer is not split across devices): "
+                f"set distributed.multi_devices=false.")
+        return ExperimentConfig(**{**base, "training": off_policy})
+
+    @classmethod
+    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "OffPolicyWorkflow":
+        config = cls.parse_config(cfg)
+        require(not enable_multi_devices, f"{cls.name()} trains on one device for now (its replay buffer is not "
+                                          f"split across devices).")
+        initialize_distributed(config.distributed)
+        tc = config.training
+        env = create_env(config.env, episode_length=config.env.episode_length, parallel=tc.num_envs)
+        require(not env.on_host, f"{cls.name()} steps its environments inside the compiled iteration: env_type "
+                                 f"{config.env.env_type!r} steps on the host; use a JAX env (gymnax, brax, ...).")
+        agent = cls.build_agent(env, config.agent, tc)
+        check_memory(memory_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb)
+        return cls(config, env, agent, **kwargs)
+
+
+def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
+    """The large contributors of an off-policy run: parameters (with target, gradient and
+    Adam's moments) and the replay buffer, per agent."""
+    tc = config.training
+    agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    per_transition = 2 * sizes.obs_size + sizes.action_size + 2
+    return [
+        Term("parameters", f"{agents} agent(s) x {sizes.num_params:,} x 5 copies (weights, target, gradient, "
+                           f"Adam's 2 moments)", agents * sizes.num_params * 5,
+             "agent hidden layer sizes, training.num_seeds"),
+        Term("replay buffer", f"{agents} agent(s) x {tc.buffer_size:,} transitions x {per_transition:g} floats",
+             agents * tc.buffer_size * per_transition, "training.buffer_size, training.num_seeds"),
+    ]
