@@ -188,8 +188,8 @@ def help_text() -> str:
         where = "the default job" if option == default_algo else f"algo={option}"
         out += textwrap.wrap(f"agent ({cls.name()}, {where}): {keys}", WIDTH, initial_indent="  ",
                              subsequent_indent="    ")
-        changed = [f"{f.name}={yaml_text(getattr(config.training, f.name))}" for f in dataclasses.fields(TrainingConfig)
-                   if getattr(config.training, f.name) != getattr(job.training, f.name)]
+        changed = [f"{f.name}={yaml_text(getattr(config.training, f.name))}" for f in dataclasses.fields(config.training)
+                   if getattr(config.training, f.name) != getattr(job.training, f.name, None)]  # DQN: its own keys
         if changed:
             out += textwrap.wrap(f"training ({cls.name()}, algo={option}) where it differs: {', '.join(changed)}",
                                  WIDTH, initial_indent="  ", subsequent_indent="    ")

@@ -185,3 +185,18 @@ LEAN = {
                  "learning_rate": 2.3e-3, "num_updates": 64, "learning_starts": 1000, "target_update_period": 64,
                  "eval_interval": 200, "eval_episodes": 16},
 }
+
+
+def test_dqn_learns_cartpole_within_50k_steps():
+    """DQN (SB3 zoo's CartPole settings, a [64, 64] network) reaches greedy return >= 150 at one
+    of its 10 evaluations in 51,200 env steps. Measured (seeds 0, 1, 2; PRNGKey(seed)): best
+    evaluations 500, 205.2, 282.5; final ones 500, 137.7, 45.4 (DQN at this budget oscillates:
+    the final return is no fit threshold). A random policy scores about 20; about 5 s of
+    training after a 15-20 s compile on the 2-core CPU."""
+    workflow = DQNWorkflow.build_from_config({**LEAN, "seed": 0}, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    returns = []
+    for _ in range(10):
+        state, _ = workflow.run_iterations(state, 20)
+        returns.append(workflow.evaluate(state)["eval/episode_return"])
+    assert int(state.iteration) == 200 and max(returns) >= 150, returns
