@@ -312,6 +312,10 @@ class DistributedConfig:
                 f"{where}.layout must be 'envs' or 'population', got {self.layout!r}.")
 
 
+#: The values of ``training.optimizer``.
+OPTIMIZERS = ("adam", "rmsprop")
+
+
 @dataclass(frozen=True)
 class TrainingConfig:
     """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
@@ -323,11 +327,14 @@ class TrainingConfig:
     rollout_length: int = 128
     #: Environments stepped side by side (the B of the [T, B] rollout).
     num_envs: int = 4
-    #: Adam's step size (a list trains one agent per value).
+    #: The optimiser's step size (a list trains one agent per value).
     learning_rate: float = 2.5e-4
     #: Decay the learning rate linearly to 0 over ``num_iterations``.
     anneal_lr: bool = True
-    #: Adam's epsilon.
+    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
+    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
+    optimizer: str = "adam"
+    #: The optimiser's epsilon (Adam's or RMSprop's, added to the root of the second moment).
     adam_eps: float = 1e-5
     #: Clip the gradient's global norm to this (null: no clipping).
     max_grad_norm: float | None = 0.5
@@ -370,6 +377,8 @@ class TrainingConfig:
         require(self.train_episode_length is None or self.train_episode_length >= 1,
                 f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.optimizer in OPTIMIZERS,
+                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
         require(self.max_grad_norm is None or self.max_grad_norm > 0,
                 f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")

@@ -70,6 +70,7 @@ BAD_INPUTS = {
     "lr_list_empty": (edit("training", learning_rate=[]), "training.learning_rate"),
     "adam_eps_inf": (edit("training", adam_eps=INF), "training.adam_eps"),
     "adam_eps_zero": (edit("training", adam_eps=0.0), "training.adam_eps"),
+    "optimizer_unknown": (edit("training", optimizer="sgd"), "training.optimizer must be one of adam, rmsprop"),
     "max_grad_norm_inf": (edit("training", max_grad_norm=INF), "training.max_grad_norm"),
     "max_grad_norm_negative": (edit("training", max_grad_norm=-1.0), "training.max_grad_norm"),
     "gamma_above_1": (edit("training", gamma=1.5), "training.gamma"),

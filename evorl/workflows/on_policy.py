@@ -66,12 +66,18 @@ ENV_FIELDS = ("env_state", "policy_state")
 
 
 def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
-    """Global-norm clipping then Adam; the learning rate lives in the optimiser state
+    """Global-norm clipping then ``tc.optimizer``: Adam, or RMSprop as SB3 and
+    rl-baselines3-zoo run A2C (PyTorch's: ``v <- 0.99 v + 0.01 g^2`` from ``v = 0``, step
+    ``lr g / (sqrt(v) + eps)``). The learning rate lives in the optimiser state
     (``optax.inject_hyperparams``) so it is data: annealed per iteration, vmappable."""
 
     def optimizer(learning_rate):
         clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
-        return optax.chain(*clip, optax.adam(learning_rate, eps=tc.adam_eps))
+        if tc.optimizer == "rmsprop":
+            step = optax.rmsprop(learning_rate, decay=0.99, eps=tc.adam_eps, eps_in_sqrt=False)
+        else:
+            step = optax.adam(learning_rate, eps=tc.adam_eps)
+        return optax.chain(*clip, step)
 
     return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
 
