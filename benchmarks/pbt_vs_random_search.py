@@ -76,7 +76,10 @@ def time_pbt_step(workflow, state, repeats: int = 5) -> dict:
     import jax
 
     interval = workflow.config.pbt.interval
-    step = jax.jit(workflow.executor.pbt_step)
+    import jax.numpy as jnp
+
+    alive = jnp.ones(workflow.num_agents, bool)
+    step = jax.jit(lambda s: workflow.pbt.step_population(s, alive))
     jax.block_until_ready(step(state))
     step_s, interval_s = [], []
     for _ in range(repeats):

@@ -103,9 +103,10 @@ def workflow():
     return PPOWorkflow.build_from_config(config(interval=1000), recorders=[])
 
 
+@pytest.mark.slow  # ~46 s on 2 cores at load 8-10 (2026-12-03)
 def test_copied_agents_equal_their_sources_and_their_learning_rate_takes_effect(workflow):
     state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(1)), 2)
-    pbt = workflow.executor.pbt
+    pbt = workflow.pbt
     fitness = jnp.array([3.0, 1.0, 4.0, 0.0])  # agents 3 and 1 are replaced, by copies of 2 and 0
     new, record = jax.jit(pbt.step)(state.replace(env_state=None), fitness)
     source = np.asarray(record["source"])
@@ -131,6 +132,7 @@ def test_copied_agents_equal_their_sources_and_their_learning_rate_takes_effect(
     assert not any(m[3] for m in moved) and all(m[i] for m in moved for i in (0, 1, 2))
 
 
+@pytest.mark.slow  # ~36 s on 2 cores at load 8-10 (2026-12-03)
 def test_pbt_with_an_interval_longer_than_the_run_equals_the_plain_population(workflow):
     plain_cfg = config()
     del plain_cfg["pbt"]
@@ -211,6 +213,7 @@ def test_pbt_needs_the_population_layout_on_several_devices():
         PPOWorkflow.check_config(PPOWorkflow.parse_config(config()), None, num_devices=2)
 
 
+@pytest.mark.slow  # ~22 s on 2 cores at load 8-10 (2026-12-03)
 def test_train_fitness_is_the_return_of_the_episodes_since_the_last_step():
     cfg = config(fitness="train", interval=3)
     cfg["training"]["rollout_length"] = 64  # CartPole episodes end within 3 iterations

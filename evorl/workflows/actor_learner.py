@@ -577,6 +577,10 @@ class ActorLearnerExecutor:
         out["actors/learner_wait_fraction"] = log.learner_wait / wall
         return out
 
+    def take_records(self) -> list[dict]:
+        """No population step runs here (PBT needs the fused runner): none."""
+        return []
+
     def host_metrics(self) -> dict[str, float]:
         """The last chunk's actor-side figures: policy lag (mean, max, histogram), queue fill,
         actor and learner env steps/s, the fraction of time each side waited."""

@@ -22,16 +22,24 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   moved to the host once per chunk;
 * **diverged agents** (with ``freeze``, for a population): an agent whose iteration ends
   non-finite keeps its last finite state and stops updating; ``alive [N]`` says which
-  agents still train, carried from chunk to chunk on the host.
+  agents still train, carried from chunk to chunk on the host;
+* **a population step** (with ``population_step``, e.g. PBT's exploit/explore): a function
+  of the whole population run every ``interval`` iterations at the end of a compiled call
+  (calls are cut there), whose records the host collects (:meth:`Executor.take_records`).
+
+:class:`Runner` is the protocol the host loop (:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow`)
+drives; :class:`Executor` and the actor-learner
+(:class:`~evorl.workflows.actor_learner.ActorLearnerExecutor`) implement it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -104,16 +112,67 @@ class Placement:
         return DEVICE_AXIS if self.mesh is not None and self.layout == "envs" else None
 
 
+class Runner(Protocol):
+    """What the host loop drives: the fused :class:`Executor` and the actor-learner."""
+
+    #: Seconds the ahead-of-time compilation took (None before :meth:`compile`).
+    compile_seconds: float | None
+
+    def init(self, init_fn: Callable, *args) -> Any:
+        """The initial training state, computed where it lives."""
+
+    def compile(self, state: Any) -> float:
+        """Compiles the training program ahead of time; returns the seconds it took."""
+
+    def running(self, state: Any) -> contextlib.AbstractContextManager:
+        """The context training runs in (the actor-learner's actor threads)."""
+
+    def run(self, state: Any, num_iterations: int, stop: Callable[[], bool] = lambda: False,
+            progress: Callable[[int], None] | None = None) -> tuple[Any, dict[str, np.ndarray]]:
+        """Up to ``num_iterations`` iterations (fewer once ``stop()`` is true); the state and
+        the metrics per iteration (per agent for a population) on the host."""
+
+    def map_agents(self, fn: Callable) -> Callable:
+        """``fn`` of one agent compiled for the population and placement."""
+
+    def host_metrics(self) -> dict[str, float]:
+        """Figures measured on the host during the last :meth:`run`."""
+
+    def take_records(self) -> list[dict]:
+        """The population steps' records since the last call, oldest first."""
+
+
+class PopulationStep(Protocol):
+    """A step on the whole population, every ``interval`` iterations (PBT's exploit/explore:
+    :class:`evorl.workflows.pbt.PBT`)."""
+
+    interval: int
+
+    def step_population(self, state: Any, alive: jax.Array, axis_name: str | None = None
+                        ) -> tuple[Any, jax.Array, dict]:
+        """The population ``state`` (leaves ``[n, ...]``, this device's agents; ``axis_name``
+        the device axis they are split over, or None) and its ``alive [n]`` after the step,
+        and the step's record (arrays ``[n, ...]``)."""
+
+
 class Executor:
     """Runs ``step`` (one agent, one iteration) for a population on a placement, in chunks."""
 
     def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = (),
-                 final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None):
+                 final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None,
+                 population_step: PopulationStep | None = None):
         """``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
         computed once at the end of each compiled call inside the same program.
         ``freeze(old, new, metrics, alive) -> (state, alive)``: applied after every iteration
         of one agent (e.g. :func:`evorl.workflows.health.freeze_diverged`); None: no agent is
-        ever frozen."""
+        ever frozen. ``population_step``: run when the iteration count reaches a multiple of
+        its ``interval`` (a population only)."""
+        if population_step is not None and not placement.population:
+            raise ValueError("a population step needs a population (num_agents > 1)")
+        self.population_step = population_step
+        self.records: list[dict] = []
+        #: The population's iteration (kept by ``run`` when there is a population step).
+        self._iteration = 0
         self.step = step
         #: The step under ``jax.jit``: its trace is made once and shared by every use below.
         self._jit_step = jax.jit(step)
@@ -170,10 +229,10 @@ class Executor:
 
     # --- chunks of iterations ---------------------------------------------------------
     def _iterations(self, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
-        """``num_iterations`` (traced) steps; ``totals`` (the metrics' running totals, see
-        :func:`evorl.metrics.accumulate`) carried on from the previous call; with ``freeze``,
-        a step that leaves the agent non-finite is undone and the agent frozen. Returns the
-        state, the totals, ``alive`` and the final metrics of the state.
+        """One agent's ``num_iterations`` (traced) steps; ``totals`` (the metrics' running
+        totals, see :func:`evorl.metrics.accumulate`) carried on from the previous call; with
+        ``freeze``, a step that leaves the agent non-finite is undone and the agent frozen.
+        Returns the state, the totals and ``alive``.
 
         The step is traced once: under ``jax.jit`` the trace that ``eval_shape`` makes for the
         totals' shapes (:meth:`zero_totals`) is the one the loop body reuses (XLA inlines the
@@ -188,9 +247,27 @@ class Executor:
                 new_state, alive = self.freeze(state, new_state, metrics, alive)
             return new_state, M.accumulate(totals, metrics), alive
 
-        state, totals, alive = lax.fori_loop(0, num_iterations, body, (state, totals, alive))
-        final = {} if self.final_metrics is None else M.declared(self.final_metrics(state))
-        return state, totals, alive, final
+        return lax.fori_loop(0, num_iterations, body, (state, totals, alive))
+
+    def _program(self, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
+        """One compiled call (on one device's share): every agent's iterations, then the
+        population step if one is due, then the final metrics. Returns the state, the totals,
+        ``alive``, the final metrics and the population step's record (zeros when none ran)."""
+        pl = self.placement
+        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0)) if pl.population else self._iterations
+        state, totals, alive = iterations(state, num_iterations, alive, totals)
+        record = {}
+        if self.population_step is not None:
+            axis_name = DEVICE_AXIS if pl.mesh is not None and pl.layout == "population" else None
+            step = functools.partial(self.population_step.step_population, axis_name=axis_name)
+            shapes = jax.eval_shape(step, state, alive)[2]
+            no_step = lambda s, a: (s, a, jax.tree.map(lambda r: jnp.zeros(r.shape, r.dtype), shapes))  # noqa: E731
+            due = state.iteration[0] % self.population_step.interval == 0
+            state, alive, record = lax.cond(due, step, no_step, state, alive)
+        final = {}
+        if self.final_metrics is not None:
+            final = M.declared((jax.vmap(self.final_metrics) if pl.population else self.final_metrics)(state))
+        return state, totals, alive, final, record
 
     def zero_totals(self, state: Any) -> dict:
         """The metrics' running totals before the first iteration (``[N]`` per agent), as
@@ -210,17 +287,16 @@ class Executor:
 
     def _build_chunk(self):
         pl = self.placement
-        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0)) if pl.population else self._iterations
         if pl.mesh is None:
-            return jax.jit(iterations, donate_argnums=0)
+            return jax.jit(self._program, donate_argnums=0)
         split_agents = pl.layout == "population"
 
         def sharded(state, num_iterations, alive, totals):
             specs = self.specs(state)
             # Agents split: every output is per device, so there is no replication to check.
             per_agent = P(DEVICE_AXIS) if split_agents else P()
-            return jax.shard_map(iterations, mesh=pl.mesh, in_specs=(specs, P(), per_agent, per_agent),
-                                 out_specs=(specs, per_agent, per_agent, per_agent),
+            return jax.shard_map(self._program, mesh=pl.mesh, in_specs=(specs, P(), per_agent, per_agent),
+                                 out_specs=(specs, per_agent, per_agent, per_agent, per_agent),
                                  check_vma=not split_agents)(state, num_iterations, alive, totals)
 
         return jax.jit(sharded, donate_argnums=0)
@@ -237,6 +313,8 @@ class Executor:
         parameters): keep using the returned state, not the one passed in.
         """
         state = self.place(state)
+        if self.population_step is not None:
+            self._iteration = int(np.max(to_host(state.iteration)))
         totals, final, done = self.zero_totals(state), {}, 0
         while done < num_iterations and not stop():
             n = self._call_length(num_iterations - done)
@@ -251,18 +329,33 @@ class Executor:
 
     def _call_length(self, left: int) -> int:
         """Iterations in the next compiled call: about :data:`CALL_SECONDS` at the last
-        measured speed (one for the very first call), at most ``left``."""
-        if self._seconds_per_iteration is None:
-            return 1
-        return int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9))))
+        measured speed (one for the very first call), at most ``left``, and never past the
+        next population step."""
+        n = 1
+        if self._seconds_per_iteration is not None:
+            n = int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9))))
+        if self.population_step is not None:
+            interval = self.population_step.interval
+            n = min(n, interval - self._iteration % interval)
+        return n
 
     def _call(self, state: Any, n: int, totals: dict) -> tuple[Any, dict, dict]:
         """One compiled call of ``n`` iterations: the state, the running totals and the final
-        metrics; ``self.alive`` is updated (on the host)."""
-        state, totals, alive, final = self._chunk(state, np.int32(n), self.alive, totals)
+        metrics; ``self.alive`` is updated and a population step's record kept (on the host)."""
+        state, totals, alive, final, record = self._chunk(state, np.int32(n), self.alive, totals)
         # the totals go back as NumPy arrays, like ``alive``: every call sees arguments of one kind
         self.alive = np.asarray(host_copy(alive)) > 0
+        if self.population_step is not None:
+            self._iteration += n
+            if self._iteration % self.population_step.interval == 0:
+                self.records.append({"iteration": self._iteration, **to_host(record)})
         return state, to_host(totals), final
+
+    def take_records(self) -> list[dict]:
+        """The records of the population steps since the last call, oldest first (NumPy
+        arrays; PBT's: ``source [N]``, ``fitness [N]``, ``before [N, H]``, ``after [N, H]``)."""
+        records, self.records = self.records, []
+        return records
 
     def running(self, state: Any):
         """Nothing runs outside the chunk programs (the actor-learner starts its actors here)."""

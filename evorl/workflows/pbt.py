@@ -17,7 +17,8 @@ with ``p = resample_probability``; a learning rate is resampled log-uniformly,
 :func:`exploit_explore` is that step on ``fitness [N]`` and the hyperparameters ``[N, H]``,
 given its random numbers (:func:`draw`), so it can be checked against a plain NumPy version;
 :class:`PBT` applies it to the training state inside the compiled program
-(:mod:`evorl.workflows.pbt_executor`). Which hyperparameters may evolve is declared, not
+(the execution layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
+:class:`~evorl.workflows.execution.PopulationStep`). Which hyperparameters may evolve is declared, not
 guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e. the fields of
 the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma`` and
 ``gae_lambda``; a key that shapes the program is refused with a message naming it.
@@ -34,8 +35,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
+from jax import lax
 
 from evorl.config import ConfigError, TrainingConfig, dotted_keys, require, sweep_variants, unknown_key_error
+from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
 
 FITNESS = ("eval", "train")
@@ -249,6 +252,59 @@ class PBT:
         self.num_agents = num_agents
         self.num_replaced = int(num_agents * config.exploit_fraction)
         self.evaluate = evaluate
+
+    # --- the execution layer's population step (evorl.workflows.execution.PopulationStep) ---
+    @property
+    def interval(self) -> int:
+        """Iterations between two PBT steps."""
+        return self.config.interval
+
+    @staticmethod
+    def with_fitness_episodes(state):
+        """One agent's initial state with empty episode sums for ``fitness: train``."""
+        return state.replace(fitness_episodes=EpisodeStats.zeros())
+
+    @staticmethod
+    def summing_fitness_episodes(step):
+        """One agent's iteration ``step`` that also adds the episodes it ended to the state's
+        ``fitness_episodes`` (the sums ``fitness: train`` ranks by)."""
+
+        def iteration(state):
+            new_state, metrics = step(state)
+            episodes = EpisodeStats(metrics["episode_return_sum"].value, metrics["episode_length_sum"].value,
+                                    metrics["episode_count"].value)
+            return new_state.replace(
+                fitness_episodes=jax.tree.map(jnp.add, new_state.fitness_episodes, episodes)), metrics
+
+        return iteration
+
+    def step_population(self, state, alive: jax.Array, axis_name: str | None = None):
+        """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents;
+        ``axis_name``: the device axis the agents are split over, or None): fitness (NaN, the
+        worst, for a frozen agent: ``alive [n]`` false), then exploit/explore on the whole
+        population (gathered over the devices). Returns this device's agents, their ``alive``
+        (an agent that copies another trains again) and their records. Traced inside the
+        compiled call; on one device it can also be jitted by itself (``benchmarks/`` times it
+        so)."""
+        local_agents = state.iteration.shape[0]
+        fitness = jnp.where(alive, self.fitness(state), jnp.nan)  # [n] each device evaluates its own agents
+        # each agent's environments (and its policy's state of their episodes) stay where they are
+        kept = {"env_state": state.env_state, "policy_state": state.policy_state,
+                "fitness_episodes": state.fitness_episodes}
+        population = state.replace(env_state=None, policy_state=None, fitness_episodes=None)
+        everyone_alive = alive
+        if axis_name is not None:
+            gather = lambda x: lax.all_gather(x, axis_name, tiled=True)  # noqa: E731
+            population, fitness, everyone_alive = jax.tree.map(gather, (population, fitness, alive))
+        population, record = self.step(population, fitness)
+        alive = everyone_alive[record["source"]]
+        if axis_name is not None:
+            start = lax.axis_index(axis_name) * local_agents
+            own = lambda x: lax.dynamic_slice_in_dim(x, start, local_agents)  # noqa: E731
+            population, record, alive = jax.tree.map(own, (population, record, alive))
+        episodes = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
+        return population.replace(env_state=kept["env_state"], policy_state=kept["policy_state"],
+                                  fitness_episodes=episodes), alive, record
 
     def values(self, state) -> jax.Array:
         """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""

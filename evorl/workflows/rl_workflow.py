@@ -49,7 +49,6 @@ from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
-from evorl.workflows.pbt_executor import PBTExecutor
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
@@ -71,19 +70,21 @@ class ChunkedWorkflow(RLWorkflow):
     chunks of ``training.eval_interval`` iterations through ``self.executor``, then checks
     health, evaluates greedily, logs and checkpoints (see the module docstring).
 
-    A subclass's ``__init__`` sets what the loop runs: ``executor`` (an
-    :class:`~evorl.workflows.execution.Executor` or one with its interface), ``placement``,
+    A subclass's ``__init__`` sets what the loop runs: ``executor`` (a
+    :class:`~evorl.workflows.execution.Runner`), ``placement``,
     ``variants`` and ``num_agents`` (the population), ``asynchronous``, ``evaluator`` and
     ``_evaluate`` (greedy episodes of ``state.agent_state``), ``_evaluation_compiled`` (True
     when ``_evaluate`` is one jitted program, which ``compile`` compiles beside the chunk),
-    ``lineage`` (PBT's recorder or
-    None) and ``_params_finite`` (None); and it defines ``init``. Its state has
+    ``lineage`` (PBT's recorder or None), ``pbt`` (the population step of PBT or None) and
+    ``_params_finite`` (None); and it defines ``init``. Its state has
     ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
     On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
     (:class:`~evorl.workflows.es.ESWorkflow`) are the two.
     """
 
     lineage = None
+    #: PBT's population step (:class:`~evorl.workflows.pbt.PBT`), run by the executor; None without PBT.
+    pbt: PBT | None = None
     #: The run folder (set by ``evorl.experiment``): what a stopped run's message says to resume.
     run_dir = None
     _params_finite = None
@@ -123,10 +124,11 @@ class ChunkedWorkflow(RLWorkflow):
     def write_lineage(self) -> None:
         """The records of the PBT steps run since the last call (:func:`~evorl.pbt_lineage.lineage_record`),
         kept in ``last_pbt_records`` and written to ``self.lineage``."""
-        if not isinstance(self.executor, PBTExecutor):
+        records = self.executor.take_records()
+        if self.pbt is None:
             return
-        keys = [e.key for e in self.executor.pbt.evolving]
-        self.last_pbt_records = [lineage_record(r, keys) for r in self.executor.take_records()]
+        keys = [e.key for e in self.pbt.evolving]
+        self.last_pbt_records = [lineage_record(r, keys) for r in records]
         if self.lineage is None or not is_main_process():
             return
         steps_per_iteration = self.config.training.env_steps_per_iteration
@@ -354,10 +356,11 @@ class OnPolicyWorkflow(ChunkedWorkflow):
                 learner_mesh, actor_devices, final_metrics=chunk_health)
         elif config.pbt.enabled:
             fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
-            pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                      fitness_evaluator.evaluate)
-            self.executor = PBTExecutor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                        pbt, ENV_FIELDS, final_metrics=chunk_health, freeze=freeze_diverged)
+            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                           fitness_evaluator.evaluate)
+            step = self.pbt.summing_fitness_episodes(make_iteration(env, agent, self.optimizer, tc, axis_name))
+            self.executor = Executor(step, self.placement, ENV_FIELDS, final_metrics=chunk_health,
+                                     freeze=freeze_diverged, population_step=self.pbt)
         else:  # a diverged agent of a population is frozen; a single one stops training
             self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
                                      ENV_FIELDS, final_metrics=chunk_health,
@@ -401,10 +404,17 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
         env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
         init_one = functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag)
+        if self.pbt is not None:  # with the sums of the episodes PBT's fitness ranks by
+            init_one = _then(init_one, self.pbt.with_fitness_episodes)
         if not self.population:
             hparams, learning_rate = self._variant_data[0]
             return self.executor.init(init_one, key, hparams, learning_rate)
         return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
+
+
+def _then(fn, after):
+    """``after(fn(*args))``."""
+    return lambda *args: after(fn(*args))
 
 
 #: The metric :func:`chunk_health` adds to every chunk's (1: the returned state is not finite).
