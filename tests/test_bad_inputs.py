@@ -57,6 +57,16 @@ def workflow(name, agent=None):
     return apply
 
 
+def dqn(**training):
+    """DQN (the off-policy training section) with ``training`` keys; PPO's keys of TINY left out."""
+    def apply(cfg):
+        cfg["workflow_cls"] = "evorl.workflows.DQNWorkflow"
+        cfg["agent"] = {"q_hidden_layer_sizes": [8]}
+        cfg["training"] = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "buffer_size": 256,
+                           "batch_size": 8, "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2, **training}
+    return apply
+
+
 # (change to TINY, text the error's first line must contain)
 BAD_INPUTS = {
     # training: finite floats, ranges, types, lists of hyperparameters
@@ -185,6 +195,23 @@ BAD_INPUTS = {
     "impala_pg_rho_bar_zero": (workflow("IMPALAWorkflow", {"pg_rho_bar": 0.0}), "pg_rho_bar"),
     "impala_baseline_cost_inf": (workflow("IMPALAWorkflow", {"baseline_cost": INF}), "agent.baseline_cost"),
     "a2c_vf_coef_inf": (workflow("A2CWorkflow", {"vf_coef": INF}), "agent.vf_coef"),
+    # the optimiser and the memory check
+    "optimizer_unknown": (edit("training", optimizer="sgd"), "training.optimizer"),
+    "max_memory_gb_negative": (edit("runner", max_memory_gb=-1.0), "runner.max_memory_gb"),
+    "max_memory_gb_word": (edit("runner", max_memory_gb="lots"), "runner.max_memory_gb"),
+    "memory_over_the_limit": (edit("runner", max_memory_gb=1e-6), "runner.max_memory_gb"),
+    # DQN's off-policy training section
+    "dqn_buffer_size_zero": (dqn(buffer_size=0), "training.buffer_size"),
+    "dqn_batch_size_zero": (dqn(batch_size=0), "training.batch_size"),
+    "dqn_n_step_zero": (dqn(n_step=0), "training.n_step"),
+    "dqn_num_updates_zero": (dqn(num_updates=0), "training.num_updates"),
+    "dqn_tau_zero": (dqn(tau=0.0), "training.tau"),
+    "dqn_tau_above_one": (dqn(tau=1.5), "training.tau"),
+    "dqn_gamma_above_one": (dqn(gamma=1.5), "training.gamma"),
+    "dqn_learning_starts_past_the_buffer": (dqn(buffer_size=64, learning_starts=1000), "training.learning_starts"),
+    "dqn_target_update_period_zero": (dqn(target_update_period=0), "training.target_update_period"),
+    "dqn_on_policy_key": (dqn(num_minibatches=4), "training.num_minibatches"),
+    "dqn_with_pbt": (both(dqn(), pbt()), "pbt"),
 }
 
 
