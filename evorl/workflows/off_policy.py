@@ -52,8 +52,8 @@ from evorl.rollout import rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import freeze_diverged
 from evorl.workflows.on_policy import episode_metrics
-from evorl.workflows.population import apply_variant, population_inputs
-from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
+from evorl.workflows.population import population_inputs
+from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health, training_env
 
 
 @dataclass(frozen=True)
@@ -250,22 +250,14 @@ class OffPolicyWorkflow(ChunkedWorkflow):
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
-        eval_env = env.for_evaluation()
-        if tc.train_episode_length is not None:
-            require(tc.train_episode_length <= env.episode_length,
-                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
-                    f"episodes' length {env.episode_length} (env.episode_length).")
-            env = env.with_episode_length(tc.train_episode_length)
+        eval_env, env = env.for_evaluation(), training_env(env, tc)
         self.asynchronous = False
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = len(self.variants) * tc.num_seeds
         self.placement = Placement.create(self.num_agents, False)
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
-        self._variant_data = []  # (hparams, learning rate) per variant
-        for variant in self.variants:
-            agent_cfg, training = apply_variant(config.agent, tc, variant)
-            self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        self._variant_data = self.variant_data(config)
         freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
         self.executor = Executor(make_iteration(env, agent, self.optimizer, tc), self.placement, ("env_state",),
                                  final_metrics=chunk_health, freeze=freeze)

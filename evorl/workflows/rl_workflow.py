@@ -93,6 +93,14 @@ class ChunkedWorkflow(RLWorkflow):
     def population(self) -> bool:
         return self.placement.population
 
+    def variant_data(self, config) -> list[tuple]:
+        """``(hyperparameters, learning rate)`` of each variant of the population (``self.variants``)."""
+        out = []
+        for variant in self.variants:
+            agent_cfg, training = apply_variant(config.agent, config.training, variant)
+            out.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        return out
+
     @property
     def env_steps_per_iteration(self) -> int:
         """Env steps one iteration counts on the logged ``step`` axis."""
@@ -321,12 +329,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
-        eval_env = env.for_evaluation()  # whole episodes; training may cut them earlier
-        if tc.train_episode_length is not None:
-            require(tc.train_episode_length <= env.episode_length,
-                    f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
-                    f"episodes' length {env.episode_length} (env.episode_length).")
-            env = env.with_episode_length(tc.train_episode_length)
+        eval_env, env = env.for_evaluation(), training_env(env, tc)  # evaluation: whole episodes
         self.asynchronous = config.runner.asynchronous(env.on_host)
         require(self.asynchronous or not env.on_host,
                 f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
@@ -344,10 +347,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             agent = agent.with_axis_name(axis_name)
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
-        self._variant_data = []  # (hparams, learning rate) per variant
-        for variant in self.variants:
-            agent_cfg, training = apply_variant(config.agent, tc, variant)
-            self._variant_data.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+        self._variant_data = self.variant_data(config)
         #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
         self.lineage = None
         if self.asynchronous:
@@ -410,6 +410,17 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             hparams, learning_rate = self._variant_data[0]
             return self.executor.init(init_one, key, hparams, learning_rate)
         return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
+
+
+def training_env(env, tc):
+    """``env`` for training: episodes cut at ``training.train_episode_length`` when it is set
+    (at most the evaluation episodes' length)."""
+    if tc.train_episode_length is None:
+        return env
+    require(tc.train_episode_length <= env.episode_length,
+            f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
+            f"episodes' length {env.episode_length} (env.episode_length).")
+    return env.with_episode_length(tc.train_episode_length)
 
 
 def _then(fn, after):
