@@ -103,6 +103,7 @@ def test_time_limit_is_truncation_not_termination():
     np.testing.assert_array_equal(states.episode_return[3], [4.0, 4.0])
 
 
+@pytest.mark.slow  # ~26 s on 2 cores at load 8-10 (2026-12-03)
 def test_reward_scale_and_action_repeat_keep_unscaled_returns():
     cfg = {"env_type": "brax", "env_name": "inverted_pendulum", "backend": "spring"}
     env = create_env({**cfg, "reward_scale": 0.1, "action_repeat": 3}, episode_length=100, parallel=1)
@@ -112,6 +113,7 @@ def test_reward_scale_and_action_repeat_keep_unscaled_returns():
     np.testing.assert_array_equal(states.episode_length[:, 0], [1, 2, 3, 4])
 
 
+@pytest.mark.slow  # ~25 s on 2 cores at load 8-10 (2026-12-03)
 def test_action_repeat_stops_at_termination(pendulum_run):
     """With repeat k, the episode ends on agent step ceil(t_end / k) with the reward up to t_end."""
     t_end = int(np.argmax(np.asarray(pendulum_run.terminated[:, 0]))) + 1

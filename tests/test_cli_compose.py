@@ -97,6 +97,7 @@ def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
     assert max(len(line) for line in out.splitlines()) <= 100
 
 
+@pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
 def test_list_envs(tmp_path):
     out = train(["--list-envs", "gymnax"], tmp_path).stdout
     assert out.startswith("gymnax (") and "CartPole-v1" in out and "Breakout-MinAtar" in out and "brax" not in out

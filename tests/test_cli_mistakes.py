@@ -136,6 +136,7 @@ def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afres
     assert info["status"] == "interrupted" and f"process {pid} no longer running" in info["reason"]
 
 
+@pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
 def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy, tmp_path):
     before = (run_copy / "config.yaml").read_bytes()
     assert_one_line(train([f"resume={run_copy}", "training.num_iterations=1"], tmp_path),

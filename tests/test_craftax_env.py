@@ -44,6 +44,7 @@ def _kill_at(step):
     return edit
 
 
+@pytest.mark.slow  # ~134 s on 2 cores at load 8-10 (2026-12-03)
 def test_death_terminates_and_the_time_limit_truncates():
     """Limit 5; both copies die on step 7 (the 2nd of their 2nd episode): truncated on steps
     5 and 12, terminated on 7; craftax's own limit never fires (its ``done`` is death here)."""

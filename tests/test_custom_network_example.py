@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import TINY
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -12,6 +13,7 @@ from custom_network import ResidualMLP, ResidualPPOWorkflow  # noqa: E402
 from evorl.experiment import run_experiment  # noqa: E402
 
 
+@pytest.mark.slow  # ~39 s on 2 cores at load 8-10 (2026-12-03)
 def test_custom_network_workflow_trains_and_checkpoints(tmp_path):
     cfg = {**TINY, "workflow_cls": "custom_network.ResidualPPOWorkflow", "training": {**TINY["training"], "num_iterations": 2}}
     result = run_experiment(cfg, output_dir=tmp_path)

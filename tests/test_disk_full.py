@@ -113,6 +113,7 @@ ORBAX_FULL_AT_4 = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # ~35 s on 2 cores at load 8-10 (2026-12-03)
 def test_full_disk_in_orbax_background_save_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-c", ORBAX_FULL_AT_4, str(tmp_path)], capture_output=True, text=True,
                           timeout=300, env=ENV)

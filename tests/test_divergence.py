@@ -83,6 +83,7 @@ def test_the_newest_checkpoint_is_the_last_finite_state(tiny_cfg, tmp_path):
     assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.slow  # ~29 s on 2 cores at load 8-10 (2026-12-03)
 def test_a_diverged_agent_of_a_population_is_frozen_and_the_others_train_on(tiny_cfg, tmp_path, capsys):
     tiny_cfg["training"].update(learning_rate=[5e-4, DIVERGING_LR], num_iterations=4)
     result = run_experiment(tiny_cfg, output_dir=tmp_path)
@@ -108,6 +109,7 @@ def test_a_diverged_agent_of_a_population_is_frozen_and_the_others_train_on(tiny
     assert result is not None
 
 
+@pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
 def test_a_population_whose_every_agent_diverged_stops(tiny_cfg, tmp_path):
     tiny_cfg["training"].update(learning_rate=[1e29, DIVERGING_LR])
     with pytest.raises(TrainingDiverged) as info:
@@ -120,6 +122,7 @@ def test_a_population_whose_every_agent_diverged_stops(tiny_cfg, tmp_path):
     assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.slow  # ~23 s on 2 cores at load 8-10 (2026-12-03)
 def test_population_metrics_leave_out_frozen_agents_and_count_them(tiny_cfg):
     tiny_cfg["training"].update(learning_rate=[3e-4, DIVERGING_LR], num_seeds=2)
     workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
@@ -130,6 +133,7 @@ def test_population_metrics_leave_out_frozen_agents_and_count_them(tiny_cfg):
     assert workflow.params_finite(state).tolist() == [True] * 4  # frozen at their last finite state
 
 
+@pytest.mark.slow  # ~41 s on 2 cores at load 8-10 (2026-12-03)
 def test_pbt_replaces_a_frozen_agent_at_its_next_step(tiny_cfg):
     tiny_cfg["training"].update(learning_rate=[5e-4, DIVERGING_LR], num_iterations=2, eval_interval=2)
     tiny_cfg["pbt"] = {"enabled": True, "interval": 2, "exploit_fraction": 0.5, "eval_episodes": 2,

@@ -290,6 +290,37 @@ def test_page_code_blocks_run(page, page_runs):
     print(f"{page}: {seconds:.1f} s")
 
 
+# --------------------------------------------------------------------------------------
+# The README's test counts are the collected ones
+# --------------------------------------------------------------------------------------
+#: The README states each count as "NNN default tests" / "NNN slow tests" (its first lines and
+#: its Tests section); every such phrase must be the number pytest collects.
+README_TEST_COUNT = re.compile(r"\b(\d+) (default|slow) tests\b")
+COUNT_TESTS = """
+import json, sys, pytest
+class Count:
+    def pytest_collection_finish(self, session):
+        slow = sum(1 for item in session.items if item.get_closest_marker("slow"))
+        print("COUNTS " + json.dumps({"default": len(session.items) - slow, "slow": slow}), flush=True)
+sys.exit(pytest.main(["--collect-only", "-q", "-m", "", "-n", "0", "-p", "no:cacheprovider"], plugins=[Count()]))
+"""
+
+
+def test_the_readme_states_the_test_counts_pytest_collects():
+    """The README's "NNN default tests" (what `python -m pytest` runs) and "NNN slow tests"
+    (`-m slow`) are the counts pytest collects now: a test added or moved to slow without
+    updating the README fails here. (Its times are measurements, stated with date and load.)"""
+    stated = [(int(n), kind) for n, kind in README_TEST_COUNT.findall((ROOT / "README.md").read_text())]
+    assert {kind for _, kind in stated} == {"default", "slow"}, f"the README states no count of each set: {stated}"
+    result = subprocess.run([sys.executable, "-c", COUNT_TESTS], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    counts = [line for line in result.stdout.splitlines() if line.startswith("COUNTS ")]
+    assert result.returncode == 0 and counts, result.stdout[-3000:] + result.stderr[-3000:]
+    collected = json.loads(counts[0].removeprefix("COUNTS "))
+    wrong = [f"README says {n} {kind} tests, pytest collects {collected[kind]}" for n, kind in stated
+             if n != collected[kind]]
+    assert not wrong, "; ".join(wrong)
+
+
 # --- the harness itself ---------------------------------------------------------------
 def test_a_broken_block_fails_the_page(tmp_path):
     page = ("Text.\n\n```python\nx = 1\n```\n\n<!-- test: run -->\n```bash\ntest -f data.txt\n```\n\n"

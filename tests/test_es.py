@@ -208,6 +208,7 @@ def test_one_openes_generation_equals_numpy_openes_step():
     np.testing.assert_array_equal(new_mean, np.asarray(state.strategy_state.mean))  # the agent acts with the mean
 
 
+@pytest.mark.slow  # ~45 s on 2 cores at load 8-10 (2026-12-03)
 def test_shared_obs_statistics_equal_numpy_over_all_members_observations():
     workflow = ESWorkflow.build_from_config(TINY_ES, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
@@ -228,6 +229,7 @@ def uninterrupted(tmp_path_factory):
     return run_experiment(copy.deepcopy(TINY_ES), output_dir=tmp_path_factory.mktemp("es_run"))
 
 
+@pytest.mark.slow  # ~32 s on 2 cores at load 8-10 (2026-12-03)
 def test_interrupted_and_resumed_es_run_is_bit_identical(uninterrupted, tmp_path):
     with pytest.raises(Interrupted):
         run_experiment(copy.deepcopy(TINY_ES), output_dir=tmp_path, recorders=[InterruptAt(3)])

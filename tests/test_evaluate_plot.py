@@ -120,6 +120,7 @@ def test_gif_palette_keeps_frequent_colours_exact(tmp_path):
             assert error.mean() < 20
 
 
+@pytest.mark.slow  # ~24 s on 2 cores at load 8-10 (2026-12-03)
 def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
     """evorl-eval evaluates as the run did (training.eval_deterministic) unless --actions says
     otherwise, and its line names the mode it used; sampled and greedy returns differ here."""

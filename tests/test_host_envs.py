@@ -461,6 +461,7 @@ def test_host_rollout_samples_like_rollout():
     assert isinstance(trajectory.actions, np.ndarray) and trajectory.extras["logp"].shape == (steps, 3)
 
 
+@pytest.mark.slow  # ~20 s on 2 cores at load 8-10 (2026-12-03)
 def test_host_evaluator_plays_one_episode_per_env():
     env = create_env({"env_name": "CartPole-v1", "env_type": "gymnasium", "reward_scale": 0.1}, parallel=2)
     agent = make_mlp_ppo_agent(env.action_space, env.obs_space)
@@ -484,6 +485,7 @@ def test_host_evaluator_plays_one_episode_per_env():
     assert type(make_evaluator(jax_env, agent, 2)) is Evaluator
 
 
+@pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
 def test_render_host_episode(tmp_path):
     import imageio.v3 as iio
 

@@ -77,6 +77,7 @@ def assert_failed_at_iteration_4(run_dir, err):
     assert sorted(int(p.name) for p in checkpoint_dir(run_dir).iterdir()) == [2, 4]
 
 
+@pytest.mark.slow  # ~44 s on 2 cores at load 8-10 (2026-12-03)
 def test_an_env_raising_in_evaluation_exits_6_in_one_line_with_a_checkpoint(tmp_path, capsys):
     EvalFault.armed = True
     code, err = run_cli(host_config(), tmp_path, capsys)

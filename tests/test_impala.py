@@ -36,6 +36,7 @@ def test_bad_vtrace_values_are_reported():
         IMPALAWorkflow.build_from_config(impala_config(num_minibatches=3))
 
 
+@pytest.mark.slow  # ~35 s on 2 cores at load 8-10 (2026-12-03)
 def test_rollout_acts_with_params_actor_lag_iterations_old():
     lag = 2
     workflow = IMPALAWorkflow.build_from_config(
@@ -55,6 +56,7 @@ def test_rollout_acts_with_params_actor_lag_iterations_old():
     assert metrics["train/mean_importance_ratio"] == pytest.approx(1.0, abs=0.1)
 
 
+@pytest.mark.slow  # ~48 s on 2 cores at load 8-10 (2026-12-03)
 def test_importance_ratios_are_one_on_policy():
     on_policy = impala_config(actor_lag=0, num_epochs=1, num_minibatches=1, num_iterations=3, num_envs=8)
     workflow = IMPALAWorkflow.build_from_config(on_policy, recorders=[])

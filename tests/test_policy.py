@@ -64,6 +64,7 @@ def test_sampled_actions_follow_the_key_and_are_valid(cartpole):
         policy(np.zeros(3))
 
 
+@pytest.mark.slow  # ~45 s on 2 cores at load 8-10 (2026-12-03)
 def test_continuous_actions_lie_in_the_bounds(tmp_path):
     run_dir, result = train(tmp_path, "pendulum", env={"env_name": "Pendulum-v1"}, agent={"init_log_std": 1.0})
     policy = evorl.load_policy(run_dir)
@@ -76,6 +77,7 @@ def test_continuous_actions_lie_in_the_bounds(tmp_path):
     assert np.any(sampled == high) or np.ptp(sampled) > 1.0  # exp(1) std: samples spread to the bounds
 
 
+@pytest.mark.slow  # ~46 s on 2 cores at load 8-10 (2026-12-03)
 def test_a_population_needs_the_agent_index(tmp_path):
     run_dir, result = train(tmp_path, "pop", training={"num_seeds": 2})
     with pytest.raises(ConfigError, match=r"trained 2 agents: pass agent=0..1"):

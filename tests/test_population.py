@@ -22,6 +22,7 @@ def params_close(a, b):
     jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-5, atol=2e-6), a, b)
 
 
+@pytest.mark.slow  # ~88 s on 2 cores at load 8-10 (2026-12-03)
 def test_population_equals_separate_runs():
     population = PPOWorkflow.build_from_config(
         config({"clip_epsilon": [0.1, 0.3]}, num_seeds=2, learning_rate=[1e-3, 3e-3]), recorders=[])

@@ -103,6 +103,7 @@ def run_ppo(fast: bool, iterations: int = 3):
     return state, metrics, returns
 
 
+@pytest.mark.slow  # ~58 s on 2 cores at load 8-10 (2026-12-03)
 def test_ppo_with_fast_random_equals_the_plain_path():
     plain_state, plain_metrics, plain_eval = run_ppo(False)
     fast_state, fast_metrics, fast_eval = run_ppo(True)
@@ -144,6 +145,7 @@ def play(env, fast: bool):
         return jax.jit(run)(jax.random.PRNGKey(1))
 
 
+@pytest.mark.slow  # ~18 s on 2 cores at load 8-10 (2026-12-03)
 def test_backends_without_typed_keys_get_raw_keys_and_the_same_bits():
     env = RawKeyEnv(num_envs=3, episode_length=10)
     plain, fast = play(env, False), play(env, True)

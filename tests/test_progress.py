@@ -67,6 +67,7 @@ def bar_config(env, runner_mode, num_iterations, eval_interval):
     return cfg
 
 
+@pytest.mark.slow  # ~27 s on 2 cores at load 8-10 (2026-12-03)
 def test_async_bar_moves_with_every_update_before_the_first_evaluation_and_resumes_at_its_step(tmp_path, bar_events):
     cfg = bar_config({"env_name": "SlowCorridor-v0", "env_type": "gymnasium"}, "async", 4, 4)
     steps = 8 * 4  # env steps per iteration: rollout_length x num_envs

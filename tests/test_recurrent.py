@@ -47,7 +47,8 @@ def max_diff(a, b):
     return max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-@pytest.mark.parametrize("core, algo", [("gru", "ppo"), ("lstm", "impala"),
+@pytest.mark.parametrize("core, algo", [pytest.param("gru", "ppo", marks=pytest.mark.slow),  # ~21 s (2026-12-03)
+                                         ("lstm", "impala"),
                                          pytest.param("gru", "a2c", marks=pytest.mark.slow)])
 def test_the_losses_unroll_reproduces_the_rollouts_states_across_episode_ends(core, algo):
     env = create_env(CARTPOLE, parallel=4)
@@ -138,6 +139,7 @@ def test_a_recurrent_run_resumes_bit_identical(tmp_path):
     assert_states_identical(resumed.state, straight.state)  # the policy state of the episodes in progress too
 
 
+@pytest.mark.slow  # ~79 s on 2 cores at load 8-10 (2026-12-03)
 def test_the_policy_api_carries_the_state_as_evaluation_does(tmp_path):
     result = run_experiment(recurrent_tiny(), output_dir=tmp_path / "run")
     agent, agent_state = result.workflow.agent, result.state.agent_state

@@ -43,6 +43,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # ~56 s on 2 cores at load 8-10 (2026-12-03)
 def test_two_runs_racing_into_one_folder_one_runs_the_other_is_refused(tmp_path):
     run_dir, go = tmp_path / "run", tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", RACER, str(run_dir), str(go)], stdout=subprocess.PIPE,
@@ -75,6 +76,7 @@ def test_a_lock_left_by_an_ended_process_is_taken_over(tiny_cfg, tmp_path, capfd
     assert not (tmp_path / LOCK_FILE).exists()
 
 
+@pytest.mark.slow  # ~36 s on 2 cores at load 8-10 (2026-12-03)
 def test_resume_into_a_live_run_is_refused_and_changes_nothing(tiny_cfg, tmp_path):
     tiny_cfg["training"]["num_iterations"] = 2
     run_experiment(tiny_cfg, output_dir=tmp_path)

@@ -19,6 +19,7 @@ def run(*args, timeout=300):
     return proc.stdout
 
 
+@pytest.mark.slow  # ~35 s on 2 cores at load 8-10 (2026-12-03)
 def test_direct_agent_instantiation_example():
     out = run("examples/direct_agent.py")
     assert "Policy network initialized with parameters: dict_keys(['policy', 'value'])" in out
@@ -35,6 +36,7 @@ def test_ppo_cartpole_yaml_is_the_seeds():
     assert body.strip() == seed[start:end].strip()  # below it, the seed's YAML byte for byte
 
 
+@pytest.mark.slow  # ~57 s on 2 cores at load 8-10 (2026-12-03)
 def test_seed_yaml_trains_through_hydra(tmp_path):
     out = run("scripts/train.py", "--config-name=ppo_cartpole", "training.num_iterations=4",
               "training.eval_interval=2", f"hydra.run.dir={tmp_path}")

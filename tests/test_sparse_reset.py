@@ -4,10 +4,12 @@ reset, whether no copy, a few or more copies than the batch holds end on a step.
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from evorl.envs import create_env
 
 
+@pytest.mark.slow  # ~21 s on 2 cores at load 8-10 (2026-12-03)
 def test_sparse_resets_equal_dense_resets():
     # CartPole pushed always right falls after ~10 steps, at steps that vary with the start;
     # the first 3 steps together end all 8 copies at once (more than the batch of 2).

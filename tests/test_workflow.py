@@ -73,6 +73,7 @@ def test_learn_runs_to_num_iterations_and_logs(workflow):
     assert 1 <= evaluation["eval/episode_length"] <= 500
 
 
+@pytest.mark.slow  # ~17 s on 2 cores at load 8-10 (2026-12-03)
 def test_target_kl_stops_the_remaining_updates():
     cfg = {**CFG, "agent": {**CFG["agent"], "normalize_obs": False, "target_kl": 1e-7}}
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
@@ -82,6 +83,7 @@ def test_target_kl_stops_the_remaining_updates():
     assert metrics["train/gradient_steps"] == 1
 
 
+@pytest.mark.slow  # ~23 s on 2 cores at load 8-10 (2026-12-03)
 def test_train_episode_length_cuts_training_episodes_only():
     """Pendulum never terminates: training episodes end (truncated) at train_episode_length,
     evaluation episodes at env.episode_length; a longer training limit is refused."""

@@ -38,6 +38,7 @@ def test_listed_names_are_the_registry():
     assert len(xminigrid_env_names()) == 44
 
 
+@pytest.mark.slow  # ~22 s on 2 cores at load 8-10 (2026-12-03)
 def test_reaching_the_goal_terminates_with_minigrid_reward_and_keeps_the_final_obs():
     """Empty-5x5 starts at (1, 1) facing east, the goal at (3, 3): forward, forward, right,
     forward, forward reaches it on step 5 of the 100 allowed: reward 1 - 0.9 * 5 / 100."""
