@@ -128,6 +128,7 @@ class DQNAgent(Agent):
     action_space: Discrete
     obs_space: Box
     q_network: Network
+    #: Double DQN: the online network picks the next action, the target network values it.
     double_q: bool = True
     normalize_obs: bool = False
     hparams_defaults: Any = None

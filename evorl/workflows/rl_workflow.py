@@ -284,7 +284,8 @@ class ChunkedWorkflow(RLWorkflow):
                                   f"continue with {resume_argument(self.run_dir)}.",)
                     raise
                 if self.stop_requested is not None and done < tc.num_iterations:
-                    if self.checkpointer is not None and not saved:
+                    # (a stop that came just after a saved chunk's end runs no iteration: nothing new to save)
+                    if self.checkpointer is not None and not saved and done not in self.checkpointer.steps():
                         self.checkpointer.save(state, done)
                     raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None,
                                               run_dir=self.run_dir)
