@@ -123,11 +123,13 @@ SUITES: dict[str, list[Benchmark]] = {
         checked(COMPOSED),  # the default job: PPO CartPole
         checked(COMPOSED, algo="a2c"),
         checked(COMPOSED, algo="impala"),
+        checked(COMPOSED, algo="reinforce"),
         checked(COMPOSED, env="acrobot"),
         checked(COMPOSED, env="pendulum"),
         checked("ppo_cartpole"),
         checked("a2c_cartpole"),
         checked("impala_cartpole"),
+        checked("reinforce_cartpole"),
         checked("ppo_acrobot"),
         checked("ppo_brax_inverted_pendulum"),
         checked("impala_gymnasium_cartpole"),

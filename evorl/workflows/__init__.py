@@ -13,6 +13,7 @@ WORKFLOWS = {
     "A2CWorkflow": "evorl.algorithms.a2c",
     "IMPALAWorkflow": "evorl.algorithms.impala",
     "DQNWorkflow": "evorl.algorithms.dqn",
+    "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.workflows.es",
 }
 
