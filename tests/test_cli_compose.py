@@ -45,7 +45,7 @@ def test_algo_and_env_groups_compose(tmp_path, cache_dir):
     assert config["workflow_cls"] == "evorl.workflows.A2CWorkflow" and config["env"]["env_name"] == "Acrobot-v1"
     assert config["agent"]["normalize_obs"] is True  # env/acrobot.yaml
     assert config["agent"]["vf_coef"] == 0.5 and config["agent"]["ent_coef"] == 0.01  # algo/a2c.yaml
-    assert config["training"]["learning_rate"] == 5e-4 and config["training"]["num_minibatches"] == 1
+    assert config["training"]["learning_rate"] == 7e-4 and config["training"]["num_minibatches"] == 1
     assert config["training"]["num_envs"] == 4  # the command line over both
 
 
