@@ -34,3 +34,11 @@ def test_ppo_brax_inverted_pendulum_on_held_out_seeds():
     pytest.importorskip("brax")
     # 819k env steps per seed, ~40 s each on 2 cores: two of the held-out seeds
     check("ppo_brax_inverted_pendulum", 900.0, HELD_OUT_SEEDS[:2])
+
+
+@pytest.mark.parametrize("config", ["a2c_cartpole", "impala_cartpole", "es_openes_cartpole"])
+def test_the_cheap_learning_check_of_each_algorithm_on_two_held_out_seeds(config):
+    """The default set's learning check of A2C, IMPALA and ES (PPO's and DQN's are in
+    test_learning.py and test_dqn.py): the shipped CartPole config at its own length on two
+    held-out seeds, both at 475 without collapse (a few seconds per seed after compiling)."""
+    check(config, 475.0, HELD_OUT_SEEDS[:2])
