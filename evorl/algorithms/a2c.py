@@ -100,16 +100,7 @@ class A2CWorkflow(OnPolicyWorkflow):
     agent_factory = staticmethod(make_mlp_a2c_agent)
     hparams_cls = A2CHParams
     training_defaults = {"num_epochs": 1, "num_minibatches": 1}
-
-    @classmethod
-    def check_config(cls, config, agent, num_devices):
-        super().check_config(config, agent, num_devices)
-        tc = config.training
-        require(
-            tc.num_epochs == 1 and tc.num_minibatches == 1,
-            f"A2C takes one gradient step per rollout: set training.num_epochs=1 and "
-            f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).",
-        )
+    one_gradient_step = True
 
 
 #: The ``agent:`` config section of A2C (derived from ``make_mlp_a2c_agent``).

@@ -107,11 +107,4 @@ class REINFORCEWorkflow(OnPolicyWorkflow):
     hparams_cls = REINFORCEHParams
     training_hparams = {"gamma": "discount"}
     training_defaults = {"num_epochs": 1, "num_minibatches": 1}
-
-    @classmethod
-    def check_config(cls, config, agent, num_devices):
-        super().check_config(config, agent, num_devices)
-        tc = config.training
-        require(tc.num_epochs == 1 and tc.num_minibatches == 1,
-                f"REINFORCE is on-policy, one gradient step per rollout: set training.num_epochs=1 and "
-                f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
+    one_gradient_step = True

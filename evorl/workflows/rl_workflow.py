@@ -328,6 +328,10 @@ class OnPolicyWorkflow(ChunkedWorkflow):
     ``enable_multi_devices`` places it over all devices as ``distributed.layout`` says.
     """
 
+    #: The algorithm takes one gradient step per rollout (A2C, REINFORCE): the config must
+    #: keep ``training.num_epochs = num_minibatches = 1``.
+    one_gradient_step: bool = False
+
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
         eval_env, env = env.for_evaluation(), training_env(env, tc)  # evaluation: whole episodes
@@ -385,6 +389,10 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         if config.pbt.enabled:
             check_pbt_config(config, cls, num_agents, asynchronous,
                              split_envs=num_devices > 1 and config.distributed.layout == "envs")
+        if cls.one_gradient_step:
+            require(tc.num_epochs == 1 and tc.num_minibatches == 1,
+                    f"{cls.name()} takes one gradient step per rollout: set training.num_epochs=1 and "
+                    f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
         if asynchronous:
             check_async_config(config, agent, num_devices)
             return
