@@ -194,12 +194,16 @@ def test_dqn_learns_cartpole_within_50k_steps():
     the final return is no fit threshold). A random policy scores about 20; about 5 s of
     training after a 15-20 s compile on the 2-core CPU."""
     workflow = DQNWorkflow.build_from_config({**LEAN, "seed": 0}, recorders=[])
-    state = workflow.init(jax.random.PRNGKey(0))
-    returns = []
-    for _ in range(10):
-        state, _ = workflow.run_iterations(state, 20)
-        returns.append(workflow.evaluate(state)["eval/episode_return"])
-    assert int(state.iteration) == 200 and max(returns) >= 150, returns
+    best = []
+    for seed in range(3):  # every seed measured, not the best one: one program compiled for all
+        state = workflow.init(jax.random.PRNGKey(seed))
+        returns = []
+        for _ in range(10):
+            state, _ = workflow.run_iterations(state, 20)
+            returns.append(workflow.evaluate(state)["eval/episode_return"])
+        assert int(state.iteration) == 200
+        best.append(max(returns))
+    assert min(best) >= 150, best
 
 
 @pytest.mark.slow  # ~28 s on 2 busy cores (2026-12-03): three runs
