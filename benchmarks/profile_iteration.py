@@ -13,7 +13,7 @@ XLA fuses across the parts' boundaries (negative when fusion across them saves t
 
     python benchmarks/profile_iteration.py [--config ppo_throughput] [--reps 50] [--set key=value ...] [--plain]
 
-``--plain`` profiles with :mod:`evorl.prng`'s fast paths off (JAX's own Threefry lowering and
+``--plain`` profiles with :mod:`evorl.hardware`'s fast paths off (JAX's own Threefry lowering and
 ``jax.random.permutation``): the same results, the "before" of the speed-ups.
 
 ``--config ppo_throughput`` (the default) is ``benchmarks/ppo_throughput.py``'s job; any
@@ -54,7 +54,7 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
     import jax.numpy as jnp
     from jax import lax
 
-    from evorl import prng
+    from evorl import hardware
     from evorl.envs.spaces import Discrete
     from evorl.rollout import rollout
     from evorl.workflows.on_policy import init_state, make_iteration, shuffled_minibatches
@@ -95,7 +95,7 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
             return env.step(env_state, random_actions(k)), ()
         # the whole final state: a constant reward (brax's inverted pendulum: 1 every step) would
         # let XLA drop the physics that only the state depends on
-        return lax.scan(step, env_state, jax.random.split(prng.fast(keys[0]), reps * T))[0]
+        return lax.scan(step, env_state, jax.random.split(hardware.fast_key(keys[0]), reps * T))[0]
 
     def targets(agent_state, trajs):
         def one(_, traj):
@@ -171,11 +171,11 @@ def main(argv=None) -> None:
     parser.add_argument("--config", default="ppo_throughput")
     parser.add_argument("--reps", type=int, default=50, help="iterations per timed program")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="dotted overrides")
-    parser.add_argument("--plain", action="store_true", help="evorl.prng's fast paths off")
+    parser.add_argument("--plain", action="store_true", help="evorl.hardware's fast paths off")
     args = parser.parse_args(argv)
     from _common import parse_value
 
-    from evorl import prng
+    from evorl import hardware
 
     from evorl.workflows import resolve_workflow_cls
 
@@ -192,7 +192,7 @@ def main(argv=None) -> None:
         for k in parents:
             node = node.setdefault(k, {})
         node[leaf] = parse_value(value)
-    with prng.use_fast_random(not args.plain):
+    with hardware.use_fast_paths(not args.plain):
         workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
         rows = profile(workflow, args.reps)
     tc = workflow.config.training

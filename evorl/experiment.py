@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import gc
 import importlib
 import json
 import os
@@ -36,6 +35,7 @@ import jax
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
 from evorl.distributed import PeerLost, is_main_process, peer_lost
+from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardware)
 from evorl.peer_watch import watching_run
 from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.run_folder import (
@@ -127,24 +127,6 @@ def _locked(files_dir: Path | None, resume: str | None):
         yield lock
     finally:
         lock.release()
-
-
-@contextlib.contextmanager
-def imports_frozen():
-    """Within the block, the objects that exist when it starts (the imported libraries: jax,
-    flax, Hydra, the env's package...) are left out of the cyclic garbage collector's passes
-    (``gc.freeze``); they go back when it ends (``gc.unfreeze``). Tracing and compiling a run
-    allocate millions of objects, and each full pass walked the whole import-time heap: of
-    the default job's 0.68 s of collections, 0.55 s were its six full passes, 0.29 s with the
-    heap frozen. A process that already froze its heap keeps its own setting."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl import prng
+from evorl import hardware
 from evorl.envs.env import EnvState
 
 
@@ -122,7 +122,7 @@ def rollout_with_policy_state(
         )
         return (next_state, policy_state, stats.add(next_state)), transition
 
-    keys = jax.random.split(prng.fast(key), rollout_length)  # typed fast keys: same bits (evorl.prng)
+    keys = jax.random.split(hardware.fast_key(key), rollout_length)  # same bits on every path (evorl.hardware)
     carry = (env_state, policy_state, EpisodeStats.zeros(like=env_state.reward))
     (env_state, policy_state, stats), trajectory = lax.scan(step, carry, keys)
     return env_state, policy_state, trajectory, stats

@@ -1,5 +1,5 @@
-"""evorl.prng: the fused Threefry keys and the fast permutation give JAX's own bits, and a
-training run with them equals the plain path's exactly."""
+"""evorl.hardware's random path: the fused Threefry keys and the fast permutation give JAX's
+own bits, and a training run with them equals the plain path's exactly."""
 
 import jax
 import jax.numpy as jnp
@@ -7,20 +7,21 @@ import numpy as np
 import pytest
 from jax import lax
 
-from evorl import prng
+from evorl import hardware
+from evorl.hardware import threefry
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
 from evorl.workflows import PPOWorkflow
 
 
 def same(a, b):
-    np.testing.assert_array_equal(np.asarray(prng.raw(a)), np.asarray(prng.raw(b)))
+    np.testing.assert_array_equal(np.asarray(hardware.raw_key(a)), np.asarray(hardware.raw_key(b)))
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2**31 - 1])
 def test_fast_keys_give_jax_threefry_bits(seed):
     key = jax.random.PRNGKey(seed)
-    fast = prng.fast(key)
+    fast = threefry.wrap(key)
     assert jnp.issubdtype(fast.dtype, jax.dtypes.prng_key)
     same(jax.random.split(key, 5), jax.random.split(fast, 5))
     same(jax.random.split(key, (2, 3)), jax.random.split(fast, (2, 3)))
@@ -41,17 +42,17 @@ def test_fast_keys_give_jax_threefry_bits(seed):
     def draws(k):
         return lax.scan(lambda c, kk: (c, jax.random.uniform(kk, (3,))), 0, jax.random.split(k, 5))[1]
 
-    same(jax.jit(jax.vmap(draws))(keys), jax.jit(jax.vmap(draws))(prng.fast(keys)))
+    same(jax.jit(jax.vmap(draws))(keys), jax.jit(jax.vmap(draws))(threefry.wrap(keys)))
 
 
 def test_fast_keys_compile_without_threefry_loops():
     """The point of FAST_THREEFRY: no ``threefry2x32`` call (a while loop on the CPU) left."""
     def program(key):
-        return jax.random.uniform(jax.random.split(prng.fast(key), 3)[1], (8,))
+        return jax.random.uniform(jax.random.split(hardware.fast_key(key), 3)[1], (8,))
 
-    with prng.use_fast_random(True):
+    with hardware.use_fast_paths(random=True):
         fast_text = jax.jit(program).lower(jax.random.PRNGKey(0)).as_text()
-    with prng.use_fast_random(False):
+    with hardware.use_fast_paths(random=False):
         plain_text = jax.jit(lambda k: program(k) + 0.0).lower(jax.random.PRNGKey(0)).as_text()
     assert "threefry" in plain_text
     assert "threefry" not in fast_text
@@ -63,8 +64,8 @@ def test_permutation_equals_jax(n):
     for seed in range(3):
         key = jax.random.PRNGKey(seed)
         want = jax.random.permutation(key, n)
-        with prng.use_fast_random(True):
-            got = jax.jit(prng.permutation, static_argnums=1)(prng.fast(key), n)
+        with hardware.use_fast_paths(random=True):
+            got = jax.jit(hardware.permutation, static_argnums=1)(hardware.fast_key(key), n)
         same(want, got)
 
 
@@ -73,15 +74,15 @@ def test_stable_argsort_with_ties_equals_the_key_payload_sort():
     index = jnp.arange(64, dtype=jnp.int32)
     tied = bits.at[3].set(bits[40]).at[50].set(bits[40]).at[10].set(bits[11])  # a triple and a pair
     for b in (bits, tied):
-        same(lax.sort_key_val(b, index)[1], jax.jit(prng.stable_argsort_u32)(b))
-        assert sorted(np.asarray(prng.stable_argsort_u32(b)).tolist()) == list(range(64))
+        same(lax.sort_key_val(b, index)[1], jax.jit(threefry.stable_argsort_u32)(b))
+        assert sorted(np.asarray(threefry.stable_argsort_u32(b)).tolist()) == list(range(64))
 
 
 def test_fast_random_off_returns_raw_keys_and_jax_permutation():
     key = jax.random.PRNGKey(0)
-    with prng.use_fast_random(False):
-        assert prng.fast(key) is key
-        text = jax.jit(prng.permutation, static_argnums=1).lower(key, 16).as_text()
+    with hardware.use_fast_paths(random=False):
+        assert hardware.fast_key(key) is key
+        text = jax.jit(hardware.permutation, static_argnums=1).lower(key, 16).as_text()
     assert "threefry" in text
 
 
@@ -94,7 +95,7 @@ CFG = {
 
 
 def run_ppo(fast: bool, iterations: int = 3):
-    with prng.use_fast_random(fast):
+    with hardware.use_fast_paths(random=fast):
         workflow = PPOWorkflow.build_from_config(CFG, recorders=[])
         state = workflow.init(jax.random.PRNGKey(3))
         workflow.compile(state)
@@ -138,7 +139,7 @@ class RawKeyEnv(VectorEnv):
 
 def play(env, fast: bool):
     """Six steps of ``env`` (3 copies, action 0) after a reset: the env states ``[6, 3, ...]``."""
-    with prng.use_fast_random(fast):
+    with hardware.use_fast_paths(random=fast):
         def run(key):
             state = env.reset(key)
             return lax.scan(lambda s, _: (env.step(s, jnp.zeros(3, jnp.int32)),) * 2, state, None, length=6)[1]

@@ -23,15 +23,15 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from evorl import prng
+from evorl import hardware
 from evorl.envs.env import EnvState, checked_vector_settings
 from evorl.envs.spaces import Space
 
 
 def _raw_keys(tree: Any) -> Any:
     """``tree`` with any typed key a backend kept in its state as raw ``uint32`` data: states
-    and checkpoints hold raw keys only (the bits are the same, see :mod:`evorl.prng`)."""
-    return jax.tree.map(prng.raw, tree)
+    and checkpoints hold raw keys only (the bits are the same, see :mod:`evorl.hardware`)."""
+    return jax.tree.map(hardware.raw_key, tree)
 
 
 class VectorEnv:
@@ -49,8 +49,8 @@ class VectorEnv:
     #: batch (see ``_fresh_episodes``), for backends whose reset is dear (craftax: 11x a step).
     sparse_reset_fraction: float | None = None
     #: Declared capability: the backend hooks accept typed PRNG keys (``jax.random.key``
-    #: arrays). Then they get :func:`evorl.prng.fast` keys, so the backend's own
-    #: ``jax.random`` calls use the fused hash too (same bits); otherwise raw ``uint32[2]``.
+    #: arrays). Then they get :func:`evorl.hardware.fast_key` keys, so the backend's own
+    #: ``jax.random`` calls take the same random path (same bits); otherwise raw ``uint32[2]``.
     typed_keys: bool = False
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
@@ -70,7 +70,7 @@ class VectorEnv:
 
     def _backend_key(self, key: jax.Array) -> jax.Array:
         """``key`` as the hooks take it (see ``typed_keys``)."""
-        return key if self.typed_keys else prng.raw(key)
+        return key if self.typed_keys else hardware.raw_key(key)
 
     def _reset_backend(self, key: jax.Array) -> tuple[jax.Array, Any]:
         obs, backend_state = self._reset_one(self._backend_key(key))
@@ -83,7 +83,7 @@ class VectorEnv:
     # --- batched API ----------------------------------------------------------------
     def reset(self, key: jax.Array) -> EnvState:
         """Starts ``num_envs`` fresh episodes."""
-        return jax.vmap(self._reset_with_stats)(jax.random.split(prng.fast(key), self.num_envs))
+        return jax.vmap(self._reset_with_stats)(jax.random.split(hardware.fast_key(key), self.num_envs))
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         """Steps every copy once with ``action`` ``[B, *action_shape]``; done copies reset."""
@@ -141,11 +141,11 @@ class VectorEnv:
         return carry
 
     def _reset_with_stats(self, key: jax.Array) -> EnvState:
-        key, reset_key = jax.random.split(prng.fast(key))
+        key, reset_key = jax.random.split(hardware.fast_key(key))
         obs, backend_state = self._reset_backend(reset_key)
         return EnvState(
             backend_state=backend_state,
-            key=prng.raw(key),
+            key=hardware.raw_key(key),
             obs=obs,
             final_obs=obs,
             reward=jnp.zeros((), jnp.float32),
@@ -157,7 +157,7 @@ class VectorEnv:
 
     def _step_and_count(self, state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array]:
         """One copy's step before any reset: ``(state with obs = final_obs, reset key)``."""
-        key, step_key, reset_key = jax.random.split(prng.fast(state.key), 3)
+        key, step_key, reset_key = jax.random.split(hardware.fast_key(state.key), 3)
         next_obs, backend_state, reward, terminated = self._repeat_step(
             step_key, state.obs, state.backend_state, action
         )
@@ -169,7 +169,7 @@ class VectorEnv:
         truncated = (episode_length >= self.episode_length) & ~terminated
         stepped = EnvState(
             backend_state=backend_state,
-            key=prng.raw(key),
+            key=hardware.raw_key(key),
             obs=next_obs,
             final_obs=next_obs,
             reward=reward * self.reward_scale,

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from evorl import hardware
 from evorl.distributions import make_distribution
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.config import ConfigError
@@ -43,7 +44,7 @@ NETWORKS = ("mlp", "cnn", "nature_cnn")
 #: Networks whose torso needs image observations ``[H, W, C]``.
 IMAGE_NETWORKS = ("cnn", "nature_cnn")
 #: Conv channels of the ``"cnn"`` torso: MinAtar's reference network (Young & Tian, 2019)
-#: has one 16-channel 3x3 layer, small enough to compile and run quickly on a CPU.
+#: has one 16-channel 3x3 layer.
 CNN_CHANNELS = (16,)
 #: Range of a state-dependent ``log_std`` (clipped), keeping the policy's std in [e^-5, e^2].
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
@@ -63,20 +64,9 @@ class Network:
     apply: Callable[[Any, jax.Array], jax.Array]
 
 
-def patches_3x3(x: jax.Array) -> jax.Array:
-    """The 3x3 neighbourhoods of a VALID convolution: ``[N, H, W, C] -> [N, H-2, W-2, 9C]``,
-    ordered ``(row offset, column offset, channel)`` like a flattened ``[3, 3, C]`` kernel."""
-    h, w = x.shape[1] - 2, x.shape[2] - 2
-    return jnp.concatenate([x[:, i : i + h, j : j + w, :] for i in range(3) for j in range(3)], axis=-1)
-
-
 class ConvTorso(nn.Module):
-    """3x3 VALID convolutions + activation, flattened: ``[..., H, W, C] -> [..., F]``.
-
-    Each convolution is computed as a matrix product over :func:`patches_3x3` (im2col):
-    on the CPU XLA's native convolution (and its gradient) is ~20x slower for these tiny
-    images; the result is the same (tested against ``lax.conv_general_dilated``).
-    """
+    """3x3 VALID convolutions + activation, flattened: ``[..., H, W, C] -> [..., F]``; each
+    convolution a :class:`evorl.hardware.Conv` (kernel ``Conv_k`` ``[9 C_in, channels]``)."""
 
     channels: Sequence[int]
     activation: str = "relu"
@@ -86,41 +76,16 @@ class ConvTorso(nn.Module):
         batch_shape = obs.shape[:-3]
         x = obs.reshape((-1,) + obs.shape[-3:])  # [N, H, W, C]
         for k, channels in enumerate(self.channels):
-            conv = nn.Dense(channels, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"Conv_{k}")
-            x = conv(patches_3x3(x))  # kernel [9 C_in, channels]
-            x = get_activation(self.activation)(x)  # [N, H-2, W-2, channels]
+            x = hardware.Conv(channels, 3, 1, name=f"Conv_{k}")(x)  # [N, H-2, W-2, channels]
+            x = get_activation(self.activation)(x)
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
-
-
-def conv_patches(x: jax.Array, kernel: int, stride: int) -> jax.Array:
-    """The patches of a VALID ``kernel x kernel`` convolution with ``stride`` (im2col):
-    ``[N, H, W, C] -> [N, H', W', kernel^2 C]``, ``H' = (H - kernel) / stride + 1``.
-
-    Computed without a convolution (on the CPU XLA's convolutions and their gradients are
-    slow): a space-to-depth reshape by ``stride`` turns the strided convolution into a
-    stride-1 one with a ``q x q`` kernel, ``q = kernel / stride``, whose patches are ``q^2``
-    shifted slices. A patch's features are ordered ``(qi, qj, di, dj, c)``: the input pixel
-    ``(stride qi + di, stride qj + dj, c)`` of the window, i.e. a ``[kernel, kernel, C, F]``
-    convolution kernel ``K`` is the ``[kernel^2 C, F]`` matrix
-    ``K.reshape(q, s, q, s, C, F).transpose(0, 2, 1, 3, 4, 5)`` flattened (see the test).
-    Needs ``kernel % stride == 0`` and ``H, W`` such that the windows tile them exactly.
-    """
-    n, h, w, c = x.shape
-    s, q = stride, kernel // stride
-    if kernel % stride or (h - kernel) % s or (w - kernel) % s:
-        raise ValueError(f"conv_patches: kernel {kernel}, stride {stride} do not tile a {h}x{w} input")
-    hs, ws = h // s, w // s
-    x = x[:, : hs * s, : ws * s].reshape(n, hs, s, ws, s, c).transpose(0, 1, 3, 2, 4, 5)  # [N, H/s, W/s, s, s, C]
-    x = x.reshape(n, hs, ws, s * s * c)
-    ho, wo = (h - kernel) // s + 1, (w - kernel) // s + 1
-    return jnp.concatenate([x[:, i : i + ho, j : j + wo, :] for i in range(q) for j in range(q)], axis=-1)
 
 
 class NatureCNNTorso(nn.Module):
     """The Nature DQN torso: ``[..., H, W, C]`` pixels in ``[0, 255]`` -> ``[..., F]``
     (``F = 7 * 7 * 64 = 3136`` for 84x84 frames); ReLU, orthogonal init ``sqrt(2)``. Each
-    convolution is a matrix product over :func:`conv_patches` (its kernel ``Conv_k`` is
-    ``[kernel^2 C_in, channels]``); the result equals the strided convolution (tested)."""
+    convolution is a :class:`evorl.hardware.Conv` (its kernel ``Conv_k`` is
+    ``[kernel^2 C_in, channels]``, see :func:`evorl.hardware.im2col.conv_patches`)."""
 
     #: ``(channels, kernel side, stride)`` of each VALID convolution.
     layers: Sequence[tuple[int, int, int]] = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
@@ -130,8 +95,7 @@ class NatureCNNTorso(nn.Module):
         batch_shape = obs.shape[:-3]
         x = obs.reshape((-1,) + obs.shape[-3:]).astype(jnp.float32) / 255.0  # [N, H, W, C]
         for k, (channels, kernel, stride) in enumerate(self.layers):
-            conv = nn.Dense(channels, kernel_init=nn.initializers.orthogonal(np.sqrt(2)), name=f"Conv_{k}")
-            x = nn.relu(conv(conv_patches(x, kernel, stride)))  # [N, H', W', channels]
+            x = nn.relu(hardware.Conv(channels, kernel, stride, name=f"Conv_{k}")(x))  # [N, H', W', channels]
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 

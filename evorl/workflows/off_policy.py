@@ -38,7 +38,7 @@ from flax import struct
 from jax import lax
 
 from evorl import metrics as M
-from evorl import prng, replay
+from evorl import hardware, replay
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
     ConfigError, TrainingConfig, parse_section, require, section_data, sweep_variants, to_plain, unknown_key_error,
@@ -194,7 +194,7 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
         return carry, M.over_steps(metrics, jnp.ones(tc.num_updates))
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
-        key, rollout_key, update_key = jax.random.split(prng.fast(state.key), 3)  # same bits (evorl.prng)
+        key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
         env_steps = state.iteration * steps_per_iteration  # this agent's env steps before the iteration
         acting = agent.behaviour(state.agent_state, env_steps, random_actions=env_steps < tc.warmup_steps)
         env_state, _, trajectory, episodes = rollout_with_policy_state(
@@ -227,7 +227,7 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
             "buffer_size": M.Metric(buffer.size.astype(jnp.float32), "max"),
             **episode_metrics(episodes, None),
         }
-        state = state.replace(key=prng.raw(key), agent_state=agent_state, opt_state=opt_state,
+        state = state.replace(key=hardware.raw_key(key), agent_state=agent_state, opt_state=opt_state,
                               target_params=target_params, buffer=buffer, env_state=env_state,
                               iteration=state.iteration + 1, gradient_steps=gradient_steps)
         return state, metrics

@@ -32,7 +32,7 @@ from flax import struct
 from jax import lax
 
 from evorl import metrics as M
-from evorl import prng
+from evorl import hardware
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import TrainingConfig, require
 from evorl.distributed import agent_gradient_update, axis_index
@@ -160,7 +160,7 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransf
     learner_update = make_learner_update(agent, optimizer, tc, axis_name)
 
     def iteration(state: OnPolicyState) -> tuple[OnPolicyState, dict]:
-        key, rollout_key, update_key = jax.random.split(prng.fast(state.key), 3)  # same bits (evorl.prng)
+        key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
         actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
         local_envs = state.env_state.reward.shape[0]
         env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
@@ -169,7 +169,7 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransf
         )  # trajectory [T, B, ...]
         state, loss_metrics = learner_update(state, trajectory, update_key)
         metrics = {**loss_metrics, **episode_metrics(episodes, axis_name)}
-        state = state.replace(key=prng.raw(key), env_state=env_state, policy_state=policy_state, lagged_params=lagged_params)
+        state = state.replace(key=hardware.raw_key(key), env_state=env_state, policy_state=policy_state, lagged_params=lagged_params)
         return state, metrics
 
     return iteration
@@ -232,7 +232,7 @@ def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches
     m = num_minibatches
     if whole_sequences:
         num_envs = trajectory.rewards.shape[1]
-        perm = prng.permutation(key, num_envs)  # = jax.random.permutation's
+        perm = hardware.permutation(key, num_envs)  # = jax.random.permutation's
 
         def split(x):  # [T, B, ...] -> [M, T, B/M, ...]
             x = jnp.take(x, perm, axis=1)
@@ -240,7 +240,7 @@ def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches
             return jnp.swapaxes(x, 0, 1)
     else:
         n = trajectory.rewards.size
-        perm = prng.permutation(key, n)  # = jax.random.permutation's
+        perm = hardware.permutation(key, n)  # = jax.random.permutation's
 
         def split(x):  # [T, B, ...] -> [M, T*B/M, ...]
             x = jnp.take(x.reshape((n,) + x.shape[2:]), perm, axis=0)

@@ -1,4 +1,4 @@
-"""Threefry-2x32 keys whose hash compiles to one fused kernel: the same bits, faster on the CPU.
+"""Threefry-2x32 keys whose hash compiles to one fused kernel: the same bits as ``jax.random``.
 
 JAX's default PRNG is Threefry-2x32 (Salmon et al., 2011): a key ``(k0, k1)`` and a 64-bit
 counter ``(x0, x1)`` give two 32-bit words after 20 rounds of
@@ -8,29 +8,24 @@ counter ``(x0, x1)`` give two 32-bit words after 20 rounds of
 
 with the key schedule ``ks = (k0, k1, k0 ^ k1 ^ 0x1BD11BDA)`` injected after every four
 rounds (``x0 += ks[(s + 1) % 3]``, ``x1 += ks[(s + 2) % 3] + s + 1`` after group ``s``).
-On the CPU, JAX lowers this hash as a ``fori_loop`` over the five groups to keep compile
-times down; every call then runs as an XLA while loop of about twenty small kernels per
-group. An RL iteration calls it several times per environment step (the step and reset
-keys of every copy, the action noise), so on small networks those loops are a large part of
-the rollout: in ``benchmarks/profile_iteration.py``'s CartPole job they took more than half
-of the env-stepping time.
+On the CPU backend JAX lowers this hash as a ``fori_loop`` over the five groups (to keep
+compile times down): every call is an XLA while loop of about twenty small kernels per group.
 
 :data:`FAST_THREEFRY` is the same generator, written out round by round as plain array
 operations, which XLA fuses into one elementwise kernel per call. ``seed``, ``split``,
 ``fold_in`` and ``random_bits`` follow JAX's ``threefry2x32`` implementation (with
 ``jax_threefry_partitionable``, JAX's default), so every ``jax.random`` function gives
-**bit-identical** results for a key wrapped with :func:`fast` and for the raw key
+**bit-identical** results for a key wrapped with :func:`wrap` and for the raw key
 (``tests/test_prng.py`` checks splits, fold-ins, bits of every width, uniforms, normals,
-categorical draws and permutations, and a whole PPO run).
+categorical draws and permutations, and a whole PPO run). :func:`permutation` is
+``jax.random.permutation`` with a one-operand sort.
 
-evorl keeps raw ``uint32[2]`` keys in its states and checkpoints, and wraps them with
-:func:`fast` where a compiled step consumes them. :func:`use_fast_random` turns this off for
-a block of code (the plain path the tests compare against).
+Whether evorl uses these is decided by :mod:`evorl.hardware` (per backend, with the
+measurements); nothing outside it calls this module.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 
 import jax
@@ -97,38 +92,10 @@ FAST_THREEFRY = jex_random.define_prng_impl(
     name="threefry2x32_fused", tag="fyf",
 )
 
-#: ``use_fast_random``'s setting: process-wide, not per thread, since workflows trace some
-#: programs in helper threads (the evaluator compiles beside the chunk); None: the default.
-_enabled: bool | None = None
-
-
-def fast_random_enabled() -> bool:
-    """Whether :func:`fast` wraps keys: on by default on the CPU backend (where it is measured
-    to pay), off inside ``use_fast_random(False)`` and when ``jax_threefry_partitionable`` is
-    off (the bits would then differ from JAX's)."""
-    enabled = _enabled
-    if enabled is None:
-        enabled = jax.default_backend() == "cpu"
-    return bool(enabled) and bool(jax.config.jax_threefry_partitionable)
-
-
-@contextlib.contextmanager
-def use_fast_random(enabled: bool):
-    """Within the block, programs traced by evorl wrap (``True``) or do not wrap (``False``)
-    their keys with :data:`FAST_THREEFRY`. Tracing happens when a workflow compiles, so build
-    and compile inside the block."""
-    global _enabled
-    previous, _enabled = _enabled, bool(enabled)
-    try:
-        yield
-    finally:
-        _enabled = previous
-
-
-def fast(key: jax.Array) -> jax.Array:
+def wrap(key: jax.Array) -> jax.Array:
     """``key`` (raw ``uint32[..., 2]`` or typed) as a typed key of :data:`FAST_THREEFRY` with
-    the same bits; returned as it is when fast keys are off or it is already typed."""
-    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) or not fast_random_enabled():
+    the same bits; a typed key is returned as it is."""
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
         return key
     return jax.random.wrap_key_data(key, impl=FAST_THREEFRY)
 
@@ -137,9 +104,8 @@ def stable_argsort_u32(bits: jax.Array) -> jax.Array:
     """``lax.sort_key_val(bits, arange(n))[1]`` for ``uint32`` ``bits [n]``: the stable argsort.
 
     XLA's CPU sort is several times faster for one ``uint32`` operand than for a key and a
-    payload (12.6 us against 62.8 us for n = 512, ``benchmarks/profile_iteration.py``'s
-    job). With distinct keys the rank of ``bits[i]`` is its left insertion point in
-    ``sort(bits)``, so ``perm[rank[i]] = i``. Equal keys (probability about n^2 / 2^33) take
+    payload (figures in :mod:`evorl.hardware`). With distinct keys the rank of ``bits[i]`` is
+    its left insertion point in ``sort(bits)``, so ``perm[rank[i]] = i``. Equal keys (probability about n^2 / 2^33) take
     the key-payload sort, so the result is exact in every case.
     """
     n = bits.shape[0]
@@ -163,9 +129,7 @@ def permutation(key: jax.Array, n: int) -> jax.Array:
     JAX shuffles ``arange(n)`` by ``ceil(3 ln n / ln(2^32 - 1))`` rounds (one for n < 1625)
     of a stable sort on fresh random ``uint32`` keys; so does this.
     """
-    if not fast_random_enabled():
-        return jax.random.permutation(key, n)
-    key = fast(key)
+    key = wrap(key)
     x = jnp.arange(n, dtype=jnp.int32)
     rounds = int(np.ceil(3 * np.log(max(1, n)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(rounds):
