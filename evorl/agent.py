@@ -45,7 +45,11 @@ def hparams_as_arrays(hparams: Any) -> Any:
 
 
 class Agent(ABC):
-    """What the on-policy workflow needs from an algorithm."""
+    """What the workflows need from an algorithm's agent to act: initial state, actions,
+    observation statistics. How it learns is the workflow's contract: an on-policy agent adds
+    ``loss(agent_state, batch [T, B], key) -> (scalar, metrics)``
+    (:class:`ActorCriticAgent`), an off-policy one its ``update_groups`` and ``target_keys``
+    (:mod:`evorl.workflows.off_policy`); an ES agent has neither."""
 
     #: Minibatches are whole sequences ``[T, b]`` (split along envs) instead of shuffled
     #: single transitions; needed when the loss recomputes targets along time (V-trace).
@@ -99,10 +103,6 @@ class Agent(ABC):
     def compute_targets(self, agent_state: AgentState, trajectory: Trajectory) -> Trajectory:
         """Adds what the loss needs (advantages, value targets) to ``trajectory.extras``."""
         return trajectory
-
-    @abstractmethod
-    def loss(self, agent_state: AgentState, batch: Trajectory, key: jax.Array):
-        """Returns ``(scalar loss, dict of scalar metrics)``."""
 
     def stop_updates(self, agent_state: AgentState, metrics: dict) -> jax.Array:
         """For an agent that declares ``stops_early``: a boolean, true to skip the rest of this

@@ -116,7 +116,7 @@ def default_config(algo: str | None, env: str | None = None) -> dict:
 def untuned_note(choices: Mapping[str, str]) -> str | None:
     """One line for an ``algo=`` x ``env=`` choice with no measured target: an env other than
     the default one and no ``tuned/<algo>_<env>.yaml`` (the algorithm trains it with its
-    CartPole defaults, which may not learn it). None for the combinations with a target."""
+    ``algo/<algo>.yaml`` defaults, which may not learn it). None for the combinations with a target."""
     defaults = default_choices()
     algo, env = choices.get("algo", defaults["algo"]), choices.get("env", defaults["env"])
     if env == defaults["env"] or (CONFIG_DIR / "tuned" / f"{algo}_{env}.yaml").is_file():
@@ -125,7 +125,7 @@ def untuned_note(choices: Mapping[str, str]) -> str | None:
     with_env = [t.split("_", 1)[0] for t in tuned if t.split("_", 1)[1] == env]
     hint = f"algo={' or algo='.join(with_env)} has one for env={env}" if with_env else f"no algorithm has one for env={env}"
     return (f"note: algo={algo} env={env} has no tuned preset (configs/tuned/{algo}_{env}.yaml) and no measured "
-            f"target: {algo} trains it with its CartPole defaults, which may not learn it ({hint}).")
+            f"target: {algo} trains it with the defaults of configs/algo/{algo}.yaml, which may not learn it ({hint}).")
 
 
 def algo_for_workflow(workflow_cls: str | type) -> str | None:

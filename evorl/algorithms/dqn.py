@@ -17,7 +17,7 @@ from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import MLP, NETWORKS, Network, conv_channels_for, get_activation
 from evorl.replay import Transition
 from evorl.utils.running_statistics import init_running_statistics, normalize, update_running_statistics
-from evorl.workflows.off_policy import OffPolicyWorkflow
+from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
 
 
 @struct.dataclass
@@ -137,6 +137,14 @@ class DQNAgent(Agent):
         obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
         return AgentState(params={"q": self.q_network.init(key)}, obs_stats=obs_stats,
                           hparams=hparams_as_arrays(self.hparams_defaults))
+
+    #: The parameters with a target network (the bootstrap values' network).
+    target_keys = ("q",)
+
+    @property
+    def update_groups(self) -> tuple[UpdateGroup, ...]:
+        """One gradient step updates the Q-network by :meth:`loss`."""
+        return (UpdateGroup("q", self.loss),)
 
     def default_hparams(self):
         return self.hparams_defaults

@@ -198,9 +198,6 @@ class ESAgent(ActorCriticAgent):
         obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
         return AgentState(params={"policy": self.policy_network.init(key)}, obs_stats=obs_stats, hparams=None)
 
-    def loss(self, agent_state, batch, key):
-        raise TypeError("ESAgent has no loss: evolution strategies do not follow gradients of a loss.")
-
 
 def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,
                       normalize_obs: bool = False, **policy_options) -> ESAgent:

@@ -13,6 +13,9 @@ WORKFLOWS = {
     "A2CWorkflow": "evorl.algorithms.a2c",
     "IMPALAWorkflow": "evorl.algorithms.impala",
     "DQNWorkflow": "evorl.algorithms.dqn",
+    "DDPGWorkflow": "evorl.algorithms.td3",
+    "TD3Workflow": "evorl.algorithms.td3",
+    "SACWorkflow": "evorl.algorithms.sac",
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.workflows.es",
 }

@@ -9,18 +9,22 @@
 2. turn the ``[T, B]`` rollout into ``n_step`` transitions (:func:`evorl.replay.n_step_transitions`,
    truncation-aware) and add them to the replay buffer in the state;
 3. once the buffer holds ``learning_starts`` transitions: ``num_updates`` gradient steps,
-   each on ``batch_size`` transitions sampled uniformly from the buffer, the target
-   parameters moved every ``target_update_period`` gradient steps,
-   :math:`\\bar\\theta \\leftarrow \\tau \\theta + (1 - \\tau) \\bar\\theta` (``tau = 1``: a copy).
-   Before then the same program runs with the updates skipped (``lax.cond``).
+   each on ``batch_size`` transitions sampled uniformly from the buffer. A gradient step
+   updates the agent's parameter groups in the order it declares (:class:`UpdateGroup`:
+   DQN's ``q``; TD3's ``critic`` then, every ``policy_delay`` steps, ``actor``; SAC's
+   ``critic``, ``actor``, ``alpha``), each by its own loss and its own Adam state; then the
+   target parameters (the agent's ``target_keys``) move every ``target_update_period``
+   gradient steps, :math:`\\bar\\theta \\leftarrow \\tau \\theta + (1 - \\tau) \\bar\\theta`
+   (``tau = 1``: a copy). Before then the same program runs with the updates skipped (``lax.cond``).
 
 The executor (:class:`~evorl.workflows.execution.Executor`) runs it in compiled chunks,
 vmapped over a population (``training.num_seeds`` x hyperparameter lists); the host loop of
 :class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` evaluates the greedy policy, logs and
 checkpoints (the buffer is part of the state, so a resumed run continues exactly).
-An algorithm supplies an agent with ``init``, ``loss(agent_state, target_params, batch, key)``,
+An algorithm supplies an agent with ``init``, ``update_groups`` (each a params key, a loss
+``(agent_state, target_params, batch, key) -> (loss, metrics)`` and a period), ``target_keys``,
 ``behaviour(agent_state, env_steps, random_actions)`` and ``evaluate_actions``
-(:mod:`evorl.algorithms.dqn`).
+(:mod:`evorl.algorithms.dqn`, :mod:`evorl.algorithms.td3`, :mod:`evorl.algorithms.sac`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -127,12 +132,25 @@ class OffPolicyTrainingConfig:
         return self.num_envs * self.rollout_length
 
 
+@dataclass(frozen=True)
+class UpdateGroup:
+    """One parameter group of an off-policy agent and how a gradient step updates it:
+    ``agent_state.params[key]`` descends ``loss(agent_state, target_params, batch, key) ->
+    (scalar, metrics)`` (the gradient is taken with respect to this group only; the other
+    groups enter the loss as constants) on gradient steps ``k`` with ``k % period == 0``
+    (``k`` counts from 0; TD3's delayed actor has ``period = policy_delay``)."""
+
+    key: str
+    loss: Callable[..., tuple[jax.Array, dict]]
+    period: int = 1
+
+
 @struct.dataclass
 class OffPolicyState:
     key: jax.Array
     agent_state: AgentState
-    opt_state: Any
-    target_params: Any  # the target network's parameters (the bootstrap values' network)
+    opt_state: Any  # {group key: that group's optimiser state}
+    target_params: Any  # {target key: the target network's parameters} (the bootstrap values' networks)
     buffer: replay.ReplayBuffer
     env_state: EnvState  # leading axis [B]
     learning_rate: jax.Array  # [] base learning rate
@@ -156,8 +174,8 @@ FROZEN_FIELDS = ("agent_state", "opt_state", "target_params")
 
 def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: jax.Array, hparams: Any,
                learning_rate: jax.Array) -> OffPolicyState:
-    """A fresh training state: agent with ``hparams``, target = online parameters, an empty
-    buffer of ``buffer_size`` transitions, reset environments."""
+    """A fresh training state: agent with ``hparams``, one optimiser state per update group,
+    targets = online parameters, an empty buffer of ``buffer_size`` transitions, reset environments."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
     env_state = env.reset(env_key)
@@ -166,32 +184,70 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: j
     example = replay.Transition(obs=obs, action=jnp.zeros(action.shape[1:], action.dtype),
                                 reward=jnp.zeros((), jnp.float32), discount=jnp.zeros((), jnp.float32), next_obs=obs)
     return OffPolicyState(
-        key=key, agent_state=agent_state, opt_state=optimizer.init(agent_state.params),
-        target_params=agent_state.params, buffer=replay.init(example, buffer_size), env_state=env_state,
+        key=key, agent_state=agent_state,
+        opt_state={group.key: optimizer.init(agent_state.params[group.key]) for group in agent.update_groups},
+        target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, buffer_size), env_state=env_state,
         learning_rate=jnp.asarray(learning_rate, jnp.float32), iteration=jnp.zeros((), jnp.int32),
         gradient_steps=jnp.zeros((), jnp.int32),
     )
 
 
+def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
+    """``step(opt_states, agent_state, target_params, batch, key, gradient_steps) -> (opt_states,
+    agent_state, metrics, applied)``: one optimiser step on ``group``'s parameters when its
+    period divides ``gradient_steps``, else nothing (``applied`` 0, metrics zeros)."""
+
+    def loss_of_group(view, params, target_params, batch, key):  # view.params: this group's
+        return group.loss(view.replace(params={**params, group.key: view.params}), target_params, batch, key)
+
+    update = agent_gradient_update(loss_of_group, optimizer, has_aux=True)
+
+    def apply(opt_states, agent_state, target_params, batch, key):
+        view = agent_state.replace(params=agent_state.params[group.key])
+        (_, metrics), view, opt_state = update(opt_states[group.key], view, agent_state.params, target_params, batch, key)
+        if named_grad_norm:
+            metrics = {**metrics, f"{group.key}_grad_norm": metrics.pop("grad_norm")}
+        return ({**opt_states, group.key: opt_state}, agent_state.replace(params={**agent_state.params, group.key: view.params}),
+                metrics)
+
+    def step(opt_states, agent_state, target_params, batch, key, gradient_steps):
+        if group.period == 1:
+            return (*apply(opt_states, agent_state, target_params, batch, key), jnp.ones(()))
+        shapes = jax.eval_shape(apply, opt_states, agent_state, target_params, batch, key)[2]
+        skip = lambda o, a, *_: (o, a, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))  # noqa: E731
+        due = gradient_steps % group.period == 0
+        return (*lax.cond(due, apply, skip, opt_states, agent_state, target_params, batch, key), due.astype(jnp.float32))
+
+    return step
+
+
 def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
     """One training iteration (see the module docstring); metrics are scalars."""
-    gradient_update = agent_gradient_update(agent.loss, optimizer, has_aux=True)
+    groups = agent.update_groups
+    steps = [group_step(group, optimizer, named_grad_norm=len(groups) > 1) for group in groups]
     steps_per_iteration = tc.env_steps_per_iteration
 
     def update_step(carry, key):
         agent_state, opt_state, target_params, buffer, gradient_steps = carry
-        sample_key, loss_key = jax.random.split(key)
+        sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
         batch = replay.sample(buffer, sample_key, tc.batch_size)  # [batch_size, ...]
-        (_, metrics), agent_state, opt_state = gradient_update(opt_state, agent_state, target_params, batch, loss_key)
+        metrics, applied = [], []
+        for step, group_key in zip(steps, group_keys):  # in the agent's order: a later group sees the earlier updated
+            opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch,
+                                                                        group_key, gradient_steps)
+            metrics.append(group_metrics)
+            applied.append(group_applied)
         gradient_steps = gradient_steps + 1
         move = gradient_steps % tc.target_update_period == 0
+        online = {k: agent_state.params[k] for k in target_params}
         target_params = jax.tree.map(lambda online, target: jnp.where(move, tc.tau * online + (1 - tc.tau) * target,
-                                                                      target), agent_state.params, target_params)
-        return (agent_state, opt_state, target_params, buffer, gradient_steps), metrics
+                                                                      target), online, target_params)
+        return (agent_state, opt_state, target_params, buffer, gradient_steps), (metrics, applied)
 
     def learn(carry, key):
-        carry, metrics = lax.scan(update_step, carry, jax.random.split(key, tc.num_updates))  # metrics [U]
-        return carry, M.over_steps(metrics, jnp.ones(tc.num_updates))
+        carry, (metrics, applied) = lax.scan(update_step, carry, jax.random.split(key, tc.num_updates))  # [U]
+        return carry, {k: v for group_metrics, weights in zip(metrics, applied)
+                       for k, v in M.over_steps(group_metrics, weights).items()}
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
         key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
@@ -208,8 +264,8 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
 
         if tc.anneal_lr:  # linear decay to 0 at num_iterations
             frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
-            opt_state = state.opt_state._replace(hyperparams={**state.opt_state.hyperparams,
-                                                              "learning_rate": state.learning_rate * frac})
+            opt_state = {k: o._replace(hyperparams={**o.hyperparams, "learning_rate": state.learning_rate * frac})
+                         for k, o in state.opt_state.items()}
         else:
             opt_state = state.opt_state
         carry = (agent_state, opt_state, state.target_params, buffer, state.gradient_steps)

@@ -1,0 +1,164 @@
+r"""TD3 (Fujimoto et al., 2018) and DDPG (Lillicrap et al., 2016), trained by
+:class:`~evorl.workflows.off_policy.OffPolicyWorkflow`.
+
+A deterministic actor :math:`\mu_\phi(s) \in [-1, 1]^d` and critics :math:`Q_{\theta_i}(s, a)`.
+Each gradient step fits the critics to
+
+.. math::
+    y = R + D \min_i \bar Q_i\big(s', \mathrm{clip}(\bar\mu(s') + \mathrm{clip}(\epsilon, -c, c), -1, 1)\big),
+    \qquad \epsilon \sim \mathcal N(0, \sigma^2)
+
+(target policy smoothing, clipped double Q; :math:`R, D` the transition's discounted reward
+sum and bootstrap discount, :math:`\bar\cdot` the Polyak-averaged targets), and every
+``policy_delay`` steps moves the actor up :math:`Q_{\theta_1}(s, \mu_\phi(s))`. It explores
+with :math:`\mathrm{clip}(\mu(s) + \mathcal N(0, \sigma_{explore}^2), -1, 1)`.
+DDPG is the same agent with one critic, no smoothing (:math:`\sigma = 0`) and no delay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from evorl.config import parse_section, require
+from evorl.continuous_control import (
+    ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_deterministic_actor,
+    make_q_ensemble,
+)
+from evorl.envs.spaces import Box, Space
+from evorl.replay import Transition
+from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
+
+
+@struct.dataclass
+class TD3HParams:
+    """TD3's hyperparameters, float32 data in the compiled program (``agent.<field>``;
+    ``discount`` is ``training.gamma``). Noise scales are in the ``[-1, 1]`` action cube."""
+
+    #: The discount :math:`\gamma` (``training.gamma``).
+    discount: float
+    #: Std of the Gaussian noise added to the actor's action when exploring.
+    exploration_noise: float
+    #: Std :math:`\sigma` of the target policy smoothing noise (0: none, as DDPG).
+    target_noise: float
+    #: The smoothing noise is clipped to ``[-c, c]``.
+    target_noise_clip: float
+
+    def validated(self) -> "TD3HParams":
+        for name in ("exploration_noise", "target_noise", "target_noise_clip"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        return self
+
+
+@struct.dataclass
+class DDPGHParams(TD3HParams):
+    """DDPG's hyperparameters: TD3's without target policy smoothing."""
+
+    target_noise: float = 0.0
+    target_noise_clip: float = 0.0
+
+
+def smoothed_target_actions(target_actions: jax.Array, noise: jax.Array, noise_clip: jax.Array) -> jax.Array:
+    r""":math:`\mathrm{clip}(\bar\mu(s') + \mathrm{clip}(\epsilon, -c, c), -1, 1)`; ``[N, d]``."""
+    return jnp.clip(target_actions + jnp.clip(noise, -noise_clip, noise_clip), -1.0, 1.0)
+
+
+def clipped_double_q_targets(q_next: jax.Array, rewards: jax.Array, discounts: jax.Array) -> jax.Array:
+    r""":math:`y = R + D \min_i Q_i'`: ``q_next [num_critics, N]``, ``rewards``, ``discounts [N]``."""
+    return rewards + discounts * jnp.min(q_next, axis=0)
+
+
+@dataclass(frozen=True, eq=False)
+class TD3Agent(ContinuousQAgent):
+    """See the module docstring; ``policy_delay`` is static (the actor's update period)."""
+
+    policy_delay: int = 2
+    target_keys = ("actor", "critic")
+
+    @property
+    def update_groups(self) -> tuple[UpdateGroup, ...]:
+        return (UpdateGroup("critic", self.critic_loss), UpdateGroup("actor", self.actor_loss, self.policy_delay))
+
+    def actor_actions(self, agent_state, actor_params, obs):
+        return self.actor.apply(actor_params, self.normalized(agent_state, obs))
+
+    def explore(self, agent_state, obs, keys):
+        actions = self.actor_actions(agent_state, agent_state.params["actor"], obs)  # [B, d]
+        noise = jax.vmap(lambda k: jax.random.normal(k, (self.action_dim,)))(keys)  # [B, d]
+        return jnp.clip(actions + agent_state.hparams.exploration_noise * noise, -1.0, 1.0)
+
+    def critic_loss(self, agent_state, target_params: Any, batch: Transition, key: jax.Array):
+        hp = agent_state.hparams
+        next_actions = self.actor_actions(agent_state, target_params["actor"], batch.next_obs)  # [N, d]
+        noise = hp.target_noise * jax.random.normal(key, next_actions.shape)
+        next_actions = smoothed_target_actions(next_actions, noise, hp.target_noise_clip)
+        q_next = self.q_values(agent_state, target_params["critic"], batch.next_obs, next_actions)  # [C, N]
+        targets = jax.lax.stop_gradient(clipped_double_q_targets(q_next, batch.reward, batch.discount))  # [N]
+        q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, batch.action)  # [C, N]
+        loss = jnp.sum(jnp.mean(jnp.square(q - targets), axis=-1))  # summed over the critics
+        return loss, jax.lax.stop_gradient({"critic_loss": loss, "q_mean": jnp.mean(q[0])})
+
+    def actor_loss(self, agent_state, target_params: Any, batch: Transition, key: jax.Array):
+        actions = self.actor_actions(agent_state, agent_state.params["actor"], batch.obs)  # [N, d]
+        q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, actions)[0]  # [N]: Q_1
+        loss = -jnp.mean(q)
+        return loss, jax.lax.stop_gradient({"actor_loss": loss})
+
+
+def build_td3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HParams, num_critics: int,
+                    policy_delay: int, network_factory: ContinuousNetworkFactory | None, network_options: dict,
+                    factory: str) -> TD3Agent:
+    options = parse_section(ContinuousNetworkOptions, network_options, "agent")
+    action_dim = check_options(action_space, obs_space, options, factory)
+    require(policy_delay >= 1, f"agent.policy_delay must be >= 1, got {policy_delay}.")
+    if network_factory is None:
+        actor = make_deterministic_actor(obs_space, action_dim, options.actor_hidden_layer_sizes, options.activation)
+        critic = make_q_ensemble(obs_space, action_dim, options.critic_hidden_layer_sizes, options.activation,
+                                 num_critics)
+    else:
+        actor, critic = network_factory(action_space, obs_space, options)
+    return TD3Agent(action_space=action_space, obs_space=obs_space, actor=actor, critic=critic,
+                    normalize_obs=options.normalize_obs, hparams_defaults=hparams.validated(),
+                    policy_delay=policy_delay)
+
+
+def make_mlp_td3_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
+                       target_noise: float = 0.2, target_noise_clip: float = 0.5, policy_delay: int = 2,
+                       discount: float = 0.99, network_factory: ContinuousNetworkFactory | None = None,
+                       **network_options) -> TD3Agent:
+    """A TD3 agent: twin critics, target policy smoothing, the actor updated every
+    ``policy_delay`` gradient steps. ``network_options``: :class:`ContinuousNetworkOptions`."""
+    hparams = TD3HParams(discount, exploration_noise, target_noise, target_noise_clip)
+    return build_td3_agent(action_space, obs_space, hparams, 2, policy_delay, network_factory, network_options,
+                           "make_mlp_td3_agent")
+
+
+def make_mlp_ddpg_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
+                        discount: float = 0.99, network_factory: ContinuousNetworkFactory | None = None,
+                        **network_options) -> TD3Agent:
+    """A DDPG agent: one critic, the actor updated every gradient step, no target smoothing."""
+    hparams = DDPGHParams(discount, exploration_noise)
+    return build_td3_agent(action_space, obs_space, hparams, 1, 1, network_factory, network_options,
+                           "make_mlp_ddpg_agent")
+
+
+class TD3Workflow(OffPolicyWorkflow):
+    label = "TD3"
+    agent_factory = staticmethod(make_mlp_td3_agent)
+    agent_options_cls = ContinuousNetworkOptions
+    hparams_cls = TD3HParams
+
+
+class DDPGWorkflow(OffPolicyWorkflow):
+    label = "DDPG"
+    agent_factory = staticmethod(make_mlp_ddpg_agent)
+    agent_options_cls = ContinuousNetworkOptions
+    hparams_cls = DDPGHParams
+
+
+__all__ = ["DDPGHParams", "DDPGWorkflow", "TD3Agent", "TD3HParams", "TD3Workflow", "clipped_double_q_targets", "make_mlp_ddpg_agent",
+           "make_mlp_td3_agent", "smoothed_target_actions"]
