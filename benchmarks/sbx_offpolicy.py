@@ -22,8 +22,8 @@ for SBX): CartPole-v1 at ``configs/dqn_cartpole.yaml``'s shape (CleanRL's dqn.py
 window is the end-of-training regime on both sides: SBX skips its Q-network forward on a
 vector step it explores, with probability epsilon), then trains ``--steps`` env steps,
 timed. Compile time is excluded and reported apart (evorl: the AOT compile of the chunk;
-SBX: the first update phase's time less the median update phase's, its jit compiles of the
-update and of the action selection). Gradient steps/s = env steps/s x 10 / 100 here.
+SBX: the first 10 update phases' time above the median phase's, its jit compiles of the
+update and of the action selection, left out of the timed window). Gradient steps/s = env steps/s x 10 / 100 here.
 
 **Learning** (``--learn-seeds 0,1,2``, optional): each side trains the config's budget
 (500k env steps, epsilon over the first half) and its greedy policy is scored on 16
@@ -49,22 +49,50 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+SIDES_ALL = ("sbx", "evorl", "evorl-config")
+#: SBX: update phases after learning_starts left out of the timed window (their compiles).
+SKIP_PHASES = 10
 EVAL_EPISODES = 16
 
-#: Per algorithm: the shared settings, the evorl config, and the evorl overrides that make
-#: its computation SBX's (side ``evorl``; ``evorl-config`` runs the config as it is).
+#: Per algorithm: the shared settings, the evorl config (a file, or the composed config with
+#: ``groups``), and the evorl overrides that make its computation SBX's (side ``evorl``;
+#: ``evorl-config`` runs the config as it is).
 ALGOS = {
     "dqn": {
         "evorl_config": "dqn_cartpole",
         "gymnasium_env": "CartPole-v1",
         "settings": {"num_envs": 10, "rollout_length": 10, "num_updates": 10, "batch_size": 128,
                      "buffer_size": 10_000, "learning_starts": 10_000, "learning_rate": 2.5e-4, "gamma": 0.99,
-                     "target_update_period": 50, "hidden": [120, 84], "epsilon_end": 0.05,
+                     "target_update_period": 50, "tau": 1.0, "hidden": [120, 84], "epsilon_end": 0.05,
                      "learn_steps": 500_000, "epsilon_decay_fraction": 0.5},
         "evorl_matched": {"agent.double_q": False, "agent.huber_delta": 1.0, "training.max_grad_norm": None},
+        "sides": SIDES_ALL,
+        "steps": 200_000,
+    },
+    # SAC and TD3: algo/sac.yaml and algo/td3.yaml (CleanRL's settings) on Pendulum-v1, one env,
+    # one gradient step per env step; SBX's own defaults are these too (but learning_starts).
+    "sac": {
+        "evorl_config": "config", "groups": {"algo": "sac", "env": "pendulum"},
+        "gymnasium_env": "Pendulum-v1",
+        "settings": {"num_envs": 1, "rollout_length": 1, "num_updates": 1, "batch_size": 256,
+                     "buffer_size": 1_000_000, "learning_starts": 5_000, "learning_rate": 3e-4, "gamma": 0.99,
+                     "target_update_period": 1, "tau": 0.005, "hidden": [256, 256]},
+        "evorl_matched": {},
+        "sides": ("sbx", "evorl"),
+        "steps": 20_000,
+    },
+    "td3": {
+        "evorl_config": "config", "groups": {"algo": "td3", "env": "pendulum"},
+        "gymnasium_env": "Pendulum-v1",
+        "settings": {"num_envs": 1, "rollout_length": 1, "num_updates": 1, "batch_size": 256,
+                     "buffer_size": 1_000_000, "learning_starts": 5_000, "learning_rate": 3e-4, "gamma": 0.99,
+                     "target_update_period": 2, "tau": 0.005, "hidden": [256, 256], "policy_delay": 2,
+                     "exploration_noise": 0.1, "target_noise": 0.2, "target_noise_clip": 0.5},
+        "evorl_matched": {},
+        "sides": ("sbx", "evorl"),
+        "steps": 20_000,
     },
 }
-SIDES = ("sbx", "evorl", "evorl-config")
 
 
 # --- SBX side (runs in the SBX virtual environment) --------------------------------------
@@ -82,7 +110,6 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
     from sbx.common.policies import Flatten
     from sbx.common.type_aliases import RLTrainState
     from sbx.dqn.policies import DQNPolicy
-    from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
 
     torch.set_num_threads(1)  # SB3's replay buffer is torch; keep it off the second core
@@ -115,40 +142,17 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
             self.qf.apply = jax.jit(self.qf.apply)
             return key
 
-    class Clock(BaseCallback):  # the start time of every update phase (rollout of train_freq vector steps)
-        def __init__(self):
-            super().__init__()
-            self.marks = []
-
-        def _on_rollout_start(self):
-            self.marks.append((time.perf_counter(), self.model.num_timesteps))
-
-        def _on_step(self):
-            return True
-
     total = s["learn_steps"] if learn else s["learning_starts"] + steps
     decay = s["epsilon_decay_fraction"] if learn else s["learning_starts"] / total
     env = make_vec_env(ALGOS["dqn"]["gymnasium_env"], n_envs=s["num_envs"], seed=seed)  # DummyVecEnv
     model = DQN(SizedPolicy, env, learning_rate=s["learning_rate"], buffer_size=s["buffer_size"],
-                learning_starts=s["learning_starts"], batch_size=s["batch_size"], tau=1.0, gamma=s["gamma"],
+                learning_starts=s["learning_starts"], batch_size=s["batch_size"], tau=s["tau"], gamma=s["gamma"],
                 train_freq=s["rollout_length"], gradient_steps=s["num_updates"],
                 target_update_interval=s["target_update_period"] * s["num_envs"] * s["rollout_length"] // s["num_updates"],
                 exploration_fraction=decay, exploration_initial_eps=1.0, exploration_final_eps=s["epsilon_end"],
                 policy_kwargs={"net_arch": s["hidden"]}, seed=seed, verbose=0)
-    clock = Clock()
-    start = time.perf_counter()
-    model.learn(total_timesteps=total, callback=clock)
-    end = time.perf_counter()
-    marks = clock.marks + [(end, model.num_timesteps)]
-    # update phases from the one that starts at learning_starts (its update compiles, as does the greedy action)
-    first = next(i for i, (_, n) in enumerate(marks) if n >= s["learning_starts"])
-    phases = [marks[i + 1][0] - marks[i][0] for i in range(first, len(marks) - 1)]
-    median = statistics.median(phases[1:])
-    timed_steps = marks[-1][1] - marks[first + 1][1]
-    timed_s = marks[-1][0] - marks[first + 1][0]
-    out = {"side": "sbx", "steps": timed_steps, "seconds": timed_s, "compile_s": phases[0] - median,
-           "gradient_steps": model._n_updates, "total_s": end - start,
-           "versions": {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")}}
+    out = timed_learn(model, total, s["learning_starts"], "sbx",
+                      {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
     if learn:
         eval_env, returns = gym.make(ALGOS["dqn"]["gymnasium_env"]), []
         for episode in range(EVAL_EPISODES):
@@ -164,6 +168,68 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
     return out
 
 
+def sbx_actor_critic(algo: str, settings: dict, steps: int, seed: int, learn: bool) -> dict:
+    """SBX's SAC or TD3 on gymnasium's env at ``settings``: the speed run only."""
+    from importlib.metadata import version
+
+    import numpy as np
+    import torch
+    from sbx import SAC, TD3
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    if learn:
+        raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only)")
+    torch.set_num_threads(1)
+    s = settings
+    env = make_vec_env(ALGOS[algo]["gymnasium_env"], n_envs=s["num_envs"], seed=seed)
+    common = dict(learning_rate=s["learning_rate"], buffer_size=s["buffer_size"], learning_starts=s["learning_starts"],
+                  batch_size=s["batch_size"], tau=s["tau"], gamma=s["gamma"], train_freq=s["rollout_length"],
+                  gradient_steps=s["num_updates"], policy_kwargs={"net_arch": s["hidden"]}, seed=seed, verbose=0)
+    if algo == "td3":
+        dim = env.action_space.shape[0]
+        model = TD3("MlpPolicy", env, policy_delay=s["policy_delay"], target_policy_noise=s["target_noise"],
+                    target_noise_clip=s["target_noise_clip"],
+                    action_noise=NormalActionNoise(np.zeros(dim), s["exploration_noise"] * np.ones(dim)), **common)
+    else:
+        model = SAC("MlpPolicy", env, ent_coef="auto_1.0", **common)  # learned temperature from 1, as evorl's
+    return timed_learn(model, s["learning_starts"] + steps, s["learning_starts"], "sbx",
+                       {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
+
+
+def timed_learn(model, total: int, learning_starts: int, side: str, versions: dict) -> dict:
+    """``model.learn(total)`` with the start time of every update phase kept: env steps/s over the
+    phases after the first SKIP_PHASES trained ones; compile = their time above the median phase."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Clock(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.marks = []
+
+        def _on_rollout_start(self):
+            self.marks.append((time.perf_counter(), self.model.num_timesteps))
+
+        def _on_step(self):
+            return True
+
+    clock = Clock()
+    start = time.perf_counter()
+    model.learn(total_timesteps=total, callback=clock)
+    end = time.perf_counter()
+    marks = clock.marks + [(end, model.num_timesteps)]
+    # update phases from the one that starts at learning_starts: the first ones compile the update
+    # (TD3: two programs, with and without the delayed actor step) and the policy; the timed
+    # window starts after SKIP_PHASES of them, whose time above the median phase is the compile time
+    first = next(i for i, (_, n) in enumerate(marks) if n >= learning_starts)
+    phases = [marks[i + 1][0] - marks[i][0] for i in range(first, len(marks) - 1)]
+    median = statistics.median(phases[SKIP_PHASES:])
+    timed = first + SKIP_PHASES
+    return {"side": side, "steps": marks[-1][1] - marks[timed][1], "seconds": marks[-1][0] - marks[timed][0],
+            "compile_s": sum(max(0.0, p - median) for p in phases[:SKIP_PHASES]), "gradient_steps": model._n_updates,
+            "total_s": end - start, "versions": versions}
+
+
 # --- evorl side ---------------------------------------------------------------------------
 def evorl_config(algo: str, side: str, learn: bool) -> dict:
     sys.path.insert(0, str(HERE))
@@ -172,14 +238,22 @@ def evorl_config(algo: str, side: str, learn: bool) -> dict:
     spec, s = ALGOS[algo], ALGOS[algo]["settings"]
     overrides = {f"training.{k}": s[k] for k in ("num_envs", "rollout_length", "num_updates", "batch_size",
                                                    "buffer_size", "learning_starts", "learning_rate", "gamma",
-                                                   "target_update_period")}
-    overrides.update({"agent.q_hidden_layer_sizes": s["hidden"], "agent.epsilon_end": s["epsilon_end"],
-                      "training.tau": 1.0, "training.n_step": 1, "logging.recorders": []})
-    overrides["agent.epsilon_decay_steps"] = (s["epsilon_decay_fraction"] * s["learn_steps"] if learn
-                                              else s["learning_starts"])
+                                                   "target_update_period", "tau")}
+    overrides.update({"training.n_step": 1, "logging.recorders": []})
+    if algo == "dqn":
+        overrides.update({"agent.q_hidden_layer_sizes": s["hidden"], "agent.epsilon_end": s["epsilon_end"]})
+        overrides["agent.epsilon_decay_steps"] = (s["epsilon_decay_fraction"] * s["learn_steps"] if learn
+                                                  else s["learning_starts"])
+    else:  # SBX: uniformly random actions before learning_starts, raw observations and rewards
+        overrides.update({"agent.actor_hidden_layer_sizes": s["hidden"], "agent.critic_hidden_layer_sizes": s["hidden"],
+                          "training.warmup_steps": s["learning_starts"], "agent.normalize_obs": False,
+                          "env.reward_scale": 1.0, "training.max_grad_norm": None})
+        if algo == "td3":
+            overrides.update({f"agent.{k}": s[k] for k in ("policy_delay", "exploration_noise", "target_noise",
+                                                           "target_noise_clip")})
     if side == "evorl":
         overrides.update(spec["evorl_matched"])
-    return load_config(spec["evorl_config"], overrides)
+    return load_config(spec["evorl_config"], overrides, spec.get("groups"))
 
 
 def evorl_run(algo: str, side: str, steps: int, seed: int, learn: bool) -> dict:
@@ -195,6 +269,8 @@ def evorl_run(algo: str, side: str, steps: int, seed: int, learn: bool) -> dict:
 
     versions = {name: version(name) for name in ("evorl", "jax", "gymnax", "flax", "optax")}
     if learn:
+        if "learn_steps" not in s:
+            raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only)")
         iterations = s["learn_steps"] // per_iteration
         cfg["training"].update(num_iterations=iterations, eval_interval=iterations, eval_episodes=EVAL_EPISODES)
         workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
@@ -243,21 +319,24 @@ def run_side(args, side: str, seed: int, learn: bool) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--algo", choices=sorted(ALGOS), default="dqn")
-    parser.add_argument("--steps", type=int, default=200_000, help="timed env steps per speed run (each side)")
-    parser.add_argument("--sides", default=",".join(SIDES))
+    parser.add_argument("--steps", type=int, help="timed env steps per speed run (each side; dqn 200k, sac/td3 20k)")
+    parser.add_argument("--sides", help="default: sbx,evorl,evorl-config (dqn); sbx,evorl (sac, td3)")
     parser.add_argument("--repeats", type=int, default=1, help="speed runs per side (seeds 0, 1, ...)")
     parser.add_argument("--learn-seeds", default="", help="also train the full budget on these seeds, e.g. 0,1,2")
     parser.add_argument("--learn-sides", default="sbx,evorl")
     parser.add_argument("--sbx-python", default=os.environ.get("SBX_PYTHON", "/work/sbx-venv/bin/python"))
     parser.add_argument("--json", help="write every row here")
-    parser.add_argument("--one", choices=SIDES, help=argparse.SUPPRESS)
+    parser.add_argument("--one", choices=SIDES_ALL, help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--learn", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     settings = ALGOS[args.algo]["settings"]
+    args.steps = args.steps or ALGOS[args.algo]["steps"]
+    args.sides = args.sides or ",".join(ALGOS[args.algo]["sides"])
     if args.one:
         if args.one == "sbx":
-            result = {"dqn": sbx_dqn}[args.algo](settings, args.steps, args.seed, args.learn)
+            result = (sbx_dqn(settings, args.steps, args.seed, args.learn) if args.algo == "dqn"
+                      else sbx_actor_critic(args.algo, settings, args.steps, args.seed, args.learn))
         else:
             result = evorl_run(args.algo, args.one, args.steps, args.seed, args.learn)
         print(json.dumps(result))
