@@ -26,9 +26,18 @@ WIDTH = 100
 
 def field_comments(cls: type, markup: bool = False) -> dict[str, str]:
     """``{field: comment}`` from the ``#:`` comment lines right above each field of the
-    dataclass ``cls`` (joined; RST markup removed unless ``markup``). A comment also covers
-    the fields right below its own field (no blank line or comment between): they get
-    "See <that field>.". Fields without a comment are absent."""
+    dataclass ``cls`` or of its base classes (the nearest one's comment wins; joined; RST
+    markup removed unless ``markup``). A comment also covers the fields right below its own
+    field (no blank line or comment between): they get "See <that field>.". Fields without a
+    comment are absent."""
+    comments: dict[str, str] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # the bases first, then what a subclass says
+        comments.update(own_field_comments(klass, markup))
+    return comments
+
+
+def own_field_comments(cls: type, markup: bool) -> dict[str, str]:
+    """:func:`field_comments` of the fields written in ``cls``'s own source."""
     try:
         lines = inspect.getsource(cls).splitlines()
     except (OSError, TypeError):  # a dataclass made at run time (an algorithm's agent section)

@@ -49,8 +49,8 @@ def check_options(action_space: Space, obs_space: Box | None, options: Continuou
     """Refuses what the networks cannot serve, in one line each; returns the action dimension."""
     require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
     require(isinstance(action_space, Box),
-            f"{factory} acts in a continuous (Box) action space; this env's is {action_space} (use DQN or PPO for "
-            f"discrete actions).")
+            f"{factory} acts in a continuous (Box) action space; this env's is {action_space}: pick a continuous "
+            f"env (e.g. env=pendulum) or, for discrete actions, DQN or PPO.")
     require(action_space.is_bounded, f"{factory} needs a bounded Box action space (its actor squashes into "
                                      f"[low, high]), got {action_space}.")
     for name in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):

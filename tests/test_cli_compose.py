@@ -81,7 +81,7 @@ def test_unknown_config_name_lists_the_valid_ones(tmp_path):
 
 def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
     out = train(["--help"], tmp_path).stdout
-    for text in ("algo=<a2c|dqn|impala|ppo|reinforce>", "env=<acrobot|cartpole|pendulum>", "ppo_cartpole",
+    for text in ("algo=<a2c|ddpg|dqn|impala|ppo|reinforce|sac|td3>", "env=<acrobot|cartpole|pendulum>", "ppo_cartpole",
                  "evorl.workflows.A2CWorkflow", "Advantage actor-critic", "Env types (env.env_type): gymnax, brax",
                  "anneal_lr = true", "Decay the learning rate linearly to 0 over num_iterations",
                  "agent (IMPALA, algo=impala): ", "vtrace_rho_bar=1.0", "checkpoint:", "max_to_keep = 3", "--list-envs",

@@ -60,7 +60,8 @@ def test_every_algo_env_combination_composes_and_is_valid(algo, env):
     config = resolve_workflow_cls(cfg["workflow_cls"]).parse_config(cfg)
     assert config.env.env_name == {"cartpole": "CartPole-v1", "acrobot": "Acrobot-v1", "pendulum": "Pendulum-v1"}[env]
     assert config.workflow_cls.endswith({"ppo": "PPOWorkflow", "a2c": "A2CWorkflow", "impala": "IMPALAWorkflow",
-                                            "dqn": "DQNWorkflow", "reinforce": "REINFORCEWorkflow"}[algo])
+                                            "dqn": "DQNWorkflow", "reinforce": "REINFORCEWorkflow", "sac": "SACWorkflow",
+                                            "td3": "TD3Workflow", "ddpg": "DDPGWorkflow"}[algo])
     tc = config.training
     if hasattr(tc, "num_minibatches"):  # ES configs have no minibatches
         assert (tc.num_envs * tc.rollout_length) % tc.num_minibatches == 0

@@ -75,6 +75,7 @@ def temperature_loss(log_alpha: jax.Array, log_probs: jax.Array, target_entropy:
 class SACAgent(ContinuousQAgent):
     """See the module docstring. ``params["alpha"]["log_alpha"]`` is the learned temperature."""
 
+    #: The learned temperature's initial value (with ``alpha: null``).
     init_alpha: float = 1.0
     target_keys = ("critic",)
 

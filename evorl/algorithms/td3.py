@@ -76,6 +76,8 @@ def clipped_double_q_targets(q_next: jax.Array, rewards: jax.Array, discounts: j
 class TD3Agent(ContinuousQAgent):
     """See the module docstring; ``policy_delay`` is static (the actor's update period)."""
 
+    #: Gradient steps per actor update (TD3's delayed policy updates; the targets move with
+    #: ``training.target_update_period``, usually the same).
     policy_delay: int = 2
     target_keys = ("actor", "critic")
 

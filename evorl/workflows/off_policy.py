@@ -206,7 +206,7 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
         view = agent_state.replace(params=agent_state.params[group.key])
         (_, metrics), view, opt_state = update(opt_states[group.key], view, agent_state.params, target_params, batch, key)
         if named_grad_norm:
-            metrics = {**metrics, f"{group.key}_grad_norm": metrics.pop("grad_norm")}
+            metrics = {(f"{group.key}_grad_norm" if k == "grad_norm" else k): v for k, v in metrics.items()}
         return ({**opt_states, group.key: opt_state}, agent_state.replace(params={**agent_state.params, group.key: view.params}),
                 metrics)
 
