@@ -18,6 +18,7 @@ WORKFLOWS = {
     "SACWorkflow": "evorl.algorithms.sac",
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.workflows.es",
+    "CEMRLWorkflow": "evorl.workflows.cemrl",
 }
 
 __all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]
