@@ -24,7 +24,8 @@ variance is ``sigma_init`` in every coordinate (the paper's :math:`\Sigma = \sig
    actors (the paper's ``N/2``) learn for ``num_updates`` gradient steps. Each step samples
    one batch per learning actor; the shared critic descends the mean over the ``K`` actors of
    TD3's critic loss (:meth:`~evorl.algorithms.td3.TD3Agent.critic_loss`: actor ``k``'s batch,
-   its target actor, the shared target critic), then every ``policy_delay`` steps each
+   its target actor, a copy of the actor at the generation's start, and the shared target
+   critic, which lives across generations), then every ``policy_delay`` steps each
    learning actor ascends its :math:`Q_1` (:meth:`~evorl.algorithms.td3.TD3Agent.actor_loss`,
    vmapped, a fresh Adam state per actor and generation, as the authors' code) and the targets
    move by Polyak (``tau``). The schedule is fixed: ``num_updates`` critic steps per
