@@ -43,8 +43,7 @@ The evaluated and checkpointed agent is TD3's, its ``actor`` the distribution's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -57,11 +56,13 @@ from evorl import metrics as M
 from evorl import replay
 from evorl.agent import AgentState
 from evorl.algorithms.td3 import TD3Agent
-from evorl.config import require
 from evorl.continuous_control import ExploringActor
 from evorl.envs import VectorEnv
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.on_policy import episode_metrics
+
+if TYPE_CHECKING:
+    from evorl.workflows.cemrl import CEMRLConfig
 
 
 # --------------------------------------------------------------------------------------
@@ -106,62 +107,8 @@ def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_eli
 
 
 # --------------------------------------------------------------------------------------
-# Configuration and state
+# State
 # --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class CEMRLConfig:
-    """The ``cemrl:`` section of a :class:`~evorl.workflows.cemrl.CEMRLWorkflow` run (the
-    actor and critic networks and TD3's noise keys are in ``agent:``; ``training.gamma`` and
-    ``training.learning_rate``, the actors' and the critic's Adam step, in ``training:``)."""
-
-    #: Actors sampled per generation (N).
-    population_size: int = 10
-    #: Elites the CEM update averages (K_e).
-    num_elites: int = 5
-    #: Actors improved by the critic each generation, the first ones sampled (null: N / 2).
-    num_learning: int | None = None
-    #: Initial variance of every coordinate of the search distribution.
-    sigma_init: float = 1e-3
-    #: Additive noise on the variance, initially; it decays towards eps_end with tau_eps.
-    eps_init: float = 1e-2
-    #: The additive noise's limit.
-    eps_end: float = 1e-5
-    #: Decay of the additive noise per generation.
-    tau_eps: float = 0.95
-    #: Episodes each actor plays per generation (its fitness is their mean return).
-    episodes_per_actor: int = 1
-    #: Critic gradient steps per generation (each learning actor takes num_updates / policy_delay).
-    num_updates: int = 1000
-    #: Transitions per gradient step and learning actor.
-    batch_size: int = 256
-    #: Transitions the shared replay buffer holds.
-    buffer_size: int = 1_000_000
-    #: Transitions in the buffer before the first gradient step.
-    learning_starts: int = 10_000
-    #: Env steps with uniformly random actions (no CEM update in those generations).
-    warmup_steps: int = 0
-    #: Polyak coefficient of the target critic and target actors.
-    tau: float = 0.005
-
-    @property
-    def learners(self) -> int:
-        return self.population_size // 2 if self.num_learning is None else self.num_learning
-
-    def validate(self, where: str = "cemrl") -> None:
-        for key in ("population_size", "num_elites", "episodes_per_actor", "num_updates", "batch_size", "buffer_size"):
-            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        require(self.num_elites <= self.population_size,
-                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
-        require(0 <= self.learners <= self.population_size,
-                f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
-        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
-                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
-        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
-        require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
-        require(self.learning_starts >= 0 and self.warmup_steps >= 0,
-                f"{where}.learning_starts and {where}.warmup_steps must be >= 0.")
-
-
 @struct.dataclass
 class CEMRLState:
     key: jax.Array
@@ -340,5 +287,5 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: CEMRLConfig
     return generation
 
 
-__all__ = ["CEMRLConfig", "CEMRLState", "CEMState", "cem_init", "cem_sample", "cem_update", "init_cemrl_state",
+__all__ = ["CEMRLState", "CEMState", "cem_init", "cem_sample", "cem_update", "init_cemrl_state",
            "log_rank_weights", "make_generation", "make_rl_phase"]

@@ -1,6 +1,6 @@
 """``CEMRLWorkflow``: CEM-RL (Pourchot & Sigaud, 2019) on the shared host loop
 (``workflow_cls: evorl.workflows.CEMRLWorkflow`` with a ``cemrl:`` section, see
-:class:`~evorl.algorithms.cemrl.CEMRLConfig`).
+:class:`CEMRLConfig`).
 
 One generation (:func:`~evorl.algorithms.cemrl.make_generation`: sample ``N`` actors, the
 first ``N/2`` improved by the shared TD3 critic, all ``N`` actors' episodes vmapped into the
@@ -26,7 +26,7 @@ import jax
 import optax
 
 from evorl.agent import hparams_as_arrays
-from evorl.algorithms.cemrl import CEMRLConfig, CEMRLState, init_cemrl_state, make_generation
+from evorl.algorithms.cemrl import CEMRLState, init_cemrl_state, make_generation
 from evorl.algorithms.td3 import TD3HParams, make_mlp_td3_agent
 from evorl.config import ConfigError, parse_section, require, section_data, to_plain
 from evorl.continuous_control import ContinuousNetworkOptions
@@ -34,6 +34,60 @@ from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
+
+
+@dataclass(frozen=True)
+class CEMRLConfig:
+    """The ``cemrl:`` section of a :class:`~evorl.workflows.cemrl.CEMRLWorkflow` run (the
+    actor and critic networks and TD3's noise keys are in ``agent:``; ``training.gamma`` and
+    ``training.learning_rate``, the actors' and the critic's Adam step, in ``training:``)."""
+
+    #: Actors sampled per generation (N).
+    population_size: int = 10
+    #: Elites the CEM update averages (K_e).
+    num_elites: int = 5
+    #: Actors improved by the critic each generation, the first ones sampled (null: N / 2).
+    num_learning: int | None = None
+    #: Initial variance of every coordinate of the search distribution.
+    sigma_init: float = 1e-3
+    #: Additive noise on the variance, initially; it decays towards eps_end with tau_eps.
+    eps_init: float = 1e-2
+    #: The additive noise's limit.
+    eps_end: float = 1e-5
+    #: Decay of the additive noise per generation.
+    tau_eps: float = 0.95
+    #: Episodes each actor plays per generation (its fitness is their mean return).
+    episodes_per_actor: int = 1
+    #: Critic gradient steps per generation (each learning actor takes num_updates / policy_delay).
+    num_updates: int = 1000
+    #: Transitions per gradient step and learning actor.
+    batch_size: int = 256
+    #: Transitions the shared replay buffer holds.
+    buffer_size: int = 1_000_000
+    #: Transitions in the buffer before the first gradient step.
+    learning_starts: int = 10_000
+    #: Env steps with uniformly random actions (no CEM update in those generations).
+    warmup_steps: int = 0
+    #: Polyak coefficient of the target critic and target actors.
+    tau: float = 0.005
+
+    @property
+    def learners(self) -> int:
+        return self.population_size // 2 if self.num_learning is None else self.num_learning
+
+    def validate(self, where: str = "cemrl") -> None:
+        for key in ("population_size", "num_elites", "episodes_per_actor", "num_updates", "batch_size", "buffer_size"):
+            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.num_elites <= self.population_size,
+                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
+        require(0 <= self.learners <= self.population_size,
+                f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
+        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
+                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
+        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
+        require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
+        require(self.learning_starts >= 0 and self.warmup_steps >= 0,
+                f"{where}.learning_starts and {where}.warmup_steps must be >= 0.")
 
 
 @dataclass(frozen=True)
@@ -137,4 +191,4 @@ class CEMRLWorkflow(ChunkedWorkflow):
         return cls(config, env, agent, **kwargs)
 
 
-__all__ = ["CEMRLExperimentConfig", "CEMRLTrainingConfig", "CEMRLWorkflow"]
+__all__ = ["CEMRLConfig", "CEMRLExperimentConfig", "CEMRLTrainingConfig", "CEMRLWorkflow"]
