@@ -1,6 +1,6 @@
 """TD3, DDPG and SAC: the smoothed clipped-double-Q target, the soft target and the temperature
-loss against plain NumPy; each loss differentiates only its own parameter group; TD3's delayed
-actor; a population equals its solo runs; the config errors."""
+loss against plain NumPy; a group's optimiser step moves only its own parameters; TD3's delayed
+actor; a population equals its solo runs; exact resume; PBT over SAC; the config errors."""
 
 import jax
 import jax.numpy as jnp
@@ -171,3 +171,50 @@ def test_config_errors_name_the_key():
         make_mlp_sac_agent(ACTIONS, OBS, init_alpha=0.0)
     with pytest.raises(ConfigError, match="continuous"):
         make_mlp_ddpg_agent(Discrete(3), OBS)
+
+
+@pytest.mark.slow  # three short runs with checkpoints
+def test_an_interrupted_sac_run_resumes_bit_identical(tmp_path):
+    """Checkpointed at iteration 3 of 6 (buffer, three Adam states, target critics, the
+    temperature), resumed to 6: every leaf equals the run never stopped."""
+    from evorl.experiment import run_experiment
+
+    cfg = {**tiny(eval_interval=3), "workflow_cls": "evorl.workflows.SACWorkflow",
+           "checkpoint": {"save_interval": 3}, "logging": {"recorders": [], "plot": False}}
+    stopped = {**cfg, "training": {**cfg["training"], "num_iterations": 3}}
+    run_experiment(stopped, output_dir=tmp_path / "run")
+    resumed = run_experiment({**cfg, "resume": str(tmp_path / "run")})
+    straight = run_experiment(cfg, output_dir=tmp_path / "straight")
+    assert int(straight.state.gradient_steps) > 0 and set(straight.state.opt_state) == {"critic", "actor", "alpha"}
+    for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.slow  # a population of 4 SAC agents with PBT's evaluator compiled: 20 s idle, 220 s at load 10
+def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
+    """PBT-SAC: at a PBT step a replaced agent takes its source's networks, Adam states and
+    target critics and its evolved hyperparameters (learning rate, entropy target); its replay
+    buffer and environments stay its own."""
+    cfg = {**tiny(num_seeds=4, num_iterations=4), "agent": {**TINY["agent"], "target_entropy": -1.0},
+           "pbt": {"enabled": True, "interval": 1002, "exploit_fraction": 0.5, "eval_episodes": 2,
+                   "hyperparameters": {"training.learning_rate": [1e-4, 1e-2], "agent.target_entropy": [-3.0, 0.0]}}}
+    workflow = SACWorkflow.build_from_config(cfg, recorders=[])
+    state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(1)), 3)
+    pbt = workflow.pbt
+    assert pbt.copied == ("agent_state", "opt_state", "target_params", "learning_rate")
+    fitness = jnp.array([3.0, 1.0, 4.0, 0.0])  # agents 1 and 3 are replaced by copies of 0 and 2
+    new, record = jax.jit(pbt.step)(state.replace(env_state=None, buffer=None, fitness_episodes=None), fitness)
+    source = np.asarray(record["source"])
+    assert set(source[[1, 3]]) <= {0, 2} and list(source[[0, 2]]) == [0, 2]
+    for i in range(4):
+        for field in ("agent_state", "opt_state", "target_params"):
+            mine = jax.tree.leaves(jax.tree.map(lambda x: x[i], getattr(new, field).params if field == "agent_state"
+                                                else getattr(new, field)))
+            theirs = jax.tree.leaves(jax.tree.map(lambda x: x[source[i]], getattr(state, field).params
+                                                  if field == "agent_state" else getattr(state, field)))
+            for a, b in zip(mine, theirs):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    np.testing.assert_array_equal(np.asarray(pbt.values(new)), np.asarray(record["after"]))
+    # the step inside the executor keeps each agent's buffer
+    stepped, _, _ = pbt.step_population(state, jnp.ones(4, bool))
+    np.testing.assert_array_equal(np.asarray(stepped.buffer.data.obs), np.asarray(state.buffer.data.obs))

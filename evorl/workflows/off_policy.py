@@ -56,9 +56,10 @@ from evorl.memory_estimate import Term, check_memory, sizes_of_agent
 from evorl.rollout import rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import freeze_diverged
+from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.on_policy import episode_metrics
 from evorl.workflows.population import population_inputs
-from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health, training_env
+from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, _then, chunk_health, training_env
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,9 @@ class OffPolicyState:
     learning_rate: jax.Array  # [] base learning rate
     iteration: jax.Array  # [] int32, completed iterations
     gradient_steps: jax.Array  # [] int32, gradient steps taken (the target update period counts them)
+    #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
+    #: train``); None without PBT (see :mod:`evorl.workflows.pbt`).
+    fitness_episodes: Any = None
 
 
 def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
@@ -170,6 +174,8 @@ def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
 
 #: What a diverged agent of a population keeps from its last finite iteration.
 FROZEN_FIELDS = ("agent_state", "opt_state", "target_params")
+#: What an agent replaced by PBT takes from its source (its buffer and environments stay its own).
+PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate")
 
 
 def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: jax.Array, hparams: Any,
@@ -315,8 +321,16 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
         freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
-        self.executor = Executor(make_iteration(env, agent, self.optimizer, tc), self.placement, ("env_state",),
-                                 final_metrics=chunk_health, freeze=freeze)
+        step = make_iteration(env, agent, self.optimizer, tc)
+        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
+        self.lineage = None
+        if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
+            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
+                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
+            step = self.pbt.summing_fitness_episodes(step)
+        self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
+                                 population_step=self.pbt)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
         self._evaluation_compiled = True
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
@@ -328,6 +342,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
         init_one = functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size)
+        if self.pbt is not None:  # with the sums of the episodes PBT's fitness ranks by
+            init_one = _then(init_one, self.pbt.with_fitness_episodes)
         if not self.population:
             hparams, learning_rate = self._variant_data[0]
             return self.executor.init(init_one, key, hparams, learning_rate)
@@ -354,15 +370,17 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         chosen = {k: getattr(base["training"], k) for k in shared}  # a swept key's first value
         off_policy = parse_section(OffPolicyTrainingConfig, {**training, **chosen}, "training")
         off_policy.validate("training")
-        require(not base["pbt"].enabled, f"pbt applies to the on-policy workflows; {cls.name()} has no PBT yet: "
-                                         f"set pbt.enabled=false.")
         require(base["runner"].mode != "async", f"runner.mode=async: {cls.name()} collects its data inside the "
                                                 f"compiled iteration; set runner.mode=auto or fused.")
         require(not base["distributed"].multi_devices and base["distributed"].coordinator_address is None
                 and not base["distributed"].auto,
                 f"{cls.name()} trains on one device for now (its replay buffer is not split across devices): "
                 f"set distributed.multi_devices=false.")
-        return ExperimentConfig(**{**base, "training": off_policy})
+        config = ExperimentConfig(**{**base, "training": off_policy})
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
+                             asynchronous=False, split_envs=False)
+        return config
 
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "OffPolicyWorkflow":

@@ -233,8 +233,11 @@ def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_rep
 
 # --- the step, on the training state ----------------------------------------------------
 #: The state fields a replaced agent copies from its source (its env state, PRNG key,
-#: iteration counter and episode sums stay its own).
+#: iteration counter and episode sums stay its own): an on-policy state's.
 COPIED_FIELDS = ("agent_state", "opt_state", "learning_rate", "lagged_params")
+#: The per-agent fields that stay where they are, outside the population's exchange: the
+#: environments, the policy's state of their episodes, the episode sums (reset after a step).
+KEPT_FIELDS = ("env_state", "policy_state", "fitness_episodes")
 #: Folded into agent 0's key for the step's random numbers, and into each agent's for its evaluation.
 DRAW_TAG, EVAL_TAG = 0x9B7, 0xE7A1
 
@@ -244,14 +247,19 @@ class PBT:
     (leaves ``[N, ...]``), for the execution layer to run inside the compiled program.
 
     ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
-    ``fitness: eval``."""
+    ``fitness: eval``. ``copied``: the state fields a replaced agent takes from its source;
+    ``kept``: the fields that stay each agent's own (an off-policy state keeps its replay
+    buffer there, see :mod:`evorl.workflows.off_policy`)."""
 
-    def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None):
+    def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None,
+                 copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS):
         self.config = config
         self.evolving = evolving
         self.num_agents = num_agents
         self.num_replaced = int(num_agents * config.exploit_fraction)
         self.evaluate = evaluate
+        self.copied = copied
+        self.kept = kept
 
     # --- the execution layer's population step (evorl.workflows.execution.PopulationStep) ---
     @property
@@ -288,10 +296,9 @@ class PBT:
         so)."""
         local_agents = state.iteration.shape[0]
         fitness = jnp.where(alive, self.fitness(state), jnp.nan)  # [n] each device evaluates its own agents
-        # each agent's environments (and its policy's state of their episodes) stay where they are
-        kept = {"env_state": state.env_state, "policy_state": state.policy_state,
-                "fitness_episodes": state.fitness_episodes}
-        population = state.replace(env_state=None, policy_state=None, fitness_episodes=None)
+        # each agent's environments (and its policy's state of their episodes, its buffer) stay where they are
+        kept = {name: getattr(state, name) for name in self.kept}
+        population = state.replace(**{name: None for name in self.kept})
         everyone_alive = alive
         if axis_name is not None:
             gather = lambda x: lax.all_gather(x, axis_name, tiled=True)  # noqa: E731
@@ -302,9 +309,8 @@ class PBT:
             start = lax.axis_index(axis_name) * local_agents
             own = lambda x: lax.dynamic_slice_in_dim(x, start, local_agents)  # noqa: E731
             population, record, alive = jax.tree.map(own, (population, record, alive))
-        episodes = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
-        return population.replace(env_state=kept["env_state"], policy_state=kept["policy_state"],
-                                  fitness_episodes=episodes), alive, record
+        kept["fitness_episodes"] = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
+        return population.replace(**kept), alive, record
 
     def values(self, state) -> jax.Array:
         """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""
@@ -338,12 +344,12 @@ class PBT:
         draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
         source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
                                         self.config.perturb_factors, self.config.resample_probability)
-        state = copy_agents(state, source)
+        state = copy_agents(state, source, self.copied)
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
         return state, record
 
 
-def copy_agents(state, source: jax.Array):
-    """``state`` with each agent ``i``'s :data:`COPIED_FIELDS` taken from agent ``source[i]``."""
-    return state.replace(**{name: jax.tree.map(lambda x: x[source], getattr(state, name)) for name in COPIED_FIELDS})
+def copy_agents(state, source: jax.Array, fields: tuple[str, ...] = COPIED_FIELDS):
+    """``state`` with each agent ``i``'s ``fields`` taken from agent ``source[i]``."""
+    return state.replace(**{name: jax.tree.map(lambda x: x[source], getattr(state, name)) for name in fields})
