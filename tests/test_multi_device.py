@@ -50,6 +50,21 @@ def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow  # two processes of 4 SAC agents: compile-bound
+def test_sac_population_on_two_devices_equals_one_device():
+    """Off-policy agents on several devices are whole agents per device (each with its buffer):
+    4 SAC agents, 2 per device, equal the 4 on one device."""
+    cfg = {"env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},
+           "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16]},
+           "training": {"num_envs": 2, "rollout_length": 8, "buffer_size": 256, "batch_size": 16, "num_updates": 2,
+                        "learning_starts": 16, "warmup_steps": 16, "num_seeds": 2, "learning_rate": [1e-3, 3e-4]},
+           "distributed": {"layout": "population"}}
+    result = run_two_devices("evorl.workflows.SACWorkflow", cfg, iterations=4)
+    assert result["env_devices"] == 2 and result["partition"].strip("P()").rstrip(",").strip("'\"") == "devices", result
+    assert result["episodes"][0] == result["episodes"][1]
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workflow_cls", ["evorl.workflows.PPOWorkflow", "evorl.workflows.IMPALAWorkflow"])
 def test_async_learner_on_two_devices_equals_one_device(workflow_cls):

@@ -316,7 +316,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         self.asynchronous = False
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = len(self.variants) * tc.num_seeds
-        self.placement = Placement.create(self.num_agents, False)
+        self.placement = Placement.create(self.num_agents, enable_multi_devices, "population")
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
@@ -372,10 +372,13 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         off_policy.validate("training")
         require(base["runner"].mode != "async", f"runner.mode=async: {cls.name()} collects its data inside the "
                                                 f"compiled iteration; set runner.mode=auto or fused.")
-        require(not base["distributed"].multi_devices and base["distributed"].coordinator_address is None
-                and not base["distributed"].auto,
-                f"{cls.name()} trains on one device for now (its replay buffer is not split across devices): "
-                f"set distributed.multi_devices=false.")
+        require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
+                f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
+                f"distributed.auto unset.")
+        require(not base["distributed"].multi_devices or base["distributed"].layout == "population",
+                f"{cls.name()} on several devices places whole agents, each with its replay buffer, on each device "
+                f"(its buffer is not split): set distributed.layout=population with training.num_seeds a multiple "
+                f"of the device count, or distributed.multi_devices=false.")
         config = ExperimentConfig(**{**base, "training": off_policy})
         if config.pbt.enabled:
             check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
@@ -385,16 +388,21 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "OffPolicyWorkflow":
         config = cls.parse_config(cfg)
-        require(not enable_multi_devices, f"{cls.name()} trains on one device for now (its replay buffer is not "
-                                          f"split across devices).")
-        initialize_distributed(config.distributed)
+        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices
         tc = config.training
+        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        require(not enable_multi_devices or (config.distributed.layout == "population"
+                                             and num_agents % jax.device_count() == 0),
+                f"{cls.name()} on {jax.device_count()} devices places whole agents on each device: set "
+                f"distributed.layout=population (got {config.distributed.layout}) with the {num_agents} agents "
+                f"(training.num_seeds x hyperparameter variants) a multiple of {jax.device_count()}.")
+        initialize_distributed(config.distributed)
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=tc.num_envs)
         require(not env.on_host, f"{cls.name()} steps its environments inside the compiled iteration: env_type "
                                  f"{config.env.env_type!r} steps on the host; use a JAX env (gymnax, brax, ...).")
         agent = cls.build_agent(env, config.agent, tc)
         check_memory(memory_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb)
-        return cls(config, env, agent, **kwargs)
+        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 
 
 def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
