@@ -218,3 +218,26 @@ def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
     # the step inside the executor keeps each agent's buffer
     stepped, _, _ = pbt.step_population(state, jnp.ones(4, bool))
     np.testing.assert_array_equal(np.asarray(stepped.buffer.data.obs), np.asarray(state.buffer.data.obs))
+
+
+#: The lean learning test's config: TD3 on Pendulum-v1 with env=pendulum's settings, 10k env steps.
+LEAN = {
+    "env": {"env_name": "Pendulum-v1", "env_type": "gymnax", "reward_scale": 0.1},
+    "agent": {"actor_hidden_layer_sizes": [64, 64], "critic_hidden_layer_sizes": [64, 64], "normalize_obs": True},
+    "training": {"num_iterations": 10_000, "num_envs": 1, "rollout_length": 1, "learning_rate": 1e-3, "gamma": 0.95,
+                 "max_grad_norm": None, "buffer_size": 10_000, "batch_size": 256, "learning_starts": 1000,
+                 "warmup_steps": 1000, "target_update_period": 2, "tau": 0.005, "eval_interval": 10_000,
+                 "eval_episodes": 10, "num_seeds": 3},
+}
+
+
+def test_td3_learns_pendulum_on_every_seed():
+    """TD3 ([64, 64], Adam 1e-3) swings Pendulum-v1 up within 10k env steps on each of 3 seeds,
+    trained side by side in one program: final greedy return >= -400 (random: about -1200; a
+    policy that swings up from every start scores -100 to -250). Measured (2026-12-03, load 7):
+    -204.3, -132.4, -126.8; 111 s with the compile at that load."""
+    workflow = TD3Workflow.build_from_config({**LEAN, "seed": 0}, recorders=[])
+    state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(0)), 10_000)
+    workflow.evaluate(state)
+    returns = workflow.last_metrics_per_agent["eval/episode_return"]  # [3]
+    assert returns.shape == (3,) and np.all(returns >= -400), returns
