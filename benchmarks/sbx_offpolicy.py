@@ -1,9 +1,14 @@
 """Off-policy speed side by side with SBX (Stable-Baselines-JAX, ``pip install sbx-rl``), at
 one set of settings on both sides; optionally learning at an equal budget.
 
-``--algo dqn`` (the only one so far; SAC/TD3 go in :data:`ALGOS` once evorl has them, the
-natural pairing being gymnax ``Pendulum-v1`` for evorl against gymnasium ``Pendulum-v1``
-for SBX): CartPole-v1 at ``configs/dqn_cartpole.yaml``'s shape (CleanRL's dqn.py settings):
+``--algo sac|td3``: ``configs/algo/sac.yaml`` / ``td3.yaml`` (CleanRL's settings: one env, one
+gradient step per env step, batch 256, [256, 256] relu networks, Adam 3e-4, tau 0.005, buffer
+1M, 5,000 uniformly random steps before learning; TD3: policy delay 2, exploration noise 0.1,
+target noise 0.2 clipped at 0.5, in the [-1, 1] action cube on both sides; SAC: twin critics,
+temperature learned from 1 towards -dim(A)) on gymnax ``Pendulum-v1`` for evorl (observations
+and rewards raw, as SBX's) against gymnasium ``Pendulum-v1`` for SBX; speed only.
+
+``--algo dqn``: CartPole-v1 at ``configs/dqn_cartpole.yaml``'s shape (CleanRL's dqn.py settings):
 
 * 10 envs x 10 steps per iteration (SBX: ``n_envs=10, train_freq=10``: 100 transitions per
   update phase), 10 gradient steps per iteration (SBX: ``gradient_steps=10``), batch 128,
