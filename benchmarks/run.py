@@ -110,7 +110,7 @@ def load_config(name: str, overrides: dict, groups: dict[str, str] | None = None
     from omegaconf import OmegaConf
 
     if name == COMPOSED:
-        from evorl.config_groups import default_choices, default_config, select_algorithm
+        from evorl.config.groups import default_choices, default_config, select_algorithm
 
         choices = {**default_choices(), **(groups or {})}
         cfg, _ = select_algorithm(default_config(choices["algo"], choices["env"]))

@@ -76,7 +76,7 @@ def identical_to_uninterrupted(name: str, run_dir: Path, iteration: int) -> bool
     same config run without a stop."""
     import jax
 
-    from evorl.config_groups import select_algorithm, with_default_config
+    from evorl.config.groups import select_algorithm, with_default_config
     from evorl.experiment import load_run
     from evorl.workflows import resolve_workflow_cls
 

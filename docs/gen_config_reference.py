@@ -94,8 +94,8 @@ def config_header(path: Path) -> str:
 def page() -> str:
     from evorl.checkpoint import CheckpointConfig
     from evorl.config import DistributedConfig, TrainingConfig
-    from evorl.config_groups import CONFIG_DIR, GROUPS, config_names, group_options
-    from evorl.envs.config import ENV_TYPES, EnvConfig
+    from evorl.config.groups import CONFIG_DIR, GROUPS, config_names, group_options
+    from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.recorders import LoggingConfig
     from evorl.workflows import WORKFLOWS
     from evorl.workflows.actor_learner import RunnerConfig

@@ -4,7 +4,7 @@
 The configs ship inside the package (``evorl/configs``, which is the repository's
 ``configs/`` folder), so ``evorl-train`` finds them from any directory. The default config is
 composed from the config groups ``algo/``, ``env/`` and ``tuned/`` (see
-:mod:`evorl.config_groups`). ``evorl-train --help`` prints evorl's own help (config names,
+:mod:`evorl.config.groups`). ``evorl-train --help`` prints evorl's own help (config names,
 algorithms, env types, the keys of each section: :mod:`evorl.cli_help`); ``--list-envs [TYPE]``
 lists the environments of each env type.
 
@@ -31,8 +31,8 @@ from typing import Any
 
 from evorl.cli_errors import missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line
 from evorl.config import ConfigError
-from evorl.config_groups import CONFIG_DIR as _CONFIG_PATH
-from evorl.config_groups import GROUPS, config_names
+from evorl.config.groups import CONFIG_DIR as _CONFIG_PATH
+from evorl.config.groups import GROUPS, config_names
 from evorl.log_noise import quiet_third_party_logs
 from evorl.peer_watch import EXIT_PEER_LOST
 
@@ -104,7 +104,7 @@ def _job_label(cfg: dict) -> str | None:
 
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return None
-    from evorl.config_groups import ALGO_NODE
+    from evorl.config.groups import ALGO_NODE
 
     workflow_cls = cfg.get("workflow_cls") or (cfg.get(ALGO_NODE) or {}).get("workflow_cls")
     try:
@@ -372,10 +372,10 @@ def exit_without_teardown(status: int = 0) -> None:
 
 def print_untuned_note() -> None:
     """The composed config's ``algo=`` x ``env=`` choice without a measured target, in one
-    line on stderr (:func:`~evorl.config_groups.untuned_note`)."""
+    line on stderr (:func:`~evorl.config.groups.untuned_note`)."""
     from hydra.core.hydra_config import HydraConfig
 
-    from evorl.config_groups import untuned_note
+    from evorl.config.groups import untuned_note
 
     if HydraConfig.initialized() and HydraConfig.get().job.config_name == "config":
         note = untuned_note(HydraConfig.get().runtime.choices)

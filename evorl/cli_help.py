@@ -18,7 +18,7 @@ import re
 import textwrap
 from typing import Any
 
-from evorl.config_groups import GROUPS, config_names, group_options
+from evorl.config.groups import GROUPS, config_names, group_options
 
 LIST_ENVS_OPTION = "--list-envs"
 WIDTH = 100
@@ -128,7 +128,7 @@ def default_jobs() -> dict[str, Any]:
     """``{algo option: its parsed config}``: what ``evorl-train algo=<option>`` trains (the
     composed ``config.yaml`` with that option and the default env), every key filled in. The
     first is the default job's own option."""
-    from evorl.config_groups import default_choices, default_config, group_options, select_algorithm
+    from evorl.config.groups import default_choices, default_config, group_options, select_algorithm
     from evorl.workflows import resolve_workflow_cls
 
     options = group_options("algo")
@@ -151,8 +151,8 @@ def algorithm_lines() -> list[str]:
 def help_text() -> str:
     from evorl.checkpoint import CheckpointConfig
     from evorl.config import DistributedConfig, TrainingConfig
-    from evorl.config_groups import default_choices
-    from evorl.envs.config import ENV_TYPES, EnvConfig
+    from evorl.config.groups import default_choices
+    from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.recorders import LoggingConfig
     from evorl.workflows import resolve_workflow_cls
     from evorl.workflows.actor_learner import RunnerConfig
@@ -231,9 +231,9 @@ def env_names(env_type: str) -> list[str] | None:
 def listable_env_types() -> tuple[str, ...]:
     """The env types whose environments have a registry to list."""
     from evorl.env_catalog import LISTINGS
-    from evorl.envs import config
+    from evorl.config.env import ENV_TYPES
 
-    return tuple(t for t in config.ENV_TYPES if t in LISTINGS)
+    return tuple(t for t in ENV_TYPES if t in LISTINGS)
 
 
 def names_lines(names: list[str], indent: str) -> list[str]:

@@ -219,7 +219,7 @@ SUITE_LEFT_OUT = {
 
 
 def suite_listing(env_type: str) -> EnvListing:
-    from evorl.envs.config import ENV_TYPE_PACKAGES
+    from evorl.config.env import ENV_TYPE_PACKAGES
 
     extra, module = ENV_TYPE_PACKAGES[env_type]
     if not installed(module.split(".")[0]):

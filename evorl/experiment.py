@@ -7,7 +7,7 @@ output folder as the run folder); it works the same from Python without Hydra::
     run_experiment({..., "resume": "runs/cartpole"})   # continue from the newest checkpoint
 
 A config given from Python goes over the default config of ``evorl-train`` (``configs/config.yaml``
-with the ``algo`` group of its ``workflow_cls``; see :mod:`evorl.config_groups`), so the same keys
+with the ``algo`` group of its ``workflow_cls``; see :mod:`evorl.config.groups`), so the same keys
 train the same experiment from Python and from the command line. ``defaults=False`` takes the
 config alone over the typed dataclass defaults (what ``Workflow.build_from_config`` does).
 
@@ -74,14 +74,14 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     ``cfg`` goes over the default config of its algorithm (``defaults=True``; see the module
     docstring); a config composed by Hydra (the CLI) passes ``defaults=False``. An ``algo:``
     node (the CLI's algorithm defaults) is resolved by
-    :func:`~evorl.config_groups.select_algorithm`. ``output_dir`` (or the config's
+    :func:`~evorl.config.groups.select_algorithm`. ``output_dir`` (or the config's
     ``output_dir``) is the run folder; with neither, nothing is written. ``resume=<run folder>``
     continues that run in its own folder. ``recorders`` are added to the ones ``logging``
     names; ``label`` prefixes the console lines (default: the workflow's name). While it runs,
     the run folder is locked: another run into it (new or resumed) raises
     :class:`~evorl.run_folder.RunFolderInUse`.
     """
-    from evorl.config_groups import check_agent_keys, select_algorithm, with_default_config
+    from evorl.config.groups import check_agent_keys, select_algorithm, with_default_config
     from evorl.workflows import resolve_workflow_cls
 
     cfg = to_plain(cfg)

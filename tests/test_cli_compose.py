@@ -122,7 +122,7 @@ def test_eval_and_plot_help_are_plain_text(module, capsys):
 
 
 def test_untuned_combinations_are_flagged_in_one_line():
-    from evorl.config_groups import untuned_note
+    from evorl.config.groups import untuned_note
 
     note = untuned_note({"algo": "a2c", "env": "acrobot"})
     assert note.startswith("note: algo=a2c env=acrobot has no tuned preset") and "algo=ppo has one" in note

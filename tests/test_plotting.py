@@ -176,7 +176,7 @@ def test_a_sampled_evaluation_is_labelled_as_such(tmp_path):
 def composed_config(algo, env, seed=0, **training):
     """The config.yaml ``evorl-train algo=<algo> env=<env>`` writes: every key, the algorithm's
     and the env's defaults included."""
-    from evorl.config_groups import default_config, select_algorithm
+    from evorl.config.groups import default_config, select_algorithm
     from evorl.experiment import resolved_config
     from evorl.workflows import resolve_workflow_cls
 

@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.config import ConfigError
+from evorl.config.env import BRAX_BACKENDS
 from evorl.envs.env import strip_weak_types
 from evorl.envs.spaces import Box
 from evorl.envs.vec_env import VectorEnv
 
-BRAX_BACKENDS = ("mjx", "generalized", "positional", "spring")
 DEFAULT_BACKEND = "mjx"
 #: Envs that support only some backends: their default is the first one listed.
 ENV_BACKENDS = {"swimmer": ("generalized",)}

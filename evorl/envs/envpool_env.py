@@ -9,7 +9,7 @@ we restart such copies on the *same* step by stepping only them once more
 ``final_obs`` the true last one, as everywhere in evorl.
 
 Atari ids are named as in gymnasium, ``ALE/Pong-v5`` (envpool's ``Pong-v5``), with the same
-preprocessing keys (:mod:`evorl.envs.atari`) mapped to envpool's options: ``noop_max``,
+preprocessing keys (:mod:`evorl.config.atari`) mapped to envpool's options: ``noop_max``,
 ``frame_skip``, ``img_height = img_width = screen_size``, ``gray_scale``,
 ``stack_num = frame_stack``, ``repeat_action_probability``, ``episodic_life =
 terminal_on_life_loss`` (envpool continues the game after a lost life instead of
@@ -29,8 +29,8 @@ import warnings
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
-from evorl.envs.config import ATARI_KEYS
+from evorl.config.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
+from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space, quiet_ale
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box

@@ -2,7 +2,7 @@
 
 Any registered gymnasium id works: classic control, MuJoCo (``Hopper-v5``, needs
 ``mujoco``), Atari (``ALE/Pong-v5``, needs ``ale-py``; the DeepMind preprocessing of
-:mod:`evorl.envs.atari` is on by default) and your own envs, registered with
+:mod:`evorl.config.atari` is on by default) and your own envs, registered with
 ``gymnasium.register(id="MyEnv-v0", entry_point="my_pkg.my_module:MyEnv")``. An
 ``env_name`` ``"my_pkg.my_module:MyEnv-v0"`` imports ``my_pkg.my_module`` first, so a module
 that registers its envs on import can be named from the command line.
@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.atari import ALE_MAX_FRAMES, FIRE, AtariOptions, atari_options, check_fire_action, env_id
-from evorl.envs.config import ATARI_KEYS
+from evorl.config.atari import ALE_MAX_FRAMES, FIRE, AtariOptions, atari_options, check_fire_action, env_id
+from evorl.config.env import ATARI_KEYS
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete
 
@@ -156,7 +156,7 @@ def channels_last(frames: np.ndarray) -> np.ndarray:
 def _fire_to_serve(env):
     """``env`` (an Atari game after its preprocessing) with FIRE pressed for the agent after
     every reset and after every lost life that does not end the episode; the FIRE step's
-    reward is added to the agent step's (``env.fire_reset``, :mod:`evorl.envs.atari`)."""
+    reward is added to the agent step's (``env.fire_reset``, :mod:`evorl.config.atari`)."""
     import gymnasium
 
     class FireToServe(gymnasium.Wrapper):

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.config import checked_env_name, import_env_package
+from evorl.config.env import checked_env_name, import_env_package
 from evorl.envs.obs_fields import chosen_fields, fields_space, observe_fields
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv

@@ -31,13 +31,12 @@ import jax
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.envs.config import checked_env_name, import_env_package
+from evorl.config.env import PLAYGROUND_IMPLS, checked_env_name, import_env_package
 from evorl.envs.env import strip_weak_types
 from evorl.envs.obs_fields import chosen_fields, fields_space, observe_fields
 from evorl.envs.spaces import Box
 from evorl.envs.vec_env import VectorEnv
 
-PLAYGROUND_IMPLS = ("jax", "warp")
 DEFAULT_IMPL = "jax"
 #: The observation field of dict observations the agent sees by default (the other one,
 #: ``privileged_state``, is meant for an asymmetric critic).

@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.envs.config import checked_env_name, import_env_package
+from evorl.config.env import checked_env_name, import_env_package
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
 

@@ -32,10 +32,10 @@ from evorl.config import (
     to_plain,
     unknown_key_error,
 )
+from evorl.config.env import HOST_ENV_TYPES, EnvConfig
 from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
-from evorl.envs.config import HOST_ENV_TYPES, EnvConfig
 from evorl.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder, report_progress
 from evorl.workflows.actor_learner import RunnerConfig

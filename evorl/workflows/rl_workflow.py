@@ -32,8 +32,8 @@ import numpy as np
 from evorl import metrics as M
 
 from evorl.config import require, sweep_variants
+from evorl.config.env import HOST_ENV_TYPES
 from evorl.distributed import is_main_process
-from evorl.envs.config import HOST_ENV_TYPES
 from evorl.evaluator import HostEnvFault, make_evaluator
 from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument

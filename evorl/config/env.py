@@ -8,12 +8,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evorl.config import ConfigError, require
+from evorl.config.atari import atari_options
+from evorl.config.errors import ConfigError, require
 
 ENV_TYPES = ("gymnax", "brax", "gymnasium", "envpool", "playground", "craftax", "jumanji", "xminigrid")
 #: Env types whose environments are stepped on the host (Python), not in compiled programs.
 HOST_ENV_TYPES = ("gymnasium", "envpool")
-#: The Atari preprocessing keys (see :class:`evorl.envs.atari.AtariOptions`); None = the
+#: The Atari preprocessing keys (see :class:`evorl.config.atari.AtariOptions`); None = the
 #: Atari default, and an error when set for an env that is not Atari.
 ATARI_KEYS = (
     "noop_max", "frame_skip", "screen_size", "grayscale", "frame_stack", "clip_rewards",
@@ -40,6 +41,10 @@ ENV_TYPE_PACKAGES: dict[str, tuple[str, str]] = {
     "jumanji": ("jumanji", "jumanji"),
     "xminigrid": ("xminigrid", "xminigrid"),
 }
+#: brax's physics backends (``env.backend``; see :mod:`evorl.envs.brax_env`).
+BRAX_BACKENDS = ("mjx", "generalized", "positional", "spring")
+#: MuJoCo Playground's implementations (``env.impl``; see :mod:`evorl.envs.playground_env`).
+PLAYGROUND_IMPLS = ("jax", "warp")
 
 
 def _is_set(value: Any) -> bool:
@@ -99,7 +104,7 @@ class EnvConfig:
     #: brax only: physics backend (mjx, generalized, positional, spring); None = default.
     backend: str | None = None
     #: gymnasium / envpool Atari (``ALE/...``) preprocessing; None = the DeepMind default in
-    #: brackets (see :mod:`evorl.envs.atari`): no-op starts [30], frames per agent step,
+    #: brackets (see :mod:`evorl.config.atari`): no-op starts [30], frames per agent step,
     #: max-pooled over the last two [4], square frame side [84], grayscale [true], frames
     #: stacked on the channel axis [4], training reward sign(r) [true], sticky actions
     #: [0.25], a lost life ends the learner's episode, the game going on [false], FIRE
@@ -135,16 +140,10 @@ class EnvConfig:
         require(self.action_repeat >= 1, f"{where}.action_repeat must be >= 1, got {self.action_repeat}.")
         check_env_type_keys(self.env_type, dataclasses.asdict(self), where)
         if self.backend is not None:
-            from evorl.envs.brax_env import BRAX_BACKENDS
-
             require(self.backend in BRAX_BACKENDS,
                     f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
         if self.impl is not None:
-            from evorl.envs.playground_env import PLAYGROUND_IMPLS
-
             require(self.impl in PLAYGROUND_IMPLS,
                     f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")
         if self.env_type in ("gymnasium", "envpool"):
-            from evorl.envs.atari import atari_options
-
             atari_options(self.env_name, {k: getattr(self, k) for k in ATARI_KEYS}, where)

@@ -35,9 +35,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evorl.config import ConfigError, section_data, unknown_key_error
+from evorl.config.errors import ConfigError, unknown_key_error
+from evorl.config.parsing import section_data
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: The config groups, each a folder of ``configs/``.
 GROUPS = ("algo", "env", "tuned")
 #: The node of the composed config that holds the chosen algorithm's defaults.

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from evorl.config import ConfigError
+from evorl.config.errors import ConfigError
 
 #: The game frames per episode after which ALE truncates an episode (v5 default).
 ALE_MAX_FRAMES = 108_000

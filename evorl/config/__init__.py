@@ -1,0 +1,36 @@
+"""Typed, validated configuration: each config section's dataclass beside its checks.
+
+* :mod:`~evorl.config.errors`: :class:`ConfigError` and ``require``, the bottom of the import
+  graph;
+* :mod:`~evorl.config.parsing`: a mapping to a section's dataclass (:func:`parse_section`,
+  :func:`coerce`, :data:`FloatOrInf`, int32 bounds), and an agent factory's signature as its
+  ``agent:`` section (:func:`dataclass_from_signature`);
+* :mod:`~evorl.config.sweeps`: a list where a float is expected trains one agent per value;
+* the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.distributed`,
+  :mod:`~evorl.config.env` (with :mod:`~evorl.config.atari`, the Atari preprocessing keys);
+* :mod:`~evorl.config.groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
+  algorithm's defaults are selected (it resolves workflows, so it is not imported here).
+"""
+
+from evorl.config.distributed import DistributedConfig
+from evorl.config.env import EnvConfig
+from evorl.config.errors import ConfigError, require, unknown_key_error
+from evorl.config.parsing import (
+    INT32_MAX,
+    FloatOrInf,
+    coerce,
+    dataclass_from_signature,
+    dotted_keys,
+    parse_section,
+    section_data,
+    to_plain,
+    type_hints,
+)
+from evorl.config.sweeps import extract_sweeps, sweep_variants
+from evorl.config.training import OPTIMIZERS, TrainingConfig
+
+__all__ = [
+    "INT32_MAX", "OPTIMIZERS", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf", "TrainingConfig",
+    "coerce", "dataclass_from_signature", "dotted_keys", "extract_sweeps", "parse_section", "require",
+    "section_data", "sweep_variants", "to_plain", "type_hints", "unknown_key_error",
+]

@@ -1,0 +1,86 @@
+"""The ``training:`` config section every on-policy experiment shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evorl.config.errors import require
+from evorl.config.parsing import INT32_MAX
+
+
+#: The values of ``training.optimizer``.
+OPTIMIZERS = ("adam", "rmsprop")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
+    steps, then takes ``num_epochs x num_minibatches`` gradient steps on them."""
+
+    #: Training iterations, each of num_envs x rollout_length env steps.
+    num_iterations: int = 100
+    #: Env steps per environment per iteration (the T of the [T, B] rollout).
+    rollout_length: int = 128
+    #: Environments stepped side by side (the B of the [T, B] rollout).
+    num_envs: int = 4
+    #: The optimiser's step size (a list trains one agent per value).
+    learning_rate: float = 2.5e-4
+    #: Decay the learning rate linearly to 0 over ``num_iterations``.
+    anneal_lr: bool = True
+    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
+    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
+    optimizer: str = "adam"
+    #: The optimiser's epsilon (Adam's or RMSprop's, added to the root of the second moment).
+    adam_eps: float = 1e-5
+    #: Clip the gradient's global norm to this (null: no clipping).
+    max_grad_norm: float | None = 0.5
+    #: Discount factor.
+    gamma: float = 0.99
+    #: GAE's lambda (IMPALA: V-trace's lambda; 1 gives n-step returns).
+    gae_lambda: float = 0.95
+    #: Passes over each iteration's rollout.
+    num_epochs: int = 4
+    #: Minibatches per epoch (must divide num_envs x rollout_length).
+    num_minibatches: int = 4
+    #: Iterations between evaluations and log lines; each interval is one compiled call.
+    eval_interval: int = 10
+    #: Episodes per evaluation.
+    eval_episodes: int = 16
+    #: Evaluate with the policy's most likely action (greedy); false: with sampled actions, as
+    #: it acts in training (an undertrained Atari policy's argmax often repeats one action).
+    eval_deterministic: bool = True
+    #: Independent agents trained side by side in one program (vmapped), each its own seed.
+    num_seeds: int = 1
+    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one "update" of
+    #: lag = one iteration's ``num_epochs x num_minibatches`` gradient steps): simulates
+    #: IMPALA's decoupled actors on one machine. 0 acts with the current parameters.
+    actor_lag: int = 0
+    #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``).
+    #: Shorter training episodes give more episode starts per step of data; the cut is a
+    #: truncation, so returns are bootstrapped from the value there and the learning target
+    #: is unchanged. Evaluation always plays full ``env.episode_length`` episodes.
+    train_episode_length: int | None = None
+
+    def validate(self, where: str) -> None:
+        for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
+                    "eval_interval", "eval_episodes", "num_seeds"):
+            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.env_steps_per_iteration <= INT32_MAX,
+                f"{where}.num_envs x {where}.rollout_length = {self.num_envs} x {self.rollout_length} = "
+                f"{self.env_steps_per_iteration} steps per iteration; at most {INT32_MAX} (2**31 - 1: the "
+                f"rollout's steps are indexed in int32).")
+        require(self.actor_lag >= 0, f"{where}.actor_lag must be >= 0, got {self.actor_lag}.")
+        require(self.train_episode_length is None or self.train_episode_length >= 1,
+                f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
+        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.optimizer in OPTIMIZERS,
+                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
+        require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
+        require(self.max_grad_norm is None or self.max_grad_norm > 0,
+                f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
+        require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
+        require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.num_envs * self.rollout_length
