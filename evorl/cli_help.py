@@ -150,12 +150,11 @@ def algorithm_lines() -> list[str]:
 
 def help_text() -> str:
     from evorl.checkpoint import CheckpointConfig
-    from evorl.config import DistributedConfig, TrainingConfig
-    from evorl.config.groups import default_choices
+    from evorl.config import DistributedConfig, RunnerConfig, TrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
+    from evorl.config.groups import default_choices
     from evorl.recorders import LoggingConfig
     from evorl.workflows import resolve_workflow_cls
-    from evorl.workflows.actor_learner import RunnerConfig
     from evorl.workflows.pbt import PBTConfig
 
     jobs = default_jobs()

@@ -316,7 +316,7 @@ def test_steps_per_s_counts_the_steps_the_episodes_took(monkeypatch):
             cls.now += 1.0
             return cls.now
 
-    monkeypatch.setattr("evorl.workflows.rl_workflow.time", OneSecondPerCall)
+    monkeypatch.setattr("evorl.workflows.host_loop.time", OneSecondPerCall)
     logged = []
 
     class Spy:

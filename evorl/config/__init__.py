@@ -7,7 +7,8 @@
   ``agent:`` section (:func:`dataclass_from_signature`);
 * :mod:`~evorl.config.sweeps`: a list where a float is expected trains one agent per value;
 * the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.distributed`,
-  :mod:`~evorl.config.env` (with :mod:`~evorl.config.atari`, the Atari preprocessing keys);
+  :mod:`~evorl.config.runner`, :mod:`~evorl.config.env` (with :mod:`~evorl.config.atari`,
+  the Atari preprocessing keys);
 * :mod:`~evorl.config.groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
   algorithm's defaults are selected (it resolves workflows, so it is not imported here).
 """
@@ -26,11 +27,12 @@ from evorl.config.parsing import (
     to_plain,
     type_hints,
 )
+from evorl.config.runner import RunnerConfig
 from evorl.config.sweeps import extract_sweeps, sweep_variants
 from evorl.config.training import OPTIMIZERS, TrainingConfig
 
 __all__ = [
-    "INT32_MAX", "OPTIMIZERS", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf", "TrainingConfig",
-    "coerce", "dataclass_from_signature", "dotted_keys", "extract_sweeps", "parse_section", "require",
-    "section_data", "sweep_variants", "to_plain", "type_hints", "unknown_key_error",
+    "INT32_MAX", "OPTIMIZERS", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf", "RunnerConfig",
+    "TrainingConfig", "coerce", "dataclass_from_signature", "dotted_keys", "extract_sweeps", "parse_section",
+    "require", "section_data", "sweep_variants", "to_plain", "type_hints", "unknown_key_error",
 ]

@@ -43,7 +43,6 @@ import queue
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -54,65 +53,18 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl import metrics as M
-from evorl.config import FloatOrInf, require
+from evorl.config import require
+from evorl.config.runner import RunnerConfig
 from evorl.rollout import EpisodeStats, Trajectory, rollout
+from evorl.workflows.actors import (
+    POLL_SECONDS, Actor, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout,
+)
 from evorl.workflows.execution import DEVICE_AXIS, jit_rarely_run, to_host
 
-#: ``runner.mode``: ``auto`` is ``async`` for host environments and ``fused`` for JAX ones.
-RUNNER_MODES = ("auto", "fused", "async")
-#: How often a waiting learner or actor checks for failures, timeouts and stop requests.
-POLL_SECONDS = 0.05
 #: Python's GIL switch interval while actors run (its default is 5 ms).
 GIL_SWITCH_SECONDS = 0.0002
 #: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).
 LAG_BUCKETS = (0, 1, 2, 3, 4)
-
-
-@dataclass(frozen=True)
-class RunnerConfig:
-    """The ``runner:`` config section: how training is executed."""
-
-    #: ``auto`` (the default): ``async`` for host environments (gymnasium, envpool), ``fused``
-    #: otherwise; ``fused``: rollout and update in one compiled program per chunk (JAX envs
-    #: only); ``async``: actor threads and a learner (:mod:`evorl.workflows.actor_learner`).
-    mode: str = "auto"
-    #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
-    num_actors: int = 2
-    #: Rollouts that may wait for the learner; actors block while the queue is full.
-    queue_size: int = 4
-    #: Actors wait for the parameters of every update (no lag): the synchronous baseline.
-    lockstep: bool = False
-    #: With ``distributed.multi_devices``: devices of the learner's mesh (the first ones);
-    #: actors run on the others (null: half of the devices, at least one).
-    learner_devices: int | None = None
-    #: A host environment step (an actor's, or the evaluation's) that takes longer than this
-    #: ends the run (a stuck env).
-    env_step_timeout_seconds: float = 60.0
-    #: Seconds the learner sleeps before each update: a slower learner, for checking that an
-    #: algorithm holds up under policy lag (the queue fills, and the mean lag grows towards
-    #: ``queue_size / num_actors + 1`` updates; ``benchmarks/async_lag.py``). 0: no delay.
-    learner_delay_seconds: float = 0.0
-    #: The memory the run may use, in GB over all its devices: a config whose estimate
-    #: (:mod:`evorl.memory_estimate`) is larger is refused before anything is compiled. null:
-    #: what the machine has (MemAvailable on CPU, the devices' bytes_limit on GPU); .inf: no check.
-    max_memory_gb: FloatOrInf | None = None
-
-    def validate(self, where: str) -> None:
-        require(self.mode in RUNNER_MODES, f"{where}.mode must be one of {', '.join(RUNNER_MODES)}, got {self.mode!r}.")
-        require(self.num_actors >= 1, f"{where}.num_actors must be >= 1, got {self.num_actors}.")
-        require(self.queue_size >= 1, f"{where}.queue_size must be >= 1, got {self.queue_size}.")
-        require(self.learner_devices is None or self.learner_devices >= 1,
-                f"{where}.learner_devices must be >= 1 or null, got {self.learner_devices}.")
-        require(self.env_step_timeout_seconds > 0,
-                f"{where}.env_step_timeout_seconds must be > 0, got {self.env_step_timeout_seconds}.")
-        require(0 <= self.learner_delay_seconds <= 60,
-                f"{where}.learner_delay_seconds must be in [0, 60], got {self.learner_delay_seconds}.")
-        require(self.max_memory_gb is None or self.max_memory_gb > 0,
-                f"{where}.max_memory_gb must be > 0, .inf (no check) or null (the machine's memory), "
-                f"got {self.max_memory_gb}.")
-
-    def asynchronous(self, env_on_host: bool) -> bool:
-        return self.mode == "async" or (self.mode == "auto" and env_on_host)
 
 
 def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
@@ -179,141 +131,6 @@ class EnvStepTimeout(ActorLearnerError):
 class EvaluationFailed(ActorLearnerError):
     """The evaluation's host environment raised, or did not return from a step within
     ``runner.env_step_timeout_seconds`` (:class:`~evorl.evaluator.HostEnvFault`)."""
-
-
-@dataclass
-class Rollout:
-    """What an actor puts on the queue."""
-
-    actor: int
-    version: int  # learner updates behind the parameters it was acted with
-    trajectory: Trajectory  # [T, B_k, ...]
-    episodes: EpisodeStats  # sums over the episodes that ended in it (host floats)
-
-
-class ParameterStore:
-    """The newest published agent state and its version (learner updates so far)."""
-
-    def __init__(self):
-        self._changed = threading.Condition()
-        self._value: tuple[Any, int] | None = None
-
-    def publish(self, agent_state: Any, version: int) -> None:
-        with self._changed:
-            self._value = (agent_state, version)
-            self._changed.notify_all()
-
-    def newest(self, newer_than: int, stop: threading.Event) -> tuple[Any, int] | None:
-        """The newest ``(agent_state, version)`` with ``version > newer_than``, waiting for
-        one; None once ``stop`` is set."""
-        with self._changed:
-            while not stop.is_set():
-                if self._value is not None and self._value[1] > newer_than:
-                    return self._value
-                self._changed.wait(POLL_SECONDS)
-        return None
-
-
-class JaxEnvActorRollout:
-    """A JAX env's environments of one actor: each rollout is one jitted call on ``device``."""
-
-    step_started = None  # a compiled rollout cannot hang in a Python env step
-
-    def __init__(self, rollout_fn: Callable, env_state: Any, env_ids: np.ndarray, device: Any):
-        self._rollout = rollout_fn
-        self.env_state = jax.device_put(env_state, device)
-        self.env_ids = jax.device_put(jnp.asarray(env_ids), device)
-
-    def __call__(self, agent_state, key):
-        self.env_state, trajectory, episodes = self._rollout(agent_state, self.env_state, key, self.env_ids)
-        return trajectory, episodes
-
-    def close(self):
-        pass
-
-
-class HostEnvActorRollout:
-    """A host vector env of one actor, stepped with one jitted policy call per step."""
-
-    def __init__(self, env: Any, agent: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
-        from evorl.host_rollout import TimedSteps, host_rollout
-
-        self._host_rollout = host_rollout
-        self.env = TimedSteps(env)
-        self.agent, self.rollout_length, self.env_ids = agent, rollout_length, np.asarray(env_ids)
-        self.env_state = None
-        self.seed = seed
-
-    @property
-    def step_started(self) -> float | None:
-        return self.env.step_started
-
-    def __call__(self, agent_state, key):
-        if self.env_state is None:
-            self.env_state = self.env.reset(self.seed)
-        self.env_state, trajectory, episodes = self._host_rollout(
-            self.env, self.agent, agent_state, self.env_state, key, self.rollout_length, self.env_ids)
-        return trajectory, episodes
-
-    def close(self):
-        self.env.close()
-
-
-class Actor(threading.Thread):
-    """One actor thread (see the module docstring); its counters are read by the learner."""
-
-    def __init__(self, index: int, act: Any, key: jax.Array, device: Any, params: ParameterStore,
-                 rollouts: queue.Queue, lockstep: bool, stop: threading.Event, failed: threading.Event):
-        super().__init__(name=f"evorl-actor-{index}", daemon=True)
-        self.index, self.act, self.device = index, act, device
-        self.key = jax.device_put(key, device)
-        self.params, self.rollouts, self.lockstep = params, rollouts, lockstep
-        self.stop, self.failed = stop, failed
-        self.error: str | None = None
-        self.busy_seconds = 0.0  # in rollouts
-        self.wait_seconds = 0.0  # for parameters or for room in the queue
-        self.rollouts_done = 0
-
-    def run(self):
-        try:
-            self._loop()
-        except BaseException as e:  # noqa: BLE001: any failure must reach the learner
-            self.error = "".join(traceback.format_exception(e))
-            self.failed.set()
-        finally:
-            with contextlib.suppress(Exception):
-                self.act.close()
-
-    def _loop(self):
-        last_version, local = -1, None
-        split = jax.jit(lambda k: jax.random.split(k, 3))
-        while not self.stop.is_set():
-            start = time.monotonic()
-            newest = self.params.newest(last_version if self.lockstep else -1, self.stop)
-            if newest is None:
-                return
-            agent_state, version = newest
-            if local is None or local[1] != version:
-                local = (jax.device_put(agent_state, self.device), version)
-            last_version = version
-            acting = time.monotonic()
-            self.wait_seconds += acting - start
-            keys = split(self.key)
-            self.key, rollout_key = keys[0], keys[1]
-            trajectory, episodes = self.act(local[0], rollout_key)
-            episodes = EpisodeStats(*(float(x) for x in (episodes.return_sum, episodes.length_sum, episodes.count)))
-            jax.block_until_ready(trajectory)
-            done = time.monotonic()
-            self.busy_seconds += done - acting
-            item = Rollout(self.index, version, trajectory, episodes)
-            while not self.stop.is_set():
-                try:
-                    self.rollouts.put(item, timeout=POLL_SECONDS)
-                    break
-                except queue.Full:
-                    continue
-            self.wait_seconds += time.monotonic() - done
-            self.rollouts_done += 1
 
 
 @dataclass

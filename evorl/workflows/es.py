@@ -4,7 +4,7 @@ evorl.workflows.ESWorkflow`` with an ``es:`` section, see :class:`~evorl.algorit
 One generation (:func:`~evorl.algorithms.es.make_generation`) is one iteration of the
 execution layer (:class:`~evorl.workflows.execution.Executor`), so chunks of
 ``training.eval_interval`` generations compile into one program, and the host loop of
-:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` (health checks, greedy evaluation of
+:class:`~evorl.workflows.host_loop.ChunkedWorkflow` (health checks, greedy evaluation of
 the mean, recorders, progress bar, checkpoints and exact resume) runs ES unchanged.
 With several devices (``distributed.multi_devices``, or ``jax.distributed`` processes) the
 ES state is replicated and each device plays ``population_size / D`` members; fitness and
@@ -33,7 +33,8 @@ from evorl.evaluator import make_evaluator
 from evorl.memory_estimate import check_memory, es_terms, sizes_from_config, sizes_of_agent
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import TrainingDiverged
-from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
+from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
+from evorl.workflows.rl_base import ExperimentConfig
 
 
 

@@ -27,7 +27,7 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   of the whole population run every ``interval`` iterations at the end of a compiled call
   (calls are cut there), whose records the host collects (:meth:`Executor.take_records`).
 
-:class:`Runner` is the protocol the host loop (:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow`)
+:class:`Runner` is the protocol the host loop (:class:`~evorl.workflows.host_loop.ChunkedWorkflow`)
 drives; :class:`Executor` and the actor-learner
 (:class:`~evorl.workflows.actor_learner.ActorLearnerExecutor`) implement it.
 """

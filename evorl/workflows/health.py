@@ -1,6 +1,6 @@
 """Noticing divergence: non-finite parameters or loss metrics stop training with a clear error.
 
-The host loop (:meth:`~evorl.workflows.rl_workflow.OnPolicyWorkflow.learn`) checks at every
+The host loop (:meth:`~evorl.workflows.host_loop.ChunkedWorkflow.learn`) checks at every
 logging point, before it checkpoints, so the newest checkpoint always holds a finite state.
 Whether an agent's parameters are finite is computed on the device (one boolean per agent);
 the loss metrics are on the host already.

@@ -19,7 +19,7 @@
 
 The executor (:class:`~evorl.workflows.execution.Executor`) runs it in compiled chunks,
 vmapped over a population (``training.num_seeds`` x hyperparameter lists); the host loop of
-:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` evaluates the greedy policy, logs and
+:class:`~evorl.workflows.host_loop.ChunkedWorkflow` evaluates the greedy policy, logs and
 checkpoints (the buffer is part of the state, so a resumed run continues exactly).
 An algorithm supplies an agent with ``init``, ``update_groups`` (each a params key, a loss
 ``(agent_state, target_params, batch, key) -> (loss, metrics)`` and a period), ``target_keys``,
@@ -56,10 +56,11 @@ from evorl.memory_estimate import Term, check_memory, sizes_of_agent
 from evorl.rollout import rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import freeze_diverged
-from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
+from evorl.workflows.host_loop import ChunkedWorkflow, _then, chunk_health, training_env
 from evorl.workflows.on_policy import episode_metrics
+from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.population import population_inputs
-from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, _then, chunk_health, training_env
+from evorl.workflows.rl_base import ExperimentConfig
 
 
 @dataclass(frozen=True)
@@ -305,7 +306,7 @@ ON_POLICY_ONLY = tuple(f.name for f in dataclasses.fields(TrainingConfig)
 class OffPolicyWorkflow(ChunkedWorkflow):
     """Off-policy training from a replay buffer (see the module docstring) on the shared host
     loop: ``learn``, greedy evaluation, health checks, populations and checkpoints are
-    :class:`~evorl.workflows.rl_workflow.ChunkedWorkflow`'s. A subclass declares its agent
+    :class:`~evorl.workflows.host_loop.ChunkedWorkflow`'s. A subclass declares its agent
     (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
 
     training_hparams = {"gamma": "discount"}

@@ -23,6 +23,7 @@ from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
     ConfigError,
     DistributedConfig,
+    RunnerConfig,
     dataclass_from_signature,
     TrainingConfig,
     extract_sweeps,
@@ -38,7 +39,6 @@ from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
 from evorl.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
 from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder, report_progress
-from evorl.workflows.actor_learner import RunnerConfig
 from evorl.workflows.pbt import PBTConfig
 from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow

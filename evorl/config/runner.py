@@ -1,0 +1,58 @@
+"""The ``runner:`` config section: how training is executed (fused or actor-learner)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evorl.config.errors import require
+from evorl.config.parsing import FloatOrInf
+
+#: ``runner.mode``: ``auto`` is ``async`` for host environments and ``fused`` for JAX ones.
+RUNNER_MODES = ("auto", "fused", "async")
+
+
+@dataclass(frozen=True)
+class RunnerConfig:
+    """The ``runner:`` config section: how training is executed."""
+
+    #: ``auto`` (the default): ``async`` for host environments (gymnasium, envpool), ``fused``
+    #: otherwise; ``fused``: rollout and update in one compiled program per chunk (JAX envs
+    #: only); ``async``: actor threads and a learner (:mod:`evorl.workflows.actor_learner`).
+    mode: str = "auto"
+    #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
+    num_actors: int = 2
+    #: Rollouts that may wait for the learner; actors block while the queue is full.
+    queue_size: int = 4
+    #: Actors wait for the parameters of every update (no lag): the synchronous baseline.
+    lockstep: bool = False
+    #: With ``distributed.multi_devices``: devices of the learner's mesh (the first ones);
+    #: actors run on the others (null: half of the devices, at least one).
+    learner_devices: int | None = None
+    #: A host environment step (an actor's, or the evaluation's) that takes longer than this
+    #: ends the run (a stuck env).
+    env_step_timeout_seconds: float = 60.0
+    #: Seconds the learner sleeps before each update: a slower learner, for checking that an
+    #: algorithm holds up under policy lag (the queue fills, and the mean lag grows towards
+    #: ``queue_size / num_actors + 1`` updates; ``benchmarks/async_lag.py``). 0: no delay.
+    learner_delay_seconds: float = 0.0
+    #: The memory the run may use, in GB over all its devices: a config whose estimate
+    #: (:mod:`evorl.memory_estimate`) is larger is refused before anything is compiled. null:
+    #: what the machine has (MemAvailable on CPU, the devices' bytes_limit on GPU); .inf: no check.
+    max_memory_gb: FloatOrInf | None = None
+
+    def validate(self, where: str) -> None:
+        require(self.mode in RUNNER_MODES, f"{where}.mode must be one of {', '.join(RUNNER_MODES)}, got {self.mode!r}.")
+        require(self.num_actors >= 1, f"{where}.num_actors must be >= 1, got {self.num_actors}.")
+        require(self.queue_size >= 1, f"{where}.queue_size must be >= 1, got {self.queue_size}.")
+        require(self.learner_devices is None or self.learner_devices >= 1,
+                f"{where}.learner_devices must be >= 1 or null, got {self.learner_devices}.")
+        require(self.env_step_timeout_seconds > 0,
+                f"{where}.env_step_timeout_seconds must be > 0, got {self.env_step_timeout_seconds}.")
+        require(0 <= self.learner_delay_seconds <= 60,
+                f"{where}.learner_delay_seconds must be in [0, 60], got {self.learner_delay_seconds}.")
+        require(self.max_memory_gb is None or self.max_memory_gb > 0,
+                f"{where}.max_memory_gb must be > 0, .inf (no check) or null (the machine's memory), "
+                f"got {self.max_memory_gb}.")
+
+    def asynchronous(self, env_on_host: bool) -> bool:
+        return self.mode == "async" or (self.mode == "auto" and env_on_host)
