@@ -92,11 +92,9 @@ def config_header(path: Path) -> str:
 
 
 def page() -> str:
-    from evorl.checkpoint import CheckpointConfig
-    from evorl.config import DistributedConfig, RunnerConfig, TrainingConfig
+    from evorl.config import CheckpointConfig, DistributedConfig, LoggingConfig, RunnerConfig, TrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.config.groups import CONFIG_DIR, GROUPS, config_names, group_options
-    from evorl.recorders import LoggingConfig
     from evorl.workflows import WORKFLOWS
     from evorl.workflows.rl_base import TOP_LEVEL_KEYS, ExperimentConfig, resolve_workflow_cls
 

@@ -28,14 +28,13 @@ import hashlib
 import logging
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from evorl.config import require
+from evorl.config.checkpoint import CheckpointConfig
 from evorl.distributed import host_copy
 from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
@@ -109,32 +108,6 @@ def _install_quiet_closed_event_loops() -> None:
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be restored (corrupt, or made by an incompatible run)."""
-
-
-@dataclass(frozen=True)
-class CheckpointConfig:
-    """The ``checkpoint:`` section (checkpoints are written only when there is a run folder)."""
-
-    #: Save checkpoints (every ``save_interval`` iterations and at the end).
-    enabled: bool = True
-    #: Iterations between saves, a multiple of ``training.eval_interval`` (saves happen at the
-    #: end of the compiled chunks); null: every ``eval_interval``. The final state is always saved.
-    save_interval: int | None = None
-    #: Newest checkpoints kept; null keeps all.
-    max_to_keep: int | None = 3
-
-    def validate(self, where: str) -> None:
-        require(self.save_interval is None or self.save_interval >= 1,
-                f"{where}.save_interval must be >= 1 or null, got {self.save_interval}.")
-        require(self.max_to_keep is None or self.max_to_keep >= 1,
-                f"{where}.max_to_keep must be >= 1 or null, got {self.max_to_keep}.")
-
-    def check_against(self, eval_interval: int) -> None:
-        require(
-            not self.enabled or self.save_interval is None or self.save_interval % eval_interval == 0,
-            f"checkpoint.save_interval={self.save_interval} must be a multiple of "
-            f"training.eval_interval={eval_interval} (checkpoints are taken between compiled chunks).",
-        )
 
 
 def config_differences(saved: Any, current: Any, prefix: str = "") -> list[str]:

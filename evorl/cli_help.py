@@ -149,13 +149,10 @@ def algorithm_lines() -> list[str]:
 
 
 def help_text() -> str:
-    from evorl.checkpoint import CheckpointConfig
-    from evorl.config import DistributedConfig, RunnerConfig, TrainingConfig
+    from evorl.config import CheckpointConfig, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.config.groups import default_choices
-    from evorl.recorders import LoggingConfig
     from evorl.workflows import resolve_workflow_cls
-    from evorl.workflows.pbt import PBTConfig
 
     jobs = default_jobs()
     default_algo, job = next(iter(jobs.items()))

@@ -6,16 +6,19 @@
   :func:`coerce`, :data:`FloatOrInf`, int32 bounds), and an agent factory's signature as its
   ``agent:`` section (:func:`dataclass_from_signature`);
 * :mod:`~evorl.config.sweeps`: a list where a float is expected trains one agent per value;
-* the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.distributed`,
-  :mod:`~evorl.config.runner`, :mod:`~evorl.config.env` (with :mod:`~evorl.config.atari`,
-  the Atari preprocessing keys);
+* the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.env` (with
+  :mod:`~evorl.config.atari`, the Atari preprocessing keys), :mod:`~evorl.config.distributed`,
+  :mod:`~evorl.config.runner`, :mod:`~evorl.config.pbt`, :mod:`~evorl.config.checkpoint`,
+  :mod:`~evorl.config.logging` (an algorithm's own sections live with it);
 * :mod:`~evorl.config.groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
   algorithm's defaults are selected (it resolves workflows, so it is not imported here).
 """
 
+from evorl.config.checkpoint import CheckpointConfig
 from evorl.config.distributed import DistributedConfig
 from evorl.config.env import EnvConfig
 from evorl.config.errors import ConfigError, require, unknown_key_error
+from evorl.config.logging import LoggingConfig
 from evorl.config.parsing import (
     INT32_MAX,
     FloatOrInf,
@@ -27,12 +30,14 @@ from evorl.config.parsing import (
     to_plain,
     type_hints,
 )
+from evorl.config.pbt import PBTConfig
 from evorl.config.runner import RunnerConfig
 from evorl.config.sweeps import extract_sweeps, sweep_variants
 from evorl.config.training import OPTIMIZERS, TrainingConfig
 
 __all__ = [
-    "INT32_MAX", "OPTIMIZERS", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf", "RunnerConfig",
-    "TrainingConfig", "coerce", "dataclass_from_signature", "dotted_keys", "extract_sweeps", "parse_section",
-    "require", "section_data", "sweep_variants", "to_plain", "type_hints", "unknown_key_error",
+    "INT32_MAX", "OPTIMIZERS", "CheckpointConfig", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf",
+    "LoggingConfig", "PBTConfig", "RunnerConfig", "TrainingConfig", "coerce", "dataclass_from_signature",
+    "dotted_keys", "extract_sweeps", "parse_section", "require", "section_data", "sweep_variants", "to_plain",
+    "type_hints", "unknown_key_error",
 ]

@@ -12,11 +12,11 @@ imported only when named.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from evorl.config import ConfigError, require
+from evorl.config import ConfigError
+from evorl.config.logging import RECORDERS, LoggingConfig
 from evorl.recorders.console import ConsoleRecorder, ProgressRecorder
 from evorl.recorders.files import CsvRecorder, JsonlRecorder
 from evorl.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
@@ -27,7 +27,6 @@ __all__ = [
     "RECORDERS",
 ]
 
-RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
 #: The optional recorders: the module each imports and the extra that installs it.
 OPTIONAL_RECORDERS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
 
@@ -69,29 +68,6 @@ def report_progress(recorders: list[Recorder], step: int) -> None:
         progress = getattr(recorder, "progress", None)
         if progress is not None:
             progress(step)
-
-
-@dataclass(frozen=True)
-class LoggingConfig:
-    """The ``logging:`` section. ``metrics.jsonl`` is always written when there is a run
-    folder (plots and resume read it); ``recorders`` adds the others."""
-
-    #: Where metrics go besides ``metrics.jsonl``: any of ``console``, ``csv``, ``tensorboard``, ``wandb``.
-    recorders: tuple[str, ...] = ("console", "csv")
-    #: Console style: ``auto`` (a live bar on a terminal, plain lines otherwise), ``bar``, ``lines``.
-    console: str = "auto"
-    #: Write ``learning_curve.png`` into the run folder at the end of training.
-    plot: bool = True
-    #: The Weights & Biases project (with the ``wandb`` recorder).
-    wandb_project: str = "evorl"
-    #: The Weights & Biases run group (null: none).
-    wandb_group: str | None = None
-
-    def validate(self, where: str) -> None:
-        for name in self.recorders:
-            require(name in RECORDERS, f"Unknown recorder {name!r} in {where}.recorders; valid: {', '.join(RECORDERS)}.")
-        require(self.console in ("auto", "bar", "lines"),
-                f"{where}.console must be one of auto, bar, lines; got {self.console!r}.")
 
 
 def check_recorder_packages(logging: LoggingConfig) -> None:

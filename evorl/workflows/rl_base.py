@@ -19,10 +19,12 @@ import jax
 import numpy as np
 
 from evorl.agent import ActorCriticOptions, Agent, NetworkFactory
-from evorl.checkpoint import CheckpointConfig
 from evorl.config import (
+    CheckpointConfig,
     ConfigError,
     DistributedConfig,
+    LoggingConfig,
+    PBTConfig,
     RunnerConfig,
     dataclass_from_signature,
     TrainingConfig,
@@ -38,8 +40,7 @@ from evorl.distributed import initialize as initialize_distributed
 from evorl.distributed import is_main_process
 from evorl.envs import VectorEnv, create_env
 from evorl.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
-from evorl.recorders import ConsoleRecorder, LoggingConfig, Recorder, report_progress
-from evorl.workflows.pbt import PBTConfig
+from evorl.recorders import ConsoleRecorder, Recorder, report_progress
 from evorl.workflows.population import apply_variant
 from evorl.workflows.workflow import Workflow
 

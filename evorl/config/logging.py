@@ -1,0 +1,33 @@
+"""The ``logging:`` config section (:mod:`evorl.recorders` makes the recorders it names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from evorl.config.errors import require
+
+#: The recorders ``logging.recorders`` may name.
+RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """The ``logging:`` section. ``metrics.jsonl`` is always written when there is a run
+    folder (plots and resume read it); ``recorders`` adds the others."""
+
+    #: Where metrics go besides ``metrics.jsonl``: any of ``console``, ``csv``, ``tensorboard``, ``wandb``.
+    recorders: tuple[str, ...] = ("console", "csv")
+    #: Console style: ``auto`` (a live bar on a terminal, plain lines otherwise), ``bar``, ``lines``.
+    console: str = "auto"
+    #: Write ``learning_curve.png`` into the run folder at the end of training.
+    plot: bool = True
+    #: The Weights & Biases project (with the ``wandb`` recorder).
+    wandb_project: str = "evorl"
+    #: The Weights & Biases run group (null: none).
+    wandb_group: str | None = None
+
+    def validate(self, where: str) -> None:
+        for name in self.recorders:
+            require(name in RECORDERS, f"Unknown recorder {name!r} in {where}.recorders; valid: {', '.join(RECORDERS)}.")
+        require(self.console in ("auto", "bar", "lines"),
+                f"{where}.console must be one of auto, bar, lines; got {self.console!r}.")

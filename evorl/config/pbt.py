@@ -1,0 +1,86 @@
+"""The ``pbt:`` config section: population-based training (:mod:`evorl.workflows.pbt`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from evorl.config.errors import require
+from evorl.config.parsing import dotted_keys
+
+FITNESS = ("eval", "train")
+#: The hyperparameter resampled log-uniformly (its bounds must be > 0).
+LOG_SCALE_KEYS = ("training.learning_rate",)
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """The ``pbt:`` section: population-based training over the ``num_seeds`` x variants agents."""
+
+    #: Evolve the population (exploit and explore every ``interval`` iterations).
+    enabled: bool = False
+    #: Iterations between exploit/explore steps.
+    interval: int = 10
+    #: How agents are ranked: ``eval`` (mean greedy return of ``eval_episodes`` episodes) or
+    #: ``train`` (mean return of the training episodes that ended since the last step).
+    fitness: str = "eval"
+    #: Greedy episodes per agent for ``fitness: eval``.
+    eval_episodes: int = 8
+    #: The worst fraction of agents replaced by copies of the best fraction (in (0, 0.5]).
+    exploit_fraction: float = 0.25
+    #: A copied hyperparameter is multiplied by one of these, drawn uniformly.
+    perturb_factors: tuple[float, ...] = (0.8, 1.2)
+    #: The probability that a copied hyperparameter is resampled from its range instead
+    #: (log-uniformly for learning rates).
+    resample_probability: float = 0.25
+    #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
+    hyperparameters: dict = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self):  # nested keys (``{agent: {clip_epsilon: [..]}}``, a CLI override) to dotted ones
+        object.__setattr__(self, "hyperparameters",
+                           {key: plain_bounds(b) for key, b in dotted_keys(self.hyperparameters).items()})
+
+    def validate(self, where: str) -> None:
+        require(self.interval >= 1, f"{where}.interval must be >= 1, got {self.interval}.")
+        require(self.eval_episodes >= 1, f"{where}.eval_episodes must be >= 1, got {self.eval_episodes}.")
+        require(self.fitness in FITNESS, f"{where}.fitness must be one of {', '.join(FITNESS)}; got {self.fitness!r}.")
+        require(0 < self.exploit_fraction <= 0.5,
+                f"{where}.exploit_fraction must be in (0, 0.5] (the worst fraction copies the best), "
+                f"got {self.exploit_fraction}.")
+        require(len(self.perturb_factors) >= 1 and all(f > 0 for f in self.perturb_factors),
+                f"{where}.perturb_factors must be a non-empty list of factors > 0, got {list(self.perturb_factors)}.")
+        require(0 <= self.resample_probability <= 1,
+                f"{where}.resample_probability must be in [0, 1], got {self.resample_probability}.")
+        require(not self.enabled or self.hyperparameters,
+                f"{where}.enabled=true but {where}.hyperparameters is empty: PBT evolves the hyperparameters "
+                f"listed there with their bounds, e.g. {{training.learning_rate: [1e-5, 1e-2]}}; list at least "
+                f"one, or set {where}.enabled=false.")
+        for key, bounds in self.hyperparameters.items():
+            name = f"{where}.hyperparameters.{key}"
+            ok = (isinstance(bounds, (list, tuple)) and len(bounds) == 2
+                  and all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds))
+            require(ok, f"{name} must be [low, high], two finite numbers; got {bounds!r}.")
+            require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
+            require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
+                    f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
+
+    def check_against(self, eval_interval: int) -> None:
+        """With ``fitness: eval``, PBT steps fall at the ends of the logged chunks."""
+        require(not self.enabled or self.fitness != "eval" or self.interval % eval_interval == 0,
+                f"pbt.interval={self.interval} must be a multiple of training.eval_interval={eval_interval} with "
+                f"pbt.fitness=eval (a PBT step then ends a chunk of eval_interval iterations); change one of "
+                f"them, or use pbt.fitness=train.")
+
+
+def plain_bounds(bounds: Any) -> Any:
+    """``[low, high]`` with NumPy scalars (``np.float32(0.1)``, ``np.int64(1)``) or a NumPy array as
+    the Python numbers they hold; anything else unchanged (``validate`` names what is wrong)."""
+    if isinstance(bounds, np.ndarray):
+        return bounds.tolist()
+    if isinstance(bounds, (list, tuple)):
+        return type(bounds)(b.item() if isinstance(b, np.generic) else b for b in bounds)
+    return bounds
