@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import re
 import signal
 import sys
 import threading
@@ -29,10 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evorl.cli_args import allow_new_keys, check_config_name, hydra_settings, option_value
 from evorl.cli_errors import missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line
 from evorl.config import ConfigError
 from evorl.config.groups import CONFIG_DIR as _CONFIG_PATH
-from evorl.config.groups import GROUPS, config_names
 from evorl.log_noise import quiet_third_party_logs
 from evorl.peer_watch import EXIT_PEER_LOST
 
@@ -175,73 +174,6 @@ def _hydra_output_dir() -> str | None:
     from hydra.core.hydra_config import HydraConfig
 
     return HydraConfig.get().runtime.output_dir if HydraConfig.initialized() else None
-
-
-_PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
-
-
-def allow_new_keys(argv: list[str]) -> list[str]:
-    """Turns plain ``key=value`` overrides into Hydra's ``++key=value`` (add or override).
-
-    A config file lists only the keys it changes, so Hydra alone would reject overriding
-    any other valid key (``training.eval_interval=5``). Unknown keys are not lost: evorl's
-    own validation rejects them with the closest valid key. ``hydra.*`` keys and config group
-    choices (``algo=a2c``, ``env=acrobot``) are left alone.
-    """
-    return [
-        f"++{arg}" if _PLAIN_OVERRIDE.match(arg) and not arg.startswith("hydra.")
-        and arg.split("=", 1)[0] not in GROUPS else arg
-        for arg in argv
-    ]
-
-
-def option_value(argv: list[str], *names: str) -> str | None:
-    """The value of the command-line option ``--name=value`` or ``--name value`` (the last one)."""
-    value = None
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg.startswith(name + "="):
-                value = arg.split("=", 1)[1]
-            elif arg == name and i + 1 < len(argv):
-                value = argv[i + 1]
-    return value
-
-
-def check_config_name(argv: list[str]) -> None:
-    """An unknown ``--config-name`` (of evorl's own configs) is one line listing the valid
-    names, exit status 2 (Hydra would print its search path)."""
-    name = option_value(argv, "--config-name", "-cn")
-    if name is None or option_value(argv, "--config-path", "-cp", "--config-dir", "-cd") is not None:
-        return
-    names = config_names()
-    if name.removesuffix(".yaml") not in names:
-        print(f"evorl: unknown config name {name!r}; valid: {', '.join(names)} "
-              f"(or a config group: {'; '.join(f'{g}=<name>' for g in GROUPS if g != 'tuned')}).",
-              file=sys.stderr, flush=True)
-        sys.exit(2)
-
-
-def hydra_settings(argv: list[str]) -> list[str]:
-    """The Hydra overrides ``evorl-train`` adds to the command line: the job's name (else
-    Hydra names the job after this module), no ``.hydra/`` folder and no log file in the run
-    folder (see the module docstring), and for ``resume=<run>`` Hydra's run folder set to that
-    run (else Hydra would create an unused ``outputs/<date>/<time>``)."""
-    given = {arg.lstrip("+").split("=", 1)[0] for arg in argv}
-    extra = []
-    if "hydra.job.name" not in given:
-        extra.append("hydra.job.name=train")
-    if "hydra.output_subdir" not in given:
-        extra.append("hydra.output_subdir=null")
-    if "hydra/job_logging" not in given:
-        extra.append("hydra/job_logging=stdout")
-    resume = [arg.split("=", 1)[1] for arg in argv if arg.lstrip("+").startswith("resume=")]
-    if resume and resume[-1] and "hydra.run.dir" not in given:
-        from evorl.run_folder import run_folder_of
-
-        folder = run_folder_of(resume[-1])  # a file of a run folder stands for the folder
-        if folder.is_dir() and resume[-1].lower() not in ("true", "false", "null"):  # else: the error, then no folder
-            extra.append(f"hydra.run.dir={folder}")
-    return extra
 
 
 #: Exit status of ``evorl-train`` when training diverged (a bad config or checkpoint: 2).
