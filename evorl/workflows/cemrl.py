@@ -6,7 +6,7 @@ One generation (:func:`~evorl.algorithms.cemrl.make_generation`: sample ``N`` ac
 first ``N/2`` improved by the shared TD3 critic, all ``N`` actors' episodes vmapped into the
 shared buffer, the sep-CEM update) is one iteration of the execution layer, so chunks of
 ``training.eval_interval`` generations compile into one program, and
-:class:`~evorl.workflows.rl_workflow.ChunkedWorkflow` runs it unchanged: health checks, greedy
+:class:`~evorl.workflows.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
 evaluation of the distribution's mean actor, recorders, checkpoints (the buffer, the CEM
 distribution, the critic and its Adam state are in the state, so a resumed run continues
 exactly) and ``evorl.load_policy`` (the mean actor, as TD3's agent).
@@ -33,7 +33,8 @@ from evorl.continuous_control import ContinuousNetworkOptions
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
 from evorl.workflows.execution import Executor, Placement
-from evorl.workflows.rl_workflow import ChunkedWorkflow, ExperimentConfig, chunk_health
+from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
+from evorl.workflows.rl_base import ExperimentConfig
 
 
 @dataclass(frozen=True)
