@@ -1,6 +1,7 @@
 r"""CEM-RL (Pourchot & Sigaud, 2019): a separable cross-entropy method over the actor's
 parameters, half of each generation improved by a shared TD3 critic; one generation is one
-pure function, run by :class:`~evorl.workflows.cemrl.CEMRLWorkflow`.
+pure function, run by :class:`~evorl.workflows.cemrl.CEMRLWorkflow` (``cfg`` below is its
+``cemrl:`` section, :class:`~evorl.workflows.cemrl.CEMRLConfig`).
 
 **sep-CEM.** The search distribution over the flattened actor parameters ``x [D]`` is
 :math:`\mathcal N(\mu, \mathrm{diag}(v))` (:class:`CEMState`). A generation samples
@@ -43,7 +44,7 @@ The evaluated and checkpointed agent is TD3's, its ``actor`` the distribution's 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,9 +61,6 @@ from evorl.continuous_control import ExploringActor
 from evorl.envs import VectorEnv
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.on_policy import episode_metrics
-
-if TYPE_CHECKING:
-    from evorl.workflows.cemrl import CEMRLConfig
 
 
 # --------------------------------------------------------------------------------------
@@ -121,7 +119,7 @@ class CEMRLState:
     iteration: jax.Array  # [] int32, completed generations
 
 
-def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: CEMRLConfig, hparams: Any,
+def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: Any, hparams: Any,
                      key: jax.Array) -> CEMRLState:
     """Fresh state: TD3's initial actor as the distribution's mean, an empty buffer."""
     key, agent_key = jax.random.split(key)
@@ -143,7 +141,7 @@ def polyak(tau: float, online: Any, target: Any) -> Any:
     return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
 
 
-def make_rl_phase(agent: TD3Agent, optimizer, cfg: CEMRLConfig):
+def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
     """``rl_phase(agent_state, target_critic, critic_opt_state, actors, buffer, key) ->
     (critic, target_critic, critic_opt_state, actors, metrics)``: step 2 of a generation for the
     learning actors ``actors`` (leaves ``[K, ...]``), as the module docstring says."""
@@ -205,7 +203,7 @@ def make_rl_phase(agent: TD3Agent, optimizer, cfg: CEMRLConfig):
     return rl_phase
 
 
-def make_learn(agent: TD3Agent, optimizer, cfg: CEMRLConfig):
+def make_learn(agent: TD3Agent, optimizer, cfg: Any):
     """``learn(state, population [N, D], unravel, key) -> (critic, target_critic,
     critic_opt_state, population [N, D], metrics)``: step 2 of a generation, the first
     ``num_learning`` rows of ``population`` replaced by the trained actors (the rest as they
@@ -232,7 +230,7 @@ def make_learn(agent: TD3Agent, optimizer, cfg: CEMRLConfig):
     return learn
 
 
-def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: CEMRLConfig):
+def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
     """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
     holds ``episodes_per_actor`` environments, each actor plays them for ``episode_length`` steps."""
     num, learners, length = cfg.population_size, cfg.learners, env.episode_length
