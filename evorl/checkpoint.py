@@ -28,6 +28,7 @@ import hashlib
 import logging
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +122,32 @@ def config_differences(saved: Any, current: Any, prefix: str = "") -> list[str]:
     return [] if norm(saved) == norm(current) else [f"{prefix[:-1]}: {saved!r} (checkpoint) -> {current!r} (now)"]
 
 
+def _saved_whole(state: Any) -> Any:
+    return state
+
+
+def _nothing_to_refill(restored: Any, template: Any) -> Any:
+    return restored
+
+
 class Checkpointer:
-    """Saves the training state every ``save_interval`` iterations into ``directory``."""
+    """Saves the training state every ``save_interval`` iterations into ``directory``.
+
+    ``without_buffer(state)`` is the state without what ``checkpoint.save_buffer: false``
+    leaves out (an off-policy run's replay buffer); when a checkpoint was written so, whatever
+    the current config says, a restore reads that part of the state and
+    ``refill_buffer(restored, template)`` puts the template's (a fresh, empty buffer) back.
+    The workflow supplies both (``state_without_buffer``, ``state_with_buffer_of``)."""
 
     def __init__(self, directory: Path | str, config: CheckpointConfig, eval_interval: int,
-                 num_iterations: int, run_config: dict):
+                 num_iterations: int, run_config: dict, without_buffer: Callable[[Any], Any] = _saved_whole,
+                 refill_buffer: Callable[[Any, Any], Any] = _nothing_to_refill):
         import orbax.checkpoint as ocp
 
         self._ocp = ocp
+        self.save_buffer = config.save_buffer
+        self.without_buffer = without_buffer
+        self.refill_buffer = refill_buffer
         self.directory = Path(directory).absolute()
         self.interval = config.save_interval or eval_interval
         self.num_iterations = num_iterations
@@ -152,6 +171,8 @@ class Checkpointer:
     def save(self, state: Any, iteration: int) -> None:
         from evorl import __version__
 
+        if not self.save_buffer:
+            state = self.without_buffer(state)
         # Host copies: the training loop donates (reuses) the device buffers of ``state``
         # while the background thread is still writing.
         host_state = jax.tree.map(lambda x: _writable(host_copy(x)), state)
@@ -218,6 +239,9 @@ class Checkpointer:
             raise CheckpointError(f"No checkpoint {step} in {self.directory}; complete checkpoints: {steps}.")
         meta = self.read_meta(step)
         self.check_compatible(meta, step)
+        full_template = template
+        if not self.buffer_saved(meta):  # refilled below with the template's empty buffer
+            template = self.without_buffer(template)
         abstract = jax.tree.map(_on_disk, template)
         try:
             restored = self.manager.restore(step, args=self._ocp.args.Composite(
@@ -228,7 +252,14 @@ class Checkpointer:
         restored = jax.tree.map(_refill, template, restored)
         _check_same_structure(template, restored, self.directory / str(step))
         self._check_iteration(meta, restored, step)
+        if template is not full_template:
+            restored = self.refill_buffer(restored, full_template)
         return restored, meta
+
+    @staticmethod
+    def buffer_saved(meta: dict) -> bool:
+        """Whether the checkpoint of ``meta`` holds the replay buffer (``checkpoint.save_buffer``)."""
+        return (meta.get("config", {}).get("checkpoint") or {}).get("save_buffer", True)
 
     def _check_iteration(self, meta: dict, restored: Any, step: int) -> None:
         """The iteration in the metadata (which a resume trusts: it drops the metrics logged

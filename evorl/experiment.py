@@ -163,7 +163,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     checkpointer = None
     if use_checkpoints:
         checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,
-                                    config.training.num_iterations, run_config)
+                                    config.training.num_iterations, run_config, **buffer_parts(workflow))
     resumed_from = None
     if config.resume:
         if checkpointer is None or not checkpointer.steps():
@@ -172,6 +172,9 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         resumed_from = meta["iteration"]
         done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
                 if resumed_from >= config.training.num_iterations else "")
+        if not checkpointer.buffer_saved(meta):
+            done += (f"; its checkpoint has no replay buffer (checkpoint.save_buffer=false): the buffer restarts "
+                     f"empty, and learning waits for training.learning_starts transitions")
         print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
     if files_dir is not None:
         _take_over(run_dir, lock, stale, unreadable, config.resume)
@@ -389,9 +392,18 @@ def load_run(run_dir: str | Path, step: int | None = None, training: dict | None
     cfg["logging"] = {**cfg.get("logging", {}), "recorders": []}
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     checkpointer = Checkpointer(checkpoint_dir(run_dir), CheckpointConfig(), workflow.config.training.eval_interval,
-                                workflow.config.training.num_iterations, resolved_config(workflow.config))
+                                workflow.config.training.num_iterations, resolved_config(workflow.config),
+                                **buffer_parts(workflow))
     try:
         state, meta = checkpointer.restore(workflow.init(jax.random.PRNGKey(workflow.config.seed)), step)
     finally:
         checkpointer.close()
     return workflow, state, meta["iteration"]
+
+
+def buffer_parts(workflow) -> dict:
+    """The :class:`~evorl.checkpoint.Checkpointer` arguments that leave a replay buffer out of
+    checkpoints (``checkpoint.save_buffer: false``) and put an empty one back on restore."""
+    if workflow.replay_buffer_field is None:
+        return {}
+    return {"without_buffer": workflow.state_without_buffer, "refill_buffer": workflow.state_with_buffer_of}

@@ -211,7 +211,9 @@ BAD_INPUTS = {
     "dqn_learning_starts_past_the_buffer": (dqn(buffer_size=64, learning_starts=1000), "training.learning_starts"),
     "dqn_target_update_period_zero": (dqn(target_update_period=0), "training.target_update_period"),
     "dqn_on_policy_key": (dqn(num_minibatches=4), "training.num_minibatches"),
-    "dqn_with_pbt": (both(dqn(), pbt()), "pbt"),
+    "dqn_pbt_evolving_the_batch_size": (both(dqn(), pbt(hyperparameters={"training.batch_size": [8, 64]})),
+                                        "'training.batch_size' cannot evolve"),
+    "ppo_without_a_buffer_to_leave_out": (edit("checkpoint", save_buffer=False), "checkpoint.save_buffer=false"),
 }
 
 

@@ -60,7 +60,7 @@ CASES = {
                              "distributed.process_id=0"], ["distributed.coordinator_address", "host:port"]),
     "gymnasium_kwarg": (["env.env_type=gymnasium", "env.kwargs={bogus_kw:1}"],
                         ["config error: env.kwargs", "CartPole-v1", "'bogus_kw'"]),
-    "algo_unknown": (["algo=ppo2"], ["config error: algo=ppo2", "valid: a2c, dqn, impala, ppo"]),
+    "algo_unknown": (["algo=ppo2"], ["config error: algo=ppo2", "valid: a2c, ddpg, dqn, impala, ppo, reinforce, sac, td3"]),
     "env_unknown": (["env=nosuchenv"], ["config error: env=nosuchenv", "valid: ", "cartpole"]),
 }
 

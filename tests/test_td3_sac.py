@@ -241,3 +241,30 @@ def test_td3_learns_pendulum_on_every_seed():
     workflow.evaluate(state)
     returns = workflow.last_metrics_per_agent["eval/episode_return"]  # [3]
     assert returns.shape == (3,) and np.all(returns >= -400), returns
+
+
+@pytest.mark.slow  # three short runs with checkpoints
+def test_checkpoints_without_the_buffer_resume_with_an_empty_one(tmp_path, capsys):
+    """checkpoint.save_buffer=false: the checkpoint holds everything but the replay buffer;
+    the resumed run says its buffer restarts empty, starts with an empty one of the same
+    shape and learns again once it holds learning_starts transitions."""
+    from evorl.config import ConfigError as Error
+    from evorl.experiment import run_experiment
+    from evorl.run_folder import checkpoint_dir
+
+    cfg = {**tiny(eval_interval=3), "workflow_cls": "evorl.workflows.TD3Workflow",
+           "checkpoint": {"save_interval": 3, "save_buffer": False}, "logging": {"recorders": [], "plot": False}}
+    stopped = {**cfg, "training": {**cfg["training"], "num_iterations": 3}}
+    first = run_experiment(stopped, output_dir=tmp_path / "run")
+    with_buffer = run_experiment({**stopped, "checkpoint": {"save_interval": 3}}, output_dir=tmp_path / "full")
+    size = lambda d: sum(f.stat().st_size for f in checkpoint_dir(d).rglob("*") if f.is_file())  # noqa: E731
+    assert size(tmp_path / "run") < size(tmp_path / "full")
+    resumed = run_experiment({**cfg, "resume": str(tmp_path / "run")})
+    assert "the buffer restarts empty" in capsys.readouterr().out
+    # the 3 iterations after the resume refilled 48 transitions: 16 >= learning_starts, so it learned
+    assert int(resumed.state.buffer.size) == 48 == int(first.state.buffer.size)
+    assert int(resumed.state.gradient_steps) > int(first.state.gradient_steps)
+    assert int(with_buffer.state.buffer.size) == 48
+    with pytest.raises(Error, match="save_buffer=false applies to runs with a replay buffer"):
+        from evorl.workflows import PPOWorkflow
+        PPOWorkflow.parse_config({"checkpoint": {"save_buffer": False}})

@@ -18,6 +18,10 @@ class CheckpointConfig:
     save_interval: int | None = None
     #: Newest checkpoints kept; null keeps all.
     max_to_keep: int | None = 3
+    #: Keep an off-policy run's replay buffer in its checkpoints. false: checkpoints stay small,
+    #: and a resumed run starts with an empty buffer (no gradient step until it holds
+    #: ``training.learning_starts`` transitions again), so the resume is no longer exact.
+    save_buffer: bool = True
 
     def validate(self, where: str) -> None:
         require(self.save_interval is None or self.save_interval >= 1,

@@ -116,6 +116,7 @@ class CEMRLWorkflow(ChunkedWorkflow):
     """CEM-RL (see the module docstring): one agent, a population of actors inside it."""
 
     label = "CEM-RL"
+    replay_buffer_field = "buffer"
     agent_factory = staticmethod(make_mlp_td3_agent)
     agent_options_cls = ContinuousNetworkOptions
     hparams_cls = TD3HParams

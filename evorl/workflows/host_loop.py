@@ -65,6 +65,14 @@ class ChunkedWorkflow(RLWorkflow):
     #: The run folder (set by ``evorl.experiment``): what a stopped run's message says to resume.
     run_dir = None
     _params_finite = None
+    def state_without_buffer(self, state):
+        """What a checkpoint holds with ``checkpoint.save_buffer: false``: ``state`` without its
+        replay buffer (:attr:`replay_buffer_field`)."""
+        return state.replace(**{self.replay_buffer_field: None})
+
+    def state_with_buffer_of(self, restored, template):
+        """A state restored without its buffer, with ``template``'s (a fresh, empty one)."""
+        return restored.replace(**{self.replay_buffer_field: getattr(template, self.replay_buffer_field)})
 
     @property
     def population(self) -> bool:

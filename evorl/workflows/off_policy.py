@@ -310,6 +310,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
 
     training_hparams = {"gamma": "discount"}
+    replay_buffer_field = "buffer"
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training

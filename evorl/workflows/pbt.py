@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl.config import ConfigError, TrainingConfig, require, sweep_variants, unknown_key_error
+from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
@@ -60,7 +60,7 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
     agent_keys, training_keys = workflow_cls.sweepable_keys()
     evolvable = [f"agent.{k}" for k in agent_keys] + [f"training.{k}" for k in training_keys]
     config_keys = ([f"agent.{f.name}" for f in dataclasses.fields(workflow_cls.agent_config_cls)]
-                   + [f"training.{f.name}" for f in dataclasses.fields(TrainingConfig)])
+                   + [f"training.{f.name}" for f in dataclasses.fields(config.training)])  # the workflow's own section
     variants = sweep_variants(list(config.sweep))
     out = []
     for key, (low, high) in config.pbt.hyperparameters.items():

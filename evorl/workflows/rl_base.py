@@ -30,6 +30,7 @@ from evorl.config import (
     TrainingConfig,
     extract_sweeps,
     parse_section,
+    require,
     section_data,
     sweep_variants,
     to_plain,
@@ -131,6 +132,9 @@ class RLWorkflow(Workflow):
     training_hparams: ClassVar[dict[str, str]] = {"gamma": "discount", "gae_lambda": "gae_lambda"}
     #: Builds the agent's networks (see :data:`evorl.agent.NetworkFactory`); None: the default MLPs/CNN.
     network_factory: ClassVar[NetworkFactory | None] = None
+    #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
+    #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.
+    replay_buffer_field: ClassVar[str | None] = None
     #: Training keys whose default differs for this algorithm (applied when the config
     #: does not set them), e.g. A2C's one gradient step per rollout.
     training_defaults: ClassVar[dict[str, Any]] = {}
@@ -228,6 +232,9 @@ class RLWorkflow(Workflow):
             resume=cfg.get("resume"),
         )
         config.checkpoint.check_against(config.training.eval_interval)
+        require(config.checkpoint.save_buffer or cls.replay_buffer_field is not None,
+                f"checkpoint.save_buffer=false applies to runs with a replay buffer (DQN, DDPG, TD3, SAC, CEM-RL); "
+                f"{cls.name()} keeps none: remove the key.")
         config.pbt.check_against(config.training.eval_interval)
         for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
             agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
