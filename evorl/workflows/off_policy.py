@@ -234,8 +234,8 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
     steps = [group_step(group, optimizer, named_grad_norm=len(groups) > 1) for group in groups]
     steps_per_iteration = tc.env_steps_per_iteration
 
-    def update_step(carry, key):
-        agent_state, opt_state, target_params, buffer, gradient_steps = carry
+    def update_step(buffer, carry, key):
+        agent_state, opt_state, target_params, gradient_steps = carry
         sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
         batch = replay.sample(buffer, sample_key, tc.batch_size)  # [batch_size, ...]
         metrics, applied = [], []
@@ -249,10 +249,11 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
         online = {k: agent_state.params[k] for k in target_params}
         target_params = jax.tree.map(lambda online, target: jnp.where(move, tc.tau * online + (1 - tc.tau) * target,
                                                                       target), online, target_params)
-        return (agent_state, opt_state, target_params, buffer, gradient_steps), (metrics, applied)
+        return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
 
-    def learn(carry, key):
-        carry, (metrics, applied) = lax.scan(update_step, carry, jax.random.split(key, tc.num_updates))  # [U]
+    def learn(carry, buffer, key):  # the buffer is read, never returned: no copy of it under vmap's select
+        carry, (metrics, applied) = lax.scan(functools.partial(update_step, buffer), carry,
+                                             jax.random.split(key, tc.num_updates))  # [U]
         return carry, {k: v for group_metrics, weights in zip(metrics, applied)
                        for k, v in M.over_steps(group_metrics, weights).items()}
 
@@ -275,14 +276,14 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
                          for k, o in state.opt_state.items()}
         else:
             opt_state = state.opt_state
-        carry = (agent_state, opt_state, state.target_params, buffer, state.gradient_steps)
+        carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
         learning = buffer.size >= tc.learning_starts
-        metric_shapes = jax.eval_shape(learn, carry, update_key)[1]
+        metric_shapes = jax.eval_shape(learn, carry, buffer, update_key)[1]
         carry, loss_metrics = lax.cond(
             learning, learn,
-            lambda carry, _: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
-            carry, update_key)
-        agent_state, opt_state, target_params, buffer, gradient_steps = carry
+            lambda carry, *_: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
+            carry, buffer, update_key)
+        agent_state, opt_state, target_params, gradient_steps = carry
         metrics = {
             **loss_metrics,
             "gradient_steps": learning.astype(jnp.float32) * tc.num_updates,
