@@ -83,6 +83,22 @@ class _DropDiskFullLogs(logging.Filter):
 _DISK_FULL_LOGS = _DropDiskFullLogs()
 
 
+class _DropUnreadLeafTasks(logging.Filter):
+    """A restore that fails on one leaf of ``directory`` (a truncated manifest) leaves orbax's
+    reads of the other leaves failing in tasks nobody awaits; asyncio logs each one when it is
+    collected ("Task exception was never retrieved", a traceback each). The first failure is
+    already reported, in one line: these follow from it."""
+
+    def __init__(self, directory: Path):
+        super().__init__()
+        self.directory = str(directory)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage().startswith("Task exception was never retrieved")
+                    and self.directory in str(error if error is not None else record.getMessage()))
+
+
 def _is_closed_event_loop(error: BaseException | None) -> bool:
     return isinstance(error, RuntimeError) and str(error) == "Event loop is closed"
 
@@ -247,6 +263,7 @@ class Checkpointer:
             restored = self.manager.restore(step, args=self._ocp.args.Composite(
                 state=self._ocp.args.StandardRestore(abstract))).state
         except Exception as e:
+            logging.getLogger("asyncio").addFilter(_DropUnreadLeafTasks(self.directory))
             raise self._corrupt(step, _first_line(e)) from None
         self._verify_checksums(meta, restored, step)
         restored = jax.tree.map(_refill, template, restored)
