@@ -20,7 +20,10 @@
 The executor (:class:`~evorl.workflows.execution.Executor`) runs it in compiled chunks,
 vmapped over a population (``training.num_seeds`` x hyperparameter lists); the host loop of
 :class:`~evorl.workflows.host_loop.ChunkedWorkflow` evaluates the greedy policy, logs and
-checkpoints (the buffer is part of the state, so a resumed run continues exactly).
+checkpoints (the buffer is part of the state, so a resumed run continues exactly, unless
+``checkpoint.save_buffer: false`` leaves it out). Each agent of a population keeps its own
+buffer: ``distributed.layout=population`` puts whole agents on each device, and PBT's step
+copies a replaced agent's networks, Adam states and targets but not its buffer.
 An algorithm supplies an agent with ``init``, ``update_groups`` (each a params key, a loss
 ``(agent_state, target_params, batch, key) -> (loss, metrics)`` and a period), ``target_keys``,
 ``behaviour(agent_state, env_steps, random_actions)`` and ``evaluate_actions``
