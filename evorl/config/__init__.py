@@ -27,6 +27,7 @@ from evorl.config.parsing import (
     dotted_keys,
     parse_section,
     section_data,
+    config_mapping,
     to_plain,
     type_hints,
 )
@@ -38,6 +39,6 @@ from evorl.config.training import OPTIMIZERS, TrainingConfig
 __all__ = [
     "INT32_MAX", "OPTIMIZERS", "CheckpointConfig", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf",
     "LoggingConfig", "PBTConfig", "RunnerConfig", "TrainingConfig", "coerce", "dataclass_from_signature",
-    "dotted_keys", "extract_sweeps", "parse_section", "require", "section_data", "sweep_variants", "to_plain",
+    "dotted_keys", "extract_sweeps", "parse_section", "require", "section_data", "sweep_variants", "to_plain", "config_mapping",
     "type_hints", "unknown_key_error",
 ]

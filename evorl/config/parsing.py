@@ -55,6 +55,15 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+def config_mapping(cfg: Any) -> dict:
+    """A whole experiment config (dict or OmegaConf) as a plain dict (a copy), or the one-line
+    error a workflow's ``parse_config`` gives for anything else."""
+    cfg = to_plain(cfg)
+    if not isinstance(cfg, Mapping):
+        raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+    return dict(cfg)
+
+
 def _type_name(tp: Any) -> str:
     if typing.get_origin(tp) is Annotated:
         return _type_name(typing.get_args(tp)[0])

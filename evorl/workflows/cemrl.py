@@ -28,7 +28,7 @@ import optax
 from evorl.agent import hparams_as_arrays
 from evorl.algorithms.cemrl import CEMRLState, init_cemrl_state, make_generation
 from evorl.algorithms.td3 import TD3HParams, make_mlp_td3_agent
-from evorl.config import ConfigError, parse_section, require, section_data, to_plain
+from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.continuous_control import ContinuousNetworkOptions
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
@@ -150,10 +150,7 @@ class CEMRLWorkflow(ChunkedWorkflow):
     # --- config ---------------------------------------------------------------------------
     @classmethod
     def parse_config(cls, cfg) -> CEMRLExperimentConfig:
-        cfg = to_plain(cfg)
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
-        cfg = dict(cfg)
+        cfg = config_mapping(cfg)
         cemrl = parse_section(CEMRLConfig, cfg.pop("cemrl", {}), "cemrl")
         cemrl.validate("cemrl")
         training = section_data(cfg.get("training", {}), "training")

@@ -26,7 +26,7 @@ import numpy as np
 from evorl.algorithms.es import (
     ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_strategy,
 )
-from evorl.config import ConfigError, parse_section, require, section_data, to_plain
+from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import create_env
 from evorl.evaluator import make_evaluator
@@ -116,10 +116,7 @@ class ESWorkflow(ChunkedWorkflow):
     # --- config ---------------------------------------------------------------------------
     @classmethod
     def parse_config(cls, cfg) -> ESExperimentConfig:
-        cfg = to_plain(cfg)
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
-        cfg = dict(cfg)
+        cfg = config_mapping(cfg)
         es = parse_section(ESConfig, cfg.pop("es", {}), "es")
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)

@@ -49,7 +49,7 @@ from evorl import metrics as M
 from evorl import hardware, replay
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
-    ConfigError, TrainingConfig, parse_section, require, section_data, sweep_variants, to_plain, unknown_key_error,
+    ConfigError, TrainingConfig, parse_section, require, config_mapping, section_data, sweep_variants, unknown_key_error,
 )
 from evorl.distributed import agent_gradient_update
 from evorl.distributed import initialize as initialize_distributed
@@ -360,9 +360,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def parse_config(cls, cfg: Any) -> ExperimentConfig:
         """The shared validation (:meth:`RLWorkflow.parse_config`) with this workflow's own
         ``training:`` section, :class:`OffPolicyTrainingConfig`."""
-        cfg = to_plain(cfg)
-        if not isinstance(cfg, dict):
-            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+        cfg = config_mapping(cfg)
         training = section_data(cfg.get("training", {}), "training")
         own = list(OffPolicyTrainingConfig.__dataclass_fields__)
         for key in training:

@@ -33,7 +33,7 @@ from evorl.config import (
     require,
     section_data,
     sweep_variants,
-    to_plain,
+    config_mapping,
     unknown_key_error,
 )
 from evorl.config.env import HOST_ENV_TYPES, EnvConfig
@@ -188,9 +188,7 @@ class RLWorkflow(Workflow):
     @classmethod
     def parse_config(cls, cfg: Any) -> ExperimentConfig:
         """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
-        cfg = to_plain(cfg)
-        if not isinstance(cfg, Mapping):
-            raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}")
+        cfg = config_mapping(cfg)
         for key in cfg:
             if key not in TOP_LEVEL_KEYS:
                 raise unknown_key_error(str(key), list(TOP_LEVEL_KEYS), "")
