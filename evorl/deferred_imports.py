@@ -3,7 +3,8 @@
 ``import gymnax`` imports every gymnax environment, and two of them import plotting
 libraries at module level for their ``render`` methods: ``misc/pong.py`` imports seaborn
 (which imports scipy.stats and pandas) and ``bsuite/catch.py`` imports matplotlib.pyplot.
-On the 2-core CPU that is about 1 s of the default job's cold start, spent on modules a
+That was about 1 s of the default job's cold start, measured on a 2-core CPU
+(``benchmarks/README.md``, "The default job from a cold start"), spent on modules a
 training run never touches (evorl draws classic-control frames with gymnasium and
 MinAtar's with gymnax's own visualiser, which runs them on first use).
 

@@ -7,8 +7,8 @@ env's ``done`` (e.g. the hopper falling); the time limit is reported as ``trunca
 
 Physics backends are brax's own: ``mjx`` (MuJoCo XLA), ``generalized``, ``positional``
 and ``spring`` (swimmer supports only ``generalized``, whose fluid model in brax 0.14 fails
-on jax 0.10: ``create_env`` raises with that reason). Measured on the 2-core CPU this
-was written on (64 envs, steps/s, under load from other jobs):
+on jax 0.10: ``create_env`` raises with that reason). Measured on a 2-core CPU (64 envs,
+steps/s, under load from other jobs; other machines may rank the pipelines differently):
 
 =================  ======  ===========  ==========  ======
 env                mjx     generalized  positional  spring

@@ -10,8 +10,8 @@ the raw env's ``done`` (a fallen robot, NaN physics; the DM Control tasks never 
 Actions live in ``[-1, 1]^d``.
 
 ``env.impl`` picks the MuJoCo implementation: ``jax`` (MJX, our default) or ``warp`` (MuJoCo
-Warp, playground's default, built for GPUs). Measured on the 2-core CPU this was written on
-(64 envs, zero actions, compilation excluded): CartpoleBalance 338k steps/s with ``jax`` vs
+Warp, playground's default, built for GPUs). Measured on a 2-core CPU (64 envs, zero
+actions, compilation excluded): CartpoleBalance 338k steps/s with ``jax`` vs
 5.6k with ``warp``; Op3Joystick 79 vs 134 steps/s (contact-rich robots are slow either way
 on a CPU). ``warp`` also compiles its kernels on the first call (~30 s, cached afterwards).
 

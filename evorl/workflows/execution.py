@@ -77,10 +77,11 @@ def _map_agents_sequentially(fn: Callable) -> Callable:
     Initialising a population under ``vmap`` batches the orthogonal initialisers' QR
     factorisations. jaxlib 0.10's CPU QR kernel then splits the batch over XLA's intra-op
     thread pool and waits for the parts. When every pool thread is running such a kernel
-    (two concurrent QRs on a 2-core machine), nothing is left to run the parts, and the
-    program hangs forever at 0% CPU. Seen in about half of the runs that initialised a
-    second population of 8 agents in one process. One agent at a time keeps each QR
-    unbatched, and gives each agent exactly the initialisation it gets alone."""
+    (as many concurrent QRs as the pool has threads: two where it was seen, on a 2-core CPU),
+    nothing is left to run the parts, and the program hangs forever at 0% CPU. Seen in about
+    half of the runs that initialised a second population of 8 agents in one process. One
+    agent at a time keeps each QR unbatched, and gives each agent exactly the initialisation
+    it gets alone."""
 
     def mapped(*args):
         return jax.lax.map(lambda xs: fn(*xs), args)
