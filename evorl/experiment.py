@@ -39,9 +39,10 @@ from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardw
 from evorl.peer_watch import watching_run
 from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.run_folder import (
-    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, RUN_JSON, UNREADABLE_SUFFIX,
-    NoSpaceLeft, RunFolderLock, UnreadableRunInfo, checkpoint_dir, finish_run_info, is_disk_full, load_run_config,
-    load_run_info, run_folder_of, settle_stale_run, start_run_info, truncate_records, write_yaml, writing,
+    CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, POPULATION_PNG, RUN_JSON,
+    UNREADABLE_SUFFIX, NoSpaceLeft, RunFolderLock, UnreadableRunInfo, checkpoint_dir, finish_run_info, is_disk_full,
+    load_run_config, load_run_info, run_folder_of, settle_stale_run, start_run_info, truncate_records, write_yaml,
+    writing,
 )
 
 #: Keys of the experiment config that locate a run rather than define it.
@@ -223,6 +224,11 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
 
                     with writing(run_dir / PBT_PNG):
                         plot_lineage(run_dir, run_dir / PBT_PNG)
+                if workflow.population_plot:
+                    from evorl.population_plot import plot_population
+
+                    with writing(run_dir / POPULATION_PNG):
+                        plot_population(run_dir, run_dir / POPULATION_PNG)
         status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
         status, error = "interrupted", e

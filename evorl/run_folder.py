@@ -48,6 +48,7 @@ CURVE_PNG = "learning_curve.png"
 LOCK_FILE = "run.lock"
 PBT_LINEAGE_JSONL = "pbt_lineage.jsonl"
 PBT_PNG = "pbt.png"
+POPULATION_PNG = "population.png"
 
 
 def checkpoint_dir(run_dir: Path | str) -> Path:

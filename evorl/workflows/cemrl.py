@@ -122,6 +122,7 @@ class CEMRLWorkflow(ChunkedWorkflow):
     hparams_cls = TD3HParams
     training_hparams = {"gamma": "discount"}
     training_defaults = {"learning_rate": 1e-3, "gamma": 0.99}
+    population_plot = True
 
     def __init__(self, config: CEMRLExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         self.variants, self.num_agents = [{}], 1

@@ -138,6 +138,10 @@ class RLWorkflow(Workflow):
     #: Training keys whose default differs for this algorithm (applied when the config
     #: does not set them), e.g. A2C's one gradient step per rollout.
     training_defaults: ClassVar[dict[str, Any]] = {}
+    #: True when the workflow logs a population's fitness (``train/best_actor_return``,
+    #: ``train/fitness_mean``, ``train/fitness_std``): ``logging.plot`` then also draws
+    #: ``population.png`` (:func:`evorl.population_plot.plot_population`).
+    population_plot: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
