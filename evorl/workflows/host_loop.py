@@ -34,7 +34,7 @@ from evorl.workflows.health import (
 )
 from evorl.workflows.on_policy import OnPolicyState
 from evorl.workflows.pbt import PBT
-from evorl.workflows.population import aggregate_metrics, apply_variant, variant_label
+from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import RLWorkflow
 
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
@@ -53,7 +53,8 @@ class ChunkedWorkflow(RLWorkflow):
     ``_evaluate`` (greedy episodes of ``state.agent_state``), ``_evaluation_compiled`` (True
     when ``_evaluate`` is one jitted program, which ``compile`` compiles beside the chunk),
     ``lineage`` (PBT's recorder or None), ``pbt`` (the population step of PBT or None) and
-    ``_params_finite`` (None); and it defines ``init``. Its state has
+    ``_params_finite`` (None); and it defines ``init`` (RL workflows, whose ``_variant_data``
+    lists each variant's hyperparameters, with :meth:`init_agents`). Its state has
     ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
     On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
     (:class:`~evorl.workflows.es.ESWorkflow`) are the two.
@@ -85,6 +86,19 @@ class ChunkedWorkflow(RLWorkflow):
             agent_cfg, training = apply_variant(config.agent, config.training, variant)
             out.append((self.hparams_of(agent_cfg, training), training.learning_rate))
         return out
+
+    def init_agents(self, init_one, key: jax.Array):
+        """The initial state of every agent, ``init_one(key, hparams, learning_rate)`` run by
+        the executor; with PBT it also holds the sums of the episodes PBT's fitness ranks by.
+        For a population, agent ``v * num_seeds + s`` trains variant ``v`` with the ``s``-th
+        key split from ``key``, shared by all variants (:func:`population_inputs`); one agent
+        is initialised with ``key`` itself."""
+        if self.pbt is not None:
+            init_one = _then(init_one, self.pbt.with_fitness_episodes)
+        if not self.population:
+            hparams, learning_rate = self._variant_data[0]
+            return self.executor.init(init_one, key, hparams, learning_rate)
+        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
 
     @property
     def env_steps_per_iteration(self) -> int:

@@ -59,10 +59,9 @@ from evorl.memory_estimate import Term, check_memory, sizes_of_agent
 from evorl.rollout import rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import freeze_diverged
-from evorl.workflows.host_loop import ChunkedWorkflow, _then, chunk_health, training_env
+from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health, training_env
 from evorl.workflows.on_policy import episode_metrics
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
-from evorl.workflows.population import population_inputs
 from evorl.workflows.rl_base import ExperimentConfig
 
 
@@ -347,13 +346,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def init(self, key: jax.Array) -> OffPolicyState:
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
-        init_one = functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size)
-        if self.pbt is not None:  # with the sums of the episodes PBT's fitness ranks by
-            init_one = _then(init_one, self.pbt.with_fitness_episodes)
-        if not self.population:
-            hparams, learning_rate = self._variant_data[0]
-            return self.executor.init(init_one, key, hparams, learning_rate)
-        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
+        return self.init_agents(
+            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size), key)
 
     # --- config ---------------------------------------------------------------------------
     @classmethod

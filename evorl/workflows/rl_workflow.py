@@ -35,7 +35,6 @@ from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names ar
     NONFINITE_PARAMS,
     ChunkedWorkflow,
     TrainingInterrupted,
-    _then,
     chunk_health,
     train_metrics,
     training_env,
@@ -44,7 +43,6 @@ from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
-from evorl.workflows.population import population_inputs
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
     ExperimentConfig,
@@ -147,10 +145,5 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
         env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
-        init_one = functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag)
-        if self.pbt is not None:  # with the sums of the episodes PBT's fitness ranks by
-            init_one = _then(init_one, self.pbt.with_fitness_episodes)
-        if not self.population:
-            hparams, learning_rate = self._variant_data[0]
-            return self.executor.init(init_one, key, hparams, learning_rate)
-        return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
+        return self.init_agents(
+            functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag), key)
