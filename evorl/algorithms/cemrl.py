@@ -48,19 +48,16 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl import metrics as M
 from evorl import replay
 from evorl.agent import AgentState
+from evorl.algorithms.population_rl import (empty_transitions, make_play, make_rl_phase, mean_returns,
+                                            population_metrics, ranked, when_learning)
 from evorl.algorithms.td3 import TD3Agent
-from evorl.continuous_control import ExploringActor
 from evorl.envs import VectorEnv
-from evorl.rollout import EpisodeStats, rollout_with_policy_state
-from evorl.workflows.on_policy import episode_metrics
 
 
 # --------------------------------------------------------------------------------------
@@ -125,9 +122,7 @@ def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: Any
     key, agent_key = jax.random.split(key)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     flat, _ = ravel_pytree(agent_state.params["actor"])
-    obs = jnp.zeros(env.obs_space.shape, jnp.float32)
-    example = replay.Transition(obs=obs, action=jnp.zeros((agent.action_dim,), jnp.float32),
-                                reward=jnp.zeros((), jnp.float32), discount=jnp.zeros((), jnp.float32), next_obs=obs)
+    example = empty_transitions(env, agent.action_dim)
     return CEMRLState(key=key, agent_state=agent_state, cem=cem_init(flat, cfg.sigma_init, cfg.eps_init),
                       target_critic=agent_state.params["critic"],
                       critic_opt_state=critic_optimizer.init(agent_state.params["critic"]),
@@ -137,72 +132,6 @@ def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: Any
 # --------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------
-def polyak(tau: float, online: Any, target: Any) -> Any:
-    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
-
-
-def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
-    """``rl_phase(agent_state, target_critic, critic_opt_state, actors, buffer, key) ->
-    (critic, target_critic, critic_opt_state, actors, metrics)``: step 2 of a generation for the
-    learning actors ``actors`` (leaves ``[K, ...]``), as the module docstring says."""
-
-    def view(agent_state, actor, critic):
-        return agent_state.replace(params={"actor": actor, "critic": critic})
-
-    def rl_phase(agent_state, target_critic, critic_opt_state, actors, buffer, key):
-        num = jax.tree.leaves(actors)[0].shape[0]
-        actor_opt_states = jax.vmap(optimizer.init)(actors)  # fresh Adam per actor and generation
-
-        def critic_objective(critic, target_critic, target_actors, batches, keys):
-            def one(target_actor, batch, k):  # actor k's batch and target actor, the shared target critic
-                return agent.critic_loss(view(agent_state, target_actor, critic),
-                                         {"actor": target_actor, "critic": target_critic}, batch, k)
-            losses, metrics = jax.vmap(one)(target_actors, batches, keys)  # [K]
-            return jnp.mean(losses), jax.tree.map(jnp.mean, metrics)
-
-        def actor_step(actor, opt_state, critic, batch):
-            (loss, _), grad = jax.value_and_grad(
-                lambda a: agent.actor_loss(view(agent_state, a, critic), None, batch, None), has_aux=True)(actor)
-            updates, opt_state = optimizer.update(grad, opt_state, actor)
-            return optax.apply_updates(actor, updates), opt_state, loss
-
-        def step(carry, inputs):
-            critic, target_critic, critic_opt, actors, target_actors, actor_opts = carry
-            index, step_key = inputs
-            batch_key, loss_key = jax.random.split(step_key)
-            batches = jax.vmap(replay.sample, in_axes=(None, 0, None))(
-                buffer, jax.random.split(batch_key, num), cfg.batch_size)  # [K, batch_size, ...]
-            (critic_loss, metrics), grad = jax.value_and_grad(critic_objective, has_aux=True)(
-                critic, target_critic, target_actors, batches, jax.random.split(loss_key, num))
-            updates, critic_opt = optimizer.update(grad, critic_opt, critic)
-            critic = optax.apply_updates(critic, updates)
-
-            def move_actors(actors, target_actors, actor_opts, target_critic):
-                actors, actor_opts, losses = jax.vmap(actor_step, in_axes=(0, 0, None, 0))(
-                    actors, actor_opts, critic, batches)  # [K]
-                return (actors, polyak(cfg.tau, actors, target_actors), actor_opts,
-                        polyak(cfg.tau, critic, target_critic), jnp.mean(losses))
-
-            def keep(actors, target_actors, actor_opts, target_critic):
-                return actors, target_actors, actor_opts, target_critic, jnp.zeros(())
-
-            due = index % agent.policy_delay == 0
-            actors, target_actors, actor_opts, target_critic, actor_loss = lax.cond(
-                due, move_actors, keep, actors, target_actors, actor_opts, target_critic)
-            metrics = {**metrics, "critic_loss": critic_loss, "actor_loss": actor_loss}
-            return (critic, target_critic, critic_opt, actors, target_actors, actor_opts), (metrics, due)
-
-        carry = (agent_state.params["critic"], target_critic, critic_opt_state, actors, actors, actor_opt_states)
-        steps = (jnp.arange(cfg.num_updates), jax.random.split(key, cfg.num_updates))
-        (critic, target_critic, critic_opt_state, actors, _, _), (metrics, due) = lax.scan(step, carry, steps)
-        actor_loss = metrics.pop("actor_loss")
-        metrics = {k: jnp.mean(v) for k, v in metrics.items()}
-        metrics["actor_loss"] = jnp.sum(actor_loss) / jnp.maximum(jnp.sum(due), 1)
-        return critic, target_critic, critic_opt_state, actors, metrics
-
-    return rl_phase
-
-
 def make_learn(agent: TD3Agent, optimizer, cfg: Any):
     """``learn(state, population [N, D], unravel, key) -> (critic, target_critic,
     critic_opt_state, population [N, D], metrics)``: step 2 of a generation, the first
@@ -214,17 +143,11 @@ def make_learn(agent: TD3Agent, optimizer, cfg: Any):
     def learn(state: CEMRLState, population: jax.Array, unravel, key):
         """Step 2: the critic and the learning actors (the first ``learners`` of ``population``)."""
         actors = jax.vmap(unravel)(population[:learners])  # leaves [K, ...]
-        args = (state.agent_state, state.target_critic, state.critic_opt_state, actors, state.buffer, key)
-        shapes = jax.eval_shape(rl_phase, *args)[-1]
-
-        def skip(agent_state, target_critic, critic_opt_state, actors, buffer, key):
-            zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
-            return agent_state.params["critic"], target_critic, critic_opt_state, actors, zeros
-
-        learning = state.buffer.size >= max(cfg.learning_starts, 1)
-        critic, target_critic, critic_opt_state, actors, metrics = lax.cond(learning, rl_phase, skip, *args)
+        # each learning actor: its own target (a copy of itself) and a fresh Adam, as the authors' code
+        critic, target_critic, critic_opt_state, actors, _, _, metrics = when_learning(
+            rl_phase, state.buffer.size, cfg.learning_starts, state.agent_state, state.target_critic,
+            state.critic_opt_state, actors, actors, jax.vmap(optimizer.init)(actors), state.buffer, key)
         trained = jax.vmap(lambda a: ravel_pytree(a)[0])(actors)  # [K, D]
-        metrics["learning"] = learning.astype(jnp.float32)
         return critic, target_critic, critic_opt_state, population.at[:learners].set(trained), metrics
 
     return learn
@@ -233,9 +156,10 @@ def make_learn(agent: TD3Agent, optimizer, cfg: Any):
 def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
     """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
     holds ``episodes_per_actor`` environments, each actor plays them for ``episode_length`` steps."""
-    num, learners, length = cfg.population_size, cfg.learners, env.episode_length
-    steps_per_generation = num * env.num_envs * length
+    num, learners = cfg.population_size, cfg.learners
+    steps_per_generation = num * env.num_envs * env.episode_length
     learn = make_learn(agent, optimizer, cfg)
+    play = make_play(env, agent)
 
     def generation(state: CEMRLState) -> tuple[CEMRLState, dict]:
         key, sample_key, learn_key, play_key = jax.random.split(state.key, 4)
@@ -247,36 +171,19 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
             critic, target_critic, critic_opt_state, population, metrics = learn(state, population, unravel, learn_key)
         agent_state = state.agent_state.replace(params={**state.agent_state.params, "critic": critic})
         random_actions = state.iteration * steps_per_generation < cfg.warmup_steps
-        behaviour = ExploringActor(agent, random_actions)
-
-        def play(x, k):  # actor x's episodes: [T, E] transitions and its ended episodes' sums
-            reset_key, rollout_key = jax.random.split(k)
-            member = agent_state.replace(params={**agent_state.params, "actor": unravel(x)})
-            _, _, trajectory, stats = rollout_with_policy_state(env, behaviour, member, env.reset(reset_key), None,
-                                                                 rollout_key, length)  # [T, E, ...]
-            discounts = agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, E]
-            transitions = replay.n_step_transitions(
-                trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
-                trajectory.terminated | trajectory.truncated, trajectory.next_obs, 1)  # [T, E]
-            return transitions, stats
-
-        transitions, stats = jax.vmap(play)(population, jax.random.split(play_key, num))  # [N, T, E], [N]
-        buffer = replay.add(state.buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[3:]), transitions))
-        fitness = stats.return_sum / jnp.maximum(stats.count, 1.0)  # [N] mean return of the ended episodes
+        noise = jnp.full((num,), agent_state.hparams.exploration_noise)  # [N]
+        transitions, stats = play(agent_state, population, unravel, noise, random_actions, play_key)  # [N x T x E], [N]
+        buffer = replay.add(state.buffer, transitions)
+        fitness = mean_returns(stats)  # [N]
         updated = cem_update(state.cem, population, fitness, cfg.num_elites, cfg.tau_eps, cfg.eps_end)
         cem = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.cem, updated)
         agent_state = agent_state.replace(params={"actor": unravel(cem.mean), "critic": critic})
-        elites = lax.top_k(jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf), cfg.num_elites)[1]  # [K_e]
-        metrics.update(episode_metrics(EpisodeStats(*(jnp.sum(x) for x in (stats.return_sum, stats.length_sum,
-                                                                             stats.count))), None))
+        elites = lax.top_k(ranked(fitness), cfg.num_elites)[1]  # [K_e]
+        metrics.update(population_metrics(stats, fitness, buffer))
         metrics.update(
-            best_actor_return=M.Metric(jnp.max(fitness), "max"),
-            fitness_mean=jnp.mean(fitness),
-            fitness_std=jnp.std(fitness),
             elites_from_rl=jnp.sum(elites < learners).astype(jnp.float32),
             cem_std=jnp.mean(jnp.sqrt(cem.var)),
             cem_eps=cem.eps,
-            buffer_size=M.Metric(buffer.size.astype(jnp.float32), "max"),
         )
         state = state.replace(key=key, agent_state=agent_state, cem=cem, target_critic=target_critic,
                               critic_opt_state=critic_opt_state, buffer=buffer, iteration=state.iteration + 1)
@@ -286,4 +193,4 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
 
 
 __all__ = ["CEMRLState", "CEMState", "cem_init", "cem_sample", "cem_update", "init_cemrl_state",
-           "log_rank_weights", "make_generation", "make_rl_phase"]
+           "log_rank_weights", "make_generation", "make_learn", "make_rl_phase"]

@@ -19,6 +19,7 @@ WORKFLOWS = {
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.workflows.es",
     "CEMRLWorkflow": "evorl.workflows.cemrl",
+    "ERLWorkflow": "evorl.workflows.erl",
 }
 
 __all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]

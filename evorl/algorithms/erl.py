@@ -1,0 +1,228 @@
+r"""ERL (Khadka & Tumer, 2018, "Evolution-guided policy gradient in reinforcement learning"): a
+genetic population of actors and one TD3 learner sharing a replay buffer, the learner copied
+into the population every ``sync_period`` generations; one generation is one pure function,
+run by :class:`~evorl.workflows.erl.ERLWorkflow` (``cfg`` below is its ``erl:`` section,
+:class:`~evorl.workflows.erl.ERLConfig`).
+
+**The genetic algorithm** (:func:`ga_step`) over the flattened actors ``x_i [D]``, ``i < N``,
+with fitness :math:`f_i` (a non-finite fitness ranks last):
+
+1. *elitism*: the ``E = num_elites`` fittest actors are kept as they are, best first;
+2. *selection*: ``N - E`` parents by tournaments (:func:`tournament_select`): each draws
+   ``tournament_size`` actors uniformly with replacement and keeps the fittest;
+3. *crossover*: consecutive parents ``(2j, 2j + 1)`` cross with probability
+   ``crossover_prob``: each neuron (a layer's column of incoming weights and its bias,
+   :func:`neuron_segments`) comes from one parent or the other with probability 1/2, the two
+   children taking complementary choices (:func:`crossover`; the authors swap rows of each
+   weight matrix between the parents);
+4. *mutation*: each child mutates with probability ``mutation_prob`` (:func:`mutate`): a
+   fraction ``mutation_frac`` of its weights :math:`w` is perturbed, each of those by
+   :math:`w \leftarrow w + \mathcal N(0, (s\,|w|)^2)` with ``s = mutation_strength``, or
+   ``s = super_mutation_strength`` with probability ``super_mutation_prob``, or reset to
+   :math:`\mathcal N(0, 1)` with probability ``reset_prob`` (the authors' operators; their code
+   mutates a fixed count of weights per matrix, here each weight is chosen independently), and
+   clipped to :math:`\pm` ``weight_clip``.
+
+**One generation** (:func:`make_generation`), read top to bottom:
+
+1. the ``N`` actors (acting without noise) and the learner (with TD3's exploration noise
+   ``agent.exploration_noise``) play ``episodes_per_actor`` episodes each, all vmapped; every
+   transition goes into the shared buffer, and actor ``i``'s fitness is its mean return
+   (:mod:`~evorl.algorithms.population_rl`);
+2. once the buffer holds ``learning_starts`` transitions the learner takes ``num_updates``
+   TD3 steps (:func:`~evorl.algorithms.population_rl.make_rl_phase` with one actor, its target
+   and Adam state living across generations);
+3. the genetic algorithm makes the next population (kept as it was while the actions are
+   uniformly random, during the first ``warmup_steps`` env steps);
+4. every ``sync_period`` generations (once learning started) the trained learner replaces the
+   last child of the new population (a child, never an elite: the weakest in the authors'
+   code); ``from_learner`` follows which actors descend from an injected learner (a child
+   inherits its first parent's).
+
+The evaluated and checkpointed agent is TD3's: its ``actor`` the generation's champion, the
+fittest of the ``N`` actors and the learner as they played, its ``critic`` the learner's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax import lax
+from jax.flatten_util import ravel_pytree
+
+from evorl import replay
+from evorl.agent import AgentState
+from evorl.algorithms.population_rl import (empty_transitions, make_play, make_rl_phase, mean_returns,
+                                            population_metrics, ranked, when_learning)
+from evorl.algorithms.td3 import TD3Agent
+from evorl.envs import VectorEnv
+
+
+# --------------------------------------------------------------------------------------
+# The genetic operators, on flat actors
+# --------------------------------------------------------------------------------------
+def neuron_segments(actor_params: Any) -> np.ndarray:
+    """``[D]`` int: for each coordinate of ``ravel_pytree(actor_params)``, its neuron: leaves of
+    one module (a kernel ``[in, out]`` and its bias ``[out]``) share the ids of their last axis,
+    so a neuron is a column of incoming weights with its bias."""
+    leaves = jax.tree_util.tree_flatten_with_path(actor_params)[0]  # ravel_pytree's order
+    last = [int(leaf.shape[-1]) if leaf.shape else 1 for _, leaf in leaves]  # works on shapes too
+    width = 1 + max(last)
+    modules: dict[tuple, int] = {}
+    ids = []
+    for (path, leaf), columns in zip(leaves, last):
+        module = modules.setdefault(tuple(path[:-1]), len(modules))
+        column = np.arange(int(np.prod(leaf.shape))) % columns  # row-major: the last axis runs fastest
+        ids.append(module * width + column)
+    _, dense = np.unique(np.concatenate(ids), return_inverse=True)
+    return dense.astype(np.int32)
+
+
+def tournament_select(key: jax.Array, fitness: jax.Array, num: int, size: int) -> jax.Array:
+    """``[num]`` indices: each the fittest of ``size`` indices drawn uniformly with replacement
+    (the first drawn among equals)."""
+    drawn = jax.random.randint(key, (num, size), 0, fitness.shape[0])  # [num, size]
+    return drawn[jnp.arange(num), jnp.argmax(ranked(fitness)[drawn], axis=1)]
+
+
+def crossover(key: jax.Array, a: jax.Array, b: jax.Array, segments: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Two children of ``a, b [D]``: each neuron (``segments [D]``, a NumPy array) from ``a`` or
+    ``b`` with probability 1/2, the second child taking the other parent's."""
+    take_a = jax.random.bernoulli(key, 0.5, (int(np.max(segments)) + 1,))[segments]  # [D]
+    return jnp.where(take_a, a, b), jnp.where(take_a, b, a)
+
+
+def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
+    """ERL's mutation of one actor ``x [D]`` (module docstring, step 4)."""
+    chosen_key, kind_key, noise_key, reset_key = jax.random.split(key, 4)
+    chosen = jax.random.uniform(chosen_key, x.shape) < cfg.mutation_frac  # [D]
+    u = jax.random.uniform(kind_key, x.shape)
+    strength = jnp.where(u < cfg.super_mutation_prob, cfg.super_mutation_strength, cfg.mutation_strength)
+    reset = (u >= cfg.super_mutation_prob) & (u < cfg.super_mutation_prob + cfg.reset_prob)
+    perturbed = x + strength * jnp.abs(x) * jax.random.normal(noise_key, x.shape)
+    new = jnp.where(reset, jax.random.normal(reset_key, x.shape), perturbed)
+    return jnp.where(chosen, jnp.clip(new, -cfg.weight_clip, cfg.weight_clip), x)
+
+
+def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments: np.ndarray, cfg: Any):
+    """The next population ``[N, D]`` (module docstring) and each row's first parent ``[N]``
+    (an elite is its own parent)."""
+    num, elites = population.shape[0], cfg.num_elites
+    children = num - elites
+    select_key, cross_key, pair_key, mutate_key, mutation_key = jax.random.split(key, 5)
+    elite_ids = lax.top_k(ranked(fitness), elites)[1]  # [E], best first
+    parents = tournament_select(select_key, fitness, children, cfg.tournament_size)  # [C]
+    offspring = population[parents]  # [C, D]
+    pairs = children // 2
+    if pairs:
+        a, b = offspring[0:2 * pairs:2], offspring[1:2 * pairs:2]  # [P, D] each
+        child_a, child_b = jax.vmap(lambda k, x, y: crossover(k, x, y, segments))(
+            jax.random.split(cross_key, pairs), a, b)
+        crossing = jax.random.uniform(pair_key, (pairs, 1)) < cfg.crossover_prob  # [P, 1]
+        crossed = jnp.stack([jnp.where(crossing, child_a, a), jnp.where(crossing, child_b, b)], 1)  # [P, 2, D]
+        offspring = offspring.at[:2 * pairs].set(crossed.reshape((2 * pairs, -1)))
+    mutated = jax.vmap(mutate, in_axes=(0, 0, None))(jax.random.split(mutate_key, children), offspring, cfg)
+    mutating = jax.random.uniform(mutation_key, (children, 1)) < cfg.mutation_prob  # [C, 1]
+    offspring = jnp.where(mutating, mutated, offspring)
+    return jnp.concatenate([population[elite_ids], offspring]), jnp.concatenate([elite_ids, parents])
+
+
+# --------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------
+@struct.dataclass
+class ERLState:
+    key: jax.Array
+    #: TD3's agent state: ``params["actor"]`` the last generation's champion, ``params["critic"]`` the learner's.
+    agent_state: AgentState
+    population: jax.Array  # [N, D] the GA's actors, flat
+    from_learner: jax.Array  # [N] bool, the actor descends from an injected learner
+    learner_actor: Any  # the learner's actor (a pytree)
+    target_actor: Any
+    actor_opt_state: Any
+    target_critic: Any
+    critic_opt_state: Any
+    buffer: replay.ReplayBuffer  # the shared buffer, leaves [capacity, ...]
+    iteration: jax.Array  # [] int32, completed generations
+
+
+def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams: Any, key: jax.Array) -> ERLState:
+    """Fresh state: ``N`` actors and the learner initialised as TD3's actor is, an empty buffer."""
+    key, agent_key, population_key = jax.random.split(key, 3)
+    agent_state = agent.init(agent_key).replace(hparams=hparams)
+    # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
+    # which can hang jaxlib's CPU thread pool (evorl.workflows.execution._map_agents_sequentially)
+    population = lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0],
+                         jax.random.split(population_key, cfg.population_size))  # [N, D]
+    actor, critic = agent_state.params["actor"], agent_state.params["critic"]
+    return ERLState(key=key, agent_state=agent_state, population=population,
+                    from_learner=jnp.zeros((cfg.population_size,), bool), learner_actor=actor, target_actor=actor,
+                    actor_opt_state=optimizer.init(actor), target_critic=critic,
+                    critic_opt_state=optimizer.init(critic),
+                    buffer=replay.init(empty_transitions(env, agent.action_dim), cfg.buffer_size),
+                    iteration=jnp.zeros((), jnp.int32))
+
+
+# --------------------------------------------------------------------------------------
+# One generation
+# --------------------------------------------------------------------------------------
+def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
+    """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
+    holds ``episodes_per_actor`` environments."""
+    num = cfg.population_size
+    segments = neuron_segments(jax.eval_shape(lambda: agent.init(jax.random.PRNGKey(0)).params["actor"]))
+    steps_per_generation = (num + 1) * env.num_envs * env.episode_length
+    rl_phase = make_rl_phase(agent, optimizer, cfg)
+    play = make_play(env, agent)
+    batched = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731  leaves [1, ...]
+    single = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+
+    def generation(state: ERLState) -> tuple[ERLState, dict]:
+        key, play_key, learn_key, ga_key = jax.random.split(state.key, 4)
+        learner, unravel = ravel_pytree(state.learner_actor)
+        actors = jnp.concatenate([state.population, learner[None]])  # [N + 1, D], the learner last
+        noise = jnp.zeros((num + 1,)).at[num].set(state.agent_state.hparams.exploration_noise)  # [N + 1]
+        random_actions = state.iteration * steps_per_generation < cfg.warmup_steps
+        transitions, stats = play(state.agent_state, actors, unravel, noise, random_actions, play_key)
+        buffer = replay.add(state.buffer, transitions)  # [(N + 1) x T x E] transitions
+        returns = mean_returns(stats)  # [N + 1]
+        fitness, learner_return = returns[:num], returns[num]
+
+        critic, target_critic, critic_opt_state, trained, target_actor, actor_opt_state, metrics = when_learning(
+            rl_phase, buffer.size, cfg.learning_starts, state.agent_state, state.target_critic,
+            state.critic_opt_state, batched(state.learner_actor), batched(state.target_actor),
+            batched(state.actor_opt_state), buffer, learn_key)
+        trained, target_actor, actor_opt_state = single(trained), single(target_actor), single(actor_opt_state)
+
+        population, parents = ga_step(ga_key, state.population, fitness, segments, cfg)
+        from_learner = state.from_learner[parents]
+        population = jnp.where(random_actions, state.population, population)
+        from_learner = jnp.where(random_actions, state.from_learner, from_learner)
+        inject = ((state.iteration + 1) % cfg.sync_period == 0) & (metrics["learning"] > 0)
+        population = jnp.where(inject, population.at[-1].set(ravel_pytree(trained)[0]), population)
+        from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
+
+        champion = jnp.argmax(ranked(returns))  # of the N actors and the learner, as they played
+        agent_state = state.agent_state.replace(params={"actor": unravel(actors[champion]), "critic": critic})
+        metrics.update(population_metrics(stats, fitness, buffer))
+        metrics.update(
+            learner_return=learner_return,
+            learner_rank=1.0 + jnp.sum(ranked(fitness) > learner_return).astype(jnp.float32),
+            learner_injected=inject.astype(jnp.float32),
+            population_from_learner=jnp.mean(from_learner.astype(jnp.float32)),
+        )
+        state = state.replace(key=key, agent_state=agent_state, population=population, from_learner=from_learner,
+                              learner_actor=trained, target_actor=target_actor, actor_opt_state=actor_opt_state,
+                              target_critic=target_critic, critic_opt_state=critic_opt_state, buffer=buffer,
+                              iteration=state.iteration + 1)
+        return state, metrics
+
+    return generation
+
+
+__all__ = ["ERLState", "crossover", "ga_step", "init_erl_state", "make_generation", "mutate", "neuron_segments",
+           "tournament_select"]

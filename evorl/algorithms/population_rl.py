@@ -1,0 +1,184 @@
+r"""What the evolution-guided algorithms share (:mod:`~evorl.algorithms.cemrl`,
+:mod:`~evorl.algorithms.erl`): a population of actors as the rows of a flat parameter matrix
+``[N, D]`` (``ravel_pytree`` of TD3's actor), their episodes vmapped in one program into one
+shared replay buffer, and TD3 gradient steps of one shared critic and ``K`` actors.
+
+**TD3 steps of a shared critic and ``K`` actors** (:func:`make_rl_phase`). Each of
+``num_updates`` steps samples one batch per actor; the critic descends the mean over the
+``K`` actors of TD3's critic loss (:meth:`~evorl.algorithms.td3.TD3Agent.critic_loss` with
+actor ``k``'s batch and target actor, the shared target critic), then every ``policy_delay``
+steps each actor ascends its :math:`Q_1` (:meth:`~evorl.algorithms.td3.TD3Agent.actor_loss`,
+vmapped, each actor with its own Adam state) and the targets move by Polyak (``tau``):
+:math:`\bar\theta \leftarrow \tau\theta + (1 - \tau)\bar\theta`. With ``K = 1`` that is TD3.
+
+**Episodes** (:func:`make_play`): actor ``i`` plays a fixed rollout of ``episode_length`` steps
+in each of the env's ``E`` environments (an episode that ends early is followed by the next,
+whose steps are stored too), acting with exploration noise of std ``noise[i]``; its fitness is
+the mean return of its episodes that ended (:func:`mean_returns`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from jax import lax
+
+from evorl import metrics as M
+from evorl import replay
+from evorl.algorithms.td3 import TD3Agent
+from evorl.continuous_control import ExploringActor
+from evorl.envs import VectorEnv
+from evorl.rollout import EpisodeStats, rollout_with_policy_state
+from evorl.workflows.on_policy import episode_metrics
+
+
+def polyak(tau: float, online: Any, target: Any) -> Any:
+    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
+
+
+def empty_transitions(env: VectorEnv, action_dim: int) -> replay.Transition:
+    """One transition of zeros, the replay buffer's example."""
+    obs = jnp.zeros(env.obs_space.shape, jnp.float32)
+    return replay.Transition(obs=obs, action=jnp.zeros((action_dim,), jnp.float32), reward=jnp.zeros((), jnp.float32),
+                             discount=jnp.zeros((), jnp.float32), next_obs=obs)
+
+
+def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
+    """``rl_phase(agent_state, target_critic, critic_opt_state, actors, target_actors,
+    actor_opt_states, buffer, key) -> (critic, target_critic, critic_opt_state, actors,
+    target_actors, actor_opt_states, metrics)``: ``cfg.num_updates`` TD3 steps (module
+    docstring) of the shared critic and the actors ``actors`` (leaves ``[K, ...]``, their
+    targets and Adam states alike), batches of ``cfg.batch_size``, Polyak ``cfg.tau``."""
+
+    def view(agent_state, actor, critic):
+        return agent_state.replace(params={"actor": actor, "critic": critic})
+
+    def rl_phase(agent_state, target_critic, critic_opt_state, actors, target_actors, actor_opt_states, buffer, key):
+        num = jax.tree.leaves(actors)[0].shape[0]
+
+        def critic_objective(critic, target_critic, target_actors, batches, keys):
+            def one(target_actor, batch, k):  # actor k's batch and target actor, the shared target critic
+                return agent.critic_loss(view(agent_state, target_actor, critic),
+                                         {"actor": target_actor, "critic": target_critic}, batch, k)
+            losses, metrics = jax.vmap(one)(target_actors, batches, keys)  # [K]
+            return jnp.mean(losses), jax.tree.map(jnp.mean, metrics)
+
+        def actor_step(actor, opt_state, critic, batch):
+            (loss, _), grad = jax.value_and_grad(
+                lambda a: agent.actor_loss(view(agent_state, a, critic), None, batch, None), has_aux=True)(actor)
+            updates, opt_state = optimizer.update(grad, opt_state, actor)
+            return optax.apply_updates(actor, updates), opt_state, loss
+
+        def step(carry, inputs):
+            critic, target_critic, critic_opt, actors, target_actors, actor_opts = carry
+            index, step_key = inputs
+            batch_key, loss_key = jax.random.split(step_key)
+            batches = jax.vmap(replay.sample, in_axes=(None, 0, None))(
+                buffer, jax.random.split(batch_key, num), cfg.batch_size)  # [K, batch_size, ...]
+            (critic_loss, metrics), grad = jax.value_and_grad(critic_objective, has_aux=True)(
+                critic, target_critic, target_actors, batches, jax.random.split(loss_key, num))
+            updates, critic_opt = optimizer.update(grad, critic_opt, critic)
+            critic = optax.apply_updates(critic, updates)
+
+            def move_actors(actors, target_actors, actor_opts, target_critic):
+                actors, actor_opts, losses = jax.vmap(actor_step, in_axes=(0, 0, None, 0))(
+                    actors, actor_opts, critic, batches)  # [K]
+                return (actors, polyak(cfg.tau, actors, target_actors), actor_opts,
+                        polyak(cfg.tau, critic, target_critic), jnp.mean(losses))
+
+            def keep(actors, target_actors, actor_opts, target_critic):
+                return actors, target_actors, actor_opts, target_critic, jnp.zeros(())
+
+            due = index % agent.policy_delay == 0
+            actors, target_actors, actor_opts, target_critic, actor_loss = lax.cond(
+                due, move_actors, keep, actors, target_actors, actor_opts, target_critic)
+            metrics = {**metrics, "critic_loss": critic_loss, "actor_loss": actor_loss}
+            return (critic, target_critic, critic_opt, actors, target_actors, actor_opts), (metrics, due)
+
+        carry = (agent_state.params["critic"], target_critic, critic_opt_state, actors, target_actors,
+                 actor_opt_states)
+        steps = (jnp.arange(cfg.num_updates), jax.random.split(key, cfg.num_updates))
+        (critic, target_critic, critic_opt_state, actors, target_actors, actor_opt_states), (metrics, due) = \
+            lax.scan(step, carry, steps)
+        actor_loss = metrics.pop("actor_loss")
+        metrics = {k: jnp.mean(v) for k, v in metrics.items()}
+        metrics["actor_loss"] = jnp.sum(actor_loss) / jnp.maximum(jnp.sum(due), 1)
+        return critic, target_critic, critic_opt_state, actors, target_actors, actor_opt_states, metrics
+
+    return rl_phase
+
+
+def when_learning(rl_phase, buffer_size: jax.Array, learning_starts: int, *args):
+    """``rl_phase(*args)`` once the buffer holds ``learning_starts`` transitions (at least 1),
+    else its inputs unchanged and zero metrics (``lax.cond``); ``metrics["learning"]`` says which."""
+    shapes = jax.eval_shape(rl_phase, *args)[-1]
+
+    def skip(agent_state, target_critic, critic_opt_state, actors, target_actors, actor_opt_states, buffer, key):
+        zeros = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+        return (agent_state.params["critic"], target_critic, critic_opt_state, actors, target_actors,
+                actor_opt_states, zeros)
+
+    learning = buffer_size >= max(learning_starts, 1)
+    *out, metrics = lax.cond(learning, rl_phase, skip, *args)
+    return (*out, {**metrics, "learning": learning.astype(jnp.float32)})
+
+
+def make_play(env: VectorEnv, agent: TD3Agent):
+    """``play(agent_state, population [N, D], unravel, noise [N], random_actions, key) ->
+    (transitions, stats)``: every actor's episodes vmapped (module docstring), actor ``i``
+    exploring with noise std ``noise[i]`` (uniform actions instead while ``random_actions``);
+    ``transitions`` flat ``[N x T x E, ...]`` in actor-major order, ``stats`` ``[N]``."""
+    length = env.episode_length
+
+    def play(agent_state, population, unravel, noise, random_actions, key):
+        behaviour = ExploringActor(agent, random_actions)
+
+        def one(x, noise_std, k):  # actor x's episodes: [T, E] transitions and its ended episodes' sums
+            reset_key, rollout_key = jax.random.split(k)
+            member = agent_state.replace(params={**agent_state.params, "actor": unravel(x)},
+                                         hparams=agent_state.hparams.replace(exploration_noise=noise_std))
+            _, _, trajectory, stats = rollout_with_policy_state(env, behaviour, member, env.reset(reset_key), None,
+                                                                 rollout_key, length)  # [T, E, ...]
+            discounts = agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, E]
+            transitions = replay.n_step_transitions(
+                trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
+                trajectory.terminated | trajectory.truncated, trajectory.next_obs, 1)  # [T, E]
+            return transitions, stats
+
+        num = population.shape[0]
+        transitions, stats = jax.vmap(one)(population, noise, jax.random.split(key, num))  # [N, T, E], [N]
+        return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[3:]), transitions), stats
+
+    return play
+
+
+def mean_returns(stats: EpisodeStats) -> jax.Array:
+    """``[N]``: each actor's mean return over its episodes that ended (0 where none did)."""
+    return stats.return_sum / jnp.maximum(stats.count, 1.0)
+
+
+def ranked(fitness: jax.Array) -> jax.Array:
+    """``fitness`` with a non-finite value ranking last (``-inf``)."""
+    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
+
+
+def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:
+    """A generation's log: the training return over all its ended episodes and the
+    population's fitness (best, mean, std, worst of ``fitness [N]``)."""
+    metrics = episode_metrics(EpisodeStats(*(jnp.sum(x) for x in (stats.return_sum, stats.length_sum,
+                                                                   stats.count))), None)
+    metrics.update(
+        best_actor_return=M.Metric(jnp.max(fitness), "max"),
+        fitness_mean=jnp.mean(fitness),
+        fitness_std=jnp.std(fitness),
+        fitness_min=M.Metric(jnp.min(fitness), "min"),
+        buffer_size=M.Metric(buffer.size.astype(jnp.float32), "max"),
+    )
+    return metrics
+
+
+__all__ = ["empty_transitions", "make_play", "make_rl_phase", "mean_returns", "polyak", "population_metrics",
+           "ranked", "when_learning"]
