@@ -160,6 +160,19 @@ def test_population_of_two_seeds_equals_the_solo_runs(workflow_cls):
         np.testing.assert_allclose(state.buffer.data.action[seed], single.buffer.data.action, rtol=1e-5, atol=1e-6)
 
 
+def test_each_agent_of_a_tau_sweep_moves_its_targets_with_its_own_tau():
+    """training.tau is data (the agent's hparams): a sweep [0.005, 0.5] trains two agents in one
+    program, and the second one's target networks are those of a run alone with tau 0.5."""
+    swept = TD3Workflow.build_from_config(tiny(tau=[0.005, 0.5]), recorders=[])
+    state, _ = swept.run_iterations(swept.init(jax.random.PRNGKey(0)), 4)
+    np.testing.assert_array_equal(np.asarray(state.agent_state.hparams.tau), np.float32([0.005, 0.5]))
+    solo = TD3Workflow.build_from_config(tiny(tau=0.5), recorders=[])
+    single, _ = solo.run_iterations(solo.init(jax.random.split(jax.random.PRNGKey(0), 1)[0]), 4)  # the variants' key
+    for a, b in zip(jax.tree.leaves(jax.tree.map(lambda x: x[1], state.target_params)),
+                    jax.tree.leaves(single.target_params)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
+
+
 def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="continuous"):
         SACWorkflow.build_from_config({**tiny(), "env": {"env_name": "CartPole-v1", "env_type": "gymnax"}})
@@ -193,11 +206,12 @@ def test_an_interrupted_sac_run_resumes_bit_identical(tmp_path):
 @pytest.mark.slow  # a population of 4 SAC agents with PBT's evaluator compiled: 20 s idle, 220 s at load 10
 def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
     """PBT-SAC: at a PBT step a replaced agent takes its source's networks, Adam states and
-    target critics and its evolved hyperparameters (learning rate, entropy target); its replay
-    buffer and environments stay its own."""
+    target critics and its evolved hyperparameters (learning rate, entropy target, the target
+    networks' Polyak coefficient tau); its replay buffer and environments stay its own."""
     cfg = {**tiny(num_seeds=4, num_iterations=4), "agent": {**TINY["agent"], "target_entropy": -1.0},
            "pbt": {"enabled": True, "interval": 1002, "exploit_fraction": 0.5, "eval_episodes": 2,
-                   "hyperparameters": {"training.learning_rate": [1e-4, 1e-2], "agent.target_entropy": [-3.0, 0.0]}}}
+                   "hyperparameters": {"training.learning_rate": [1e-4, 1e-2], "agent.target_entropy": [-3.0, 0.0],
+                                       "training.tau": [0.001, 0.05]}}}
     workflow = SACWorkflow.build_from_config(cfg, recorders=[])
     state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(1)), 3)
     pbt = workflow.pbt
@@ -215,6 +229,7 @@ def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
             for a, b in zip(mine, theirs):
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     np.testing.assert_array_equal(np.asarray(pbt.values(new)), np.asarray(record["after"]))
+    np.testing.assert_array_equal(np.asarray(new.agent_state.hparams.tau), np.asarray(record["after"])[:, 2])
     # the step inside the executor keeps each agent's buffer
     stepped, _, _ = pbt.step_population(state, jnp.ones(4, bool))
     np.testing.assert_array_equal(np.asarray(stepped.buffer.data.obs), np.asarray(state.buffer.data.obs))

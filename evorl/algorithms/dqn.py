@@ -35,6 +35,8 @@ class DQNHParams:
     epsilon_decay_steps: float
     #: Huber loss with this threshold (null: half the squared TD error).
     huber_delta: float | None
+    #: Polyak coefficient of a target update (``training.tau``; 1: a copy).
+    tau: float = 1.0
 
     def validated(self) -> "DQNHParams":
         for name in ("epsilon_start", "epsilon_end"):
@@ -206,6 +208,7 @@ def make_mlp_dqn_agent(
     epsilon_decay_steps: float = 10_000.0,
     huber_delta: float | None = None,
     discount: float = 0.99,
+    tau: float = 1.0,
     network_factory: Any = None,
     **network_options,
 ) -> DQNAgent:
@@ -222,7 +225,7 @@ def make_mlp_dqn_agent(
     require(options.network in NETWORKS, f"Unknown agent.network {options.network!r}; valid: {', '.join(NETWORKS)}.")
     get_activation(options.activation)
     hparams = DQNHParams(discount=discount, epsilon_start=epsilon_start, epsilon_end=epsilon_end,
-                         epsilon_decay_steps=epsilon_decay_steps, huber_delta=huber_delta).validated()
+                         epsilon_decay_steps=epsilon_decay_steps, huber_delta=huber_delta, tau=tau).validated()
     q_network = (network_factory or make_q_network)(action_space, obs_space, options)
     return DQNAgent(action_space=action_space, obs_space=obs_space, q_network=q_network, double_q=double_q,
                     normalize_obs=options.normalize_obs, hparams_defaults=hparams)

@@ -51,7 +51,7 @@ def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
     actor_opt_states, buffer, key) -> (critic, target_critic, critic_opt_state, actors,
     target_actors, actor_opt_states, metrics)``: ``cfg.num_updates`` TD3 steps (module
     docstring) of the shared critic and the actors ``actors`` (leaves ``[K, ...]``, their
-    targets and Adam states alike), batches of ``cfg.batch_size``, Polyak ``cfg.tau``."""
+    targets and Adam states alike), batches of ``cfg.batch_size``, Polyak ``agent_state.hparams.tau``."""
 
     def view(agent_state, actor, critic):
         return agent_state.replace(params={"actor": actor, "critic": critic})
@@ -86,8 +86,9 @@ def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
             def move_actors(actors, target_actors, actor_opts, target_critic):
                 actors, actor_opts, losses = jax.vmap(actor_step, in_axes=(0, 0, None, 0))(
                     actors, actor_opts, critic, batches)  # [K]
-                return (actors, polyak(cfg.tau, actors, target_actors), actor_opts,
-                        polyak(cfg.tau, critic, target_critic), jnp.mean(losses))
+                tau = agent_state.hparams.tau  # [] float32, the section's tau
+                return (actors, polyak(tau, actors, target_actors), actor_opts,
+                        polyak(tau, critic, target_critic), jnp.mean(losses))
 
             def keep(actors, target_actors, actor_opts, target_critic):
                 return actors, target_actors, actor_opts, target_critic, jnp.zeros(())

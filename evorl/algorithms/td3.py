@@ -47,6 +47,8 @@ class TD3HParams:
     target_noise: float
     #: The smoothing noise is clipped to ``[-c, c]``.
     target_noise_clip: float
+    #: Polyak coefficient of a target update (``training.tau``; 1: a copy).
+    tau: float = 0.005
 
     def validated(self) -> "TD3HParams":
         for name in ("exploration_noise", "target_noise", "target_noise_clip"):
@@ -130,20 +132,20 @@ def build_td3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HPar
 
 def make_mlp_td3_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
                        target_noise: float = 0.2, target_noise_clip: float = 0.5, policy_delay: int = 2,
-                       discount: float = 0.99, network_factory: ContinuousNetworkFactory | None = None,
+                       discount: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
                        **network_options) -> TD3Agent:
     """A TD3 agent: twin critics, target policy smoothing, the actor updated every
     ``policy_delay`` gradient steps. ``network_options``: :class:`ContinuousNetworkOptions`."""
-    hparams = TD3HParams(discount, exploration_noise, target_noise, target_noise_clip)
+    hparams = TD3HParams(discount, exploration_noise, target_noise, target_noise_clip, tau)
     return build_td3_agent(action_space, obs_space, hparams, 2, policy_delay, network_factory, network_options,
                            "make_mlp_td3_agent")
 
 
 def make_mlp_ddpg_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
-                        discount: float = 0.99, network_factory: ContinuousNetworkFactory | None = None,
+                        discount: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
                         **network_options) -> TD3Agent:
     """A DDPG agent: one critic, the actor updated every gradient step, no target smoothing."""
-    hparams = DDPGHParams(discount, exploration_noise)
+    hparams = DDPGHParams(discount, exploration_noise, tau=tau)
     return build_td3_agent(action_space, obs_space, hparams, 1, 1, network_factory, network_options,
                            "make_mlp_ddpg_agent")
 

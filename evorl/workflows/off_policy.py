@@ -49,7 +49,7 @@ from evorl import metrics as M
 from evorl import hardware, replay
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
-    ConfigError, TrainingConfig, parse_section, require, config_mapping, section_data, sweep_variants, unknown_key_error,
+    ConfigError, TrainingConfig, require, config_mapping, section_data, sweep_variants, unknown_key_error,
 )
 from evorl.distributed import agent_gradient_update
 from evorl.distributed import initialize as initialize_distributed
@@ -249,7 +249,8 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
         gradient_steps = gradient_steps + 1
         move = gradient_steps % tc.target_update_period == 0
         online = {k: agent_state.params[k] for k in target_params}
-        target_params = jax.tree.map(lambda online, target: jnp.where(move, tc.tau * online + (1 - tc.tau) * target,
+        tau = agent_state.hparams.tau  # [] float32
+        target_params = jax.tree.map(lambda online, target: jnp.where(move, tau * online + (1 - tau) * target,
                                                                       target), online, target_params)
         return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
 
@@ -312,7 +313,10 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     :class:`~evorl.workflows.host_loop.ChunkedWorkflow`'s. A subclass declares its agent
     (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
 
-    training_hparams = {"gamma": "discount"}
+    #: ``training.gamma`` and ``training.tau`` are data in the agent's hyperparameters (a
+    #: population may give each agent its own; PBT may evolve them).
+    training_hparams = {"gamma": "discount", "tau": "tau"}
+    training_config_cls = OffPolicyTrainingConfig
     replay_buffer_field = "buffer"
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
@@ -363,10 +367,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
                                   f"its training keys are {', '.join(own)}).")
             if key not in own:
                 raise unknown_key_error(str(key), own, "training")
-        shared = {k: v for k, v in training.items() if k in TrainingConfig.__dataclass_fields__}
-        base = vars(super().parse_config({**cfg, "training": shared}))  # sweeps of learning_rate, gamma
-        chosen = {k: getattr(base["training"], k) for k in shared}  # a swept key's first value
-        off_policy = parse_section(OffPolicyTrainingConfig, {**training, **chosen}, "training")
+        base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
+        off_policy = base["training"]
         off_policy.validate("training")
         require(base["runner"].mode != "async", f"runner.mode=async: {cls.name()} collects its data inside the "
                                                 f"compiled iteration; set runner.mode=auto or fused.")

@@ -135,6 +135,8 @@ class RLWorkflow(Workflow):
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
     #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.
     replay_buffer_field: ClassVar[str | None] = None
+    #: The ``training:`` section's dataclass (off-policy workflows have their own).
+    training_config_cls: ClassVar[type] = TrainingConfig
     #: Training keys whose default differs for this algorithm (applied when the config
     #: does not set them), e.g. A2C's one gradient step per rollout.
     training_defaults: ClassVar[dict[str, Any]] = {}
@@ -217,13 +219,13 @@ class RLWorkflow(Workflow):
         agent_keys, training_keys = cls.sweepable_keys()
         agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
         training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}
-        training, training_axes = extract_sweeps(training, TrainingConfig, "training", training_keys)
+        training, training_axes = extract_sweeps(training, cls.training_config_cls, "training", training_keys)
         config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,
             env=parse_section(EnvConfig, cfg.get("env", {}), "env"),
             agent=parse_section(cls.agent_config_cls, agent, "agent"),
-            training=parse_section(TrainingConfig, training, "training"),
+            training=parse_section(cls.training_config_cls, training, "training"),
             sweep=tuple(agent_axes + training_axes),
             distributed=parse_section(DistributedConfig, cfg.get("distributed", {}), "distributed"),
             checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint", {}), "checkpoint"),
