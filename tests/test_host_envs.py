@@ -71,14 +71,18 @@ def gymnax_scripted(env, action, num_steps, key=0):
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *states), env.reset(jax.random.PRNGKey(key))
 
 
-def aligned_cartpole(parallel, episode_length=None):
+def aligned_cartpole(parallel, episode_length=None, vectorization="none"):
     """gymnax and gymnasium CartPole starting from the same (gymnax's) initial states."""
     jax_env = create_env({"env_name": "CartPole-v1", "env_type": "gymnax"}, episode_length, parallel)
-    host_env = create_env({"env_name": "CartPole-v1", "env_type": "gymnasium"}, episode_length, parallel)
+    host_env = create_env({"env_name": "CartPole-v1", "env_type": "gymnasium", "vectorization": vectorization},
+                          episode_length, parallel)
     first = host_env.reset(0)
     start = np.asarray(jax_env.reset(jax.random.PRNGKey(0)).obs)  # [B, 4] == CartPole's state
-    for i, env in enumerate(host_env._envs):
-        env.unwrapped.state = start[i].astype(np.float64)
+    if vectorization == "none":
+        for i, env in enumerate(host_env._envs):
+            env.unwrapped.state = start[i].astype(np.float64)
+    else:  # gymnasium's CartPoleVectorEnv: state [4, B]
+        host_env._vector.vec.state[:] = start.T.astype(np.float64)
     return jax_env, host_env, first.replace(obs=start, final_obs=start)
 
 
@@ -89,8 +93,9 @@ def check_same_structure(host, reference):
     assert host.backend_state is None and host.key is None
 
 
-def test_gymnasium_cartpole_failure_matches_gymnax():
-    jax_env, host_env, _ = aligned_cartpole(parallel=2)
+@pytest.mark.parametrize("vectorization", ["none", "vector_entry_point"])
+def test_gymnasium_cartpole_failure_matches_gymnax(vectorization):
+    jax_env, host_env, _ = aligned_cartpole(parallel=2, vectorization=vectorization)
     ref, _ = gymnax_scripted(jax_env, 1, 14)
     host = scripted(host_env, 1, 14)
     check_same_structure(host, ref)
@@ -114,8 +119,9 @@ def test_gymnasium_cartpole_failure_matches_gymnax():
         np.testing.assert_array_equal(host.obs[:done, i], host.final_obs[:done, i])
 
 
-def test_gymnasium_cartpole_time_limit_matches_gymnax():
-    jax_env, host_env, _ = aligned_cartpole(parallel=2, episode_length=5)
+@pytest.mark.parametrize("vectorization", ["none", "vector_entry_point"])
+def test_gymnasium_cartpole_time_limit_matches_gymnax(vectorization):
+    jax_env, host_env, _ = aligned_cartpole(parallel=2, episode_length=5, vectorization=vectorization)
     ref, _ = gymnax_scripted(jax_env, 1, 12)
     host = scripted(host_env, 1, 12)
     for name in ("terminated", "truncated", "episode_length", "episode_return"):

@@ -25,7 +25,7 @@ ATARI_KEYS = (
 ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {
     "gymnax": (),
     "brax": ("backend",),
-    "gymnasium": ATARI_KEYS + ("kwargs",),
+    "gymnasium": ATARI_KEYS + ("kwargs", "vectorization"),
     "envpool": ATARI_KEYS + ("kwargs",),
     "playground": ("impl", "obs_fields", "menagerie_path"),
     "craftax": (),
@@ -41,6 +41,8 @@ ENV_TYPE_PACKAGES: dict[str, tuple[str, str]] = {
     "jumanji": ("jumanji", "jumanji"),
     "xminigrid": ("xminigrid", "xminigrid"),
 }
+#: gymnasium's ``env.vectorization`` (see :mod:`evorl.envs.gymnasium_vector`).
+VECTORIZATION_MODES = ("auto", "vector_entry_point", "none")
 #: brax's physics backends (``env.backend``; see :mod:`evorl.envs.brax_env`).
 BRAX_BACKENDS = ("mjx", "generalized", "positional", "spring")
 #: MuJoCo Playground's implementations (``env.impl``; see :mod:`evorl.envs.playground_env`).
@@ -120,6 +122,11 @@ class EnvConfig:
     fire_reset: bool | None = None
     #: gymnasium / envpool: keyword arguments of ``gymnasium.make`` / ``envpool.make``.
     kwargs: dict = field(default_factory=dict)
+    #: gymnasium only: ``auto`` steps all copies as one gymnasium vector env when the env's
+    #: spec declares a ``vector_entry_point`` evorl runs (CartPole; same trajectories, less
+    #: Python per step), else one env per copy; ``vector_entry_point`` requires that path;
+    #: ``none`` always one env per copy. None = ``auto``.
+    vectorization: str | None = None
     #: playground only: MuJoCo implementation, ``jax`` (MJX, the default: on CPU 60x faster
     #: than ``warp`` on CartpoleBalance) or ``warp`` (MuJoCo Warp, playground's own default).
     impl: str | None = None
@@ -142,6 +149,9 @@ class EnvConfig:
         if self.backend is not None:
             require(self.backend in BRAX_BACKENDS,
                     f"Unknown {where}.backend {self.backend!r}; valid: {', '.join(BRAX_BACKENDS)}.")
+        if self.vectorization is not None:
+            require(self.vectorization in VECTORIZATION_MODES,
+                    f"Unknown {where}.vectorization {self.vectorization!r}; valid: {', '.join(VECTORIZATION_MODES)}.")
         if self.impl is not None:
             require(self.impl in PLAYGROUND_IMPLS,
                     f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")

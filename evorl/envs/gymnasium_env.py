@@ -16,6 +16,13 @@ Other spaces (Dict, Tuple, MultiDiscrete, ...) are a config error.
 Time limit: the spec's own ``TimeLimit`` wrapper is replaced by ours, ``episode_length``
 agent steps (None: the spec's ``max_episode_steps``; Atari: ALE's frame limit
 ``// frame_skip``); an env that truncates by itself still ends its episode ``truncated``.
+
+Vectorization (``vectorization``, the config's ``env.vectorization``): an env whose spec
+declares a ``vector_entry_point`` that evorl runs (CartPole) steps all copies as one
+gymnasium vector env, with the same trajectories for the same seeds
+(:mod:`evorl.envs.gymnasium_vector`); other envs, and ``vectorization="none"``, one
+gymnasium env per copy. The attribute ``vectorization`` says which: ``"vector_entry_point"``
+or ``"none"``.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import numpy as np
 from evorl.config import ConfigError
 from evorl.config.atari import ALE_MAX_FRAMES, FIRE, AtariOptions, atari_options, check_fire_action, env_id
 from evorl.config.env import ATARI_KEYS
+from evorl.envs.gymnasium_vector import make_vector, vector_backend
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete
 
@@ -222,7 +230,7 @@ class GymnasiumEnv(HostVectorEnv):
 
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
                  reward_scale: float = 1.0, action_repeat: int = 1, kwargs: dict | None = None,
-                 render_mode: str | None = None, **atari_keys):
+                 render_mode: str | None = None, vectorization: str | None = "auto", **atari_keys):
         self.env_name = env_name
         self._id = resolve_gymnasium_id(env_name)
         self._atari = atari_options(env_name, atari_keys)
@@ -235,6 +243,7 @@ class GymnasiumEnv(HostVectorEnv):
         self._make_kwargs = dict(kwargs or {})
         self._render_mode = render_mode
         self._envs: list | None = None
+        self._vector = None  # the vector env's adapter, once built
 
         if episode_length is None:
             episode_length = self._own_time_limit()
@@ -248,8 +257,20 @@ class GymnasiumEnv(HostVectorEnv):
             self.obs_space, self._observe_one = self._obs_space(probe)
             self.action_space, self._env_action = convert_action_space(probe.action_space, self._id)
             self.render_modes = tuple(probe.metadata.get("render_modes") or ())
+            self._action_start = int(getattr(probe.action_space, "start", 0))
         finally:
             probe.close()
+        import gymnasium
+
+        self._vector_entry = None if render_mode is not None else vector_backend(
+            gymnasium.spec(self._id), "auto" if vectorization is None else vectorization, self._make_kwargs,
+            self.action_repeat, self._atari is not None)
+
+    @property
+    def vectorization(self) -> str:
+        """How the copies are stepped: ``"vector_entry_point"`` (one gymnasium vector env) or
+        ``"none"`` (one gymnasium env each)."""
+        return "none" if self._vector_entry is None else "vector_entry_point"
 
     @property
     def atari(self) -> AtariOptions | None:
@@ -340,7 +361,7 @@ class GymnasiumEnv(HostVectorEnv):
         if render_mode not in self.render_modes:
             raise ValueError(f"gymnasium env {self.env_name!r} cannot render {render_mode!r} frames "
                              f"(its render modes: {list(self.render_modes) or 'none'}).")
-        return self._replace(_render_mode=render_mode)
+        return self._replace(_render_mode=render_mode, _vector_entry=None)  # frames come from per-copy envs
 
     def render_frame(self, i: int = 0) -> np.ndarray:
         """The current frame ``[H, W, 3]`` uint8 of copy ``i`` (built ``with_render_mode``)."""
@@ -355,11 +376,21 @@ class GymnasiumEnv(HostVectorEnv):
 
     # --- HostVectorEnv hooks -------------------------------------------------------------
     def _start(self, seed: int) -> np.ndarray:
+        if self._vector_entry is not None:
+            if self._vector is None:
+                import gymnasium
+
+                self._vector = make_vector(self._vector_entry, gymnasium.spec(self._id), self.num_envs,
+                                           self._make_kwargs, self._action_start)
+            return self._vector.reset(seed)
         if self._envs is None:
             self._envs = [self._make_one(self._render_mode) for _ in range(self.num_envs)]
         return np.stack([self._observe_one(env.reset(seed=seed + i)[0]) for i, env in enumerate(self._envs)])
 
     def _step_envs(self, actions: np.ndarray, ids: np.ndarray):
+        if self._vector is not None:  # ids: every copy (action_repeat 1)
+            obs, reward, terminated, truncated = self._vector.step(actions)
+            return obs, np.asarray(reward, np.float32), np.asarray(terminated, bool), np.asarray(truncated, bool)
         obs, reward, terminated, truncated = [], [], [], []
         for action, i in zip(actions, ids):
             o, r, te, tr, _ = self._envs[i].step(self._env_action(action))
@@ -371,12 +402,16 @@ class GymnasiumEnv(HostVectorEnv):
                 np.asarray(truncated, bool))
 
     def _restart_envs(self, ids: np.ndarray) -> np.ndarray:
+        if self._vector is not None:
+            return self._vector.restart(ids)
         return np.stack([self._observe_one(self._envs[i].reset()[0]) for i in ids])
 
     def _detach(self) -> None:
-        self._envs = None
+        self._envs = self._vector = None
 
     def close(self) -> None:
         for env in self._envs or ():
             env.close()
-        self._envs = None
+        if self._vector is not None:
+            self._vector.close()
+        self._envs = self._vector = None
