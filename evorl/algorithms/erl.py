@@ -39,8 +39,10 @@ with fitness :math:`f_i` (a non-finite fitness ranks last):
    code); ``from_learner`` follows which actors descend from an injected learner (a child
    inherits its first parent's).
 
-The evaluated and checkpointed agent is TD3's: its ``actor`` the generation's champion, the
-fittest of the ``N`` actors and the learner as they played, its ``critic`` the learner's.
+The evaluated and checkpointed agent is TD3's, its ``critic`` the learner's and its ``actor``
+(``deploy``) the trained learner's (as EvoRL evaluates ERL), or the generation's champion, the
+fittest of the ``N`` actors and the learner as they played (one noisy episode each by default:
+a lucky episode can crown a poor actor, so greedy evaluations of the champion swing more).
 """
 
 from __future__ import annotations
@@ -206,8 +208,11 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
         population = jnp.where(inject, population.at[-1].set(ravel_pytree(trained)[0]), population)
         from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
 
-        champion = jnp.argmax(ranked(returns))  # of the N actors and the learner, as they played
-        agent_state = state.agent_state.replace(params={"actor": unravel(actors[champion]), "critic": critic})
+        if cfg.deploy == "champion":  # the fittest of the N actors and the learner, as they played
+            deployed = unravel(actors[jnp.argmax(ranked(returns))])
+        else:
+            deployed = trained
+        agent_state = state.agent_state.replace(params={"actor": deployed, "critic": critic})
         metrics.update(population_metrics(stats, fitness, buffer))
         metrics.update(
             learner_return=learner_return,

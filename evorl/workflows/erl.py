@@ -7,7 +7,8 @@ The learner is TD3's (``agent:`` takes :func:`~evorl.algorithms.td3.make_mlp_td3
 the paper's DDPG update is ``policy_delay: 1, target_noise: 0`` with twin critics); it explores
 with ``agent.exploration_noise`` while the population acts without noise. A generation plays
 ``population_size + 1`` actors' episodes. The evaluated agent and ``evorl.load_policy`` act
-with the last generation's champion.
+with the trained learner (``erl.deploy: learner``) or the last generation's champion
+(``erl.deploy: champion``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class ERLConfig(PopulationRLConfig):
     weight_clip: float = 1e6
     #: Generations between copies of the learner into the population (omega).
     sync_period: int = 1
+    #: The actor evaluated, checkpointed as the agent's and loaded by load_policy: ``learner``
+    #: (the trained TD3 actor) or ``champion`` (the last generation's fittest actor).
+    deploy: str = "learner"
 
     @property
     def actors_per_generation(self) -> int:
@@ -63,6 +67,8 @@ class ERLConfig(PopulationRLConfig):
             require(0.0 <= getattr(self, key) <= 1.0, f"{where}.{key} must be in [0, 1], got {getattr(self, key)}.")
         require(self.super_mutation_prob + self.reset_prob <= 1.0,
                 f"{where}.super_mutation_prob + {where}.reset_prob must be <= 1.")
+        require(self.deploy in ("learner", "champion"),
+                f"{where}.deploy must be 'learner' or 'champion', got {self.deploy!r}.")
         require(self.mutation_strength >= 0 and self.super_mutation_strength >= 0 and self.weight_clip > 0,
                 f"{where}.mutation_strength and super_mutation_strength must be >= 0, weight_clip > 0.")
 
