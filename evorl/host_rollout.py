@@ -4,8 +4,9 @@
 :class:`~evorl.envs.host_env.HostVectorEnv`: the same :class:`~evorl.rollout.Trajectory`
 and :class:`~evorl.rollout.EpisodeStats` (as NumPy arrays), and the same actions for the
 same key, policy and observations. Step ``t`` uses ``key_t = split(key, T)[t]``,
-environment ``i`` samples with ``fold_in(key_t, env_ids[i])``, and the policy is
-``vmap(agent.compute_actions, in_axes=(None, 0, 0))``. The policy side of a step (keys,
+environment ``i`` samples with ``fold_in(key_t, env_ids[i])``, and the policy is the
+feed-forward ``agent.policy_step`` (an agent's: ``vmap(agent.compute_actions, in_axes=(None,
+0, 0))``; an off-policy agent's behaviour policy: its exploration). The policy side of a step (keys,
 sampling, ``to_env_action``) is one jitted call; the environment side runs on the host.
 """
 
@@ -33,7 +34,7 @@ def make_policy_step(agent) -> PolicyStep:
 
     def policy_step(agent_state, obs, step_keys, t, env_ids):
         env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_keys[t], env_ids)  # [B]
-        actions, extras = jax.vmap(agent.compute_actions, in_axes=(None, 0, 0))(agent_state, obs, env_keys)
+        actions, extras, _ = agent.policy_step(agent_state, None, obs, env_keys)  # feed-forward: no policy state
         return actions, extras, agent.to_env_action(actions)
 
     return jax.jit(policy_step)
@@ -77,7 +78,7 @@ def host_rollout(
     env_ids: np.ndarray | None = None,
     act: PolicyStep | None = None,
 ) -> tuple[EnvState, Trajectory, EpisodeStats]:
-    """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.compute_actions``.
+    """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.policy_step`` (feed-forward).
 
     ``env_state`` is the state ``env`` last returned (``reset`` or ``step``); ``env_ids``
     ``[B]`` the environments' global indices (default ``arange(B)``); ``act`` a

@@ -12,8 +12,10 @@ What runs where:
   actors sent them), concatenates them along the environment axis into one batch ``[T, B]``
   and runs exactly the fused workflow's update on it
   (:func:`~evorl.workflows.on_policy.make_learner_update`: the agent's ``loss``, GAE or
-  V-trace, :func:`~evorl.distributed.agent_gradient_update`), then publishes the new
-  parameters. The behaviour log-probabilities come with the trajectory, so IMPALA's V-trace
+  V-trace, :func:`~evorl.distributed.agent_gradient_update`; for SAC, TD3, DDPG and DQN
+  :func:`~evorl.workflows.off_policy.make_learner_update`: into the replay buffer, then its
+  gradient steps), then publishes what the actors act with (:class:`ActorPolicy`, declared
+  by the workflow: the agent's parameters, or an off-policy agent's behaviour policy state). The behaviour log-probabilities come with the trajectory, so IMPALA's V-trace
   and PPO's ratio correct for the actors' lag.
 * **Policy lag** of a rollout: the learner updates made between the parameters it was acted
   with and the update that learns from it (0: fully on-policy).
@@ -25,7 +27,8 @@ Keys: the learner's update ``n`` uses ``split(key_{n-1}, 3) = (key_n, _, update_
 actor ``k``'s rollout ``n`` uses ``split(actor_key_{n-1}, 3) = (actor_key_n, rollout_key_n,
 _)``, with actor 0's chain starting at the state's key and actor ``k``'s at ``fold_in(key,
 k)``. With one actor in lockstep on a JAX env this is exactly the fused
-:func:`~evorl.workflows.on_policy.make_iteration` (tested).
+:func:`~evorl.workflows.on_policy.make_iteration` or
+:func:`~evorl.workflows.off_policy.make_iteration` (tested).
 
 Faults: an exception in an actor ends the run within the learner's next poll (50 ms) with
 that actor's traceback (:class:`ActorFailed`); a host env step that has not returned after
@@ -67,17 +70,28 @@ GIL_SWITCH_SECONDS = 0.0002
 LAG_BUCKETS = (0, 1, 2, 3, 4)
 
 
-def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
-    """Cross-key checks of an asynchronous run, before anything is compiled."""
-    from evorl.workflows.on_policy import check_minibatches
+@dataclass(frozen=True)
+class ActorPolicy:
+    """What the actors act with, declared by the workflow: ``policy`` is the rollouts' agent
+    (``policy_step``, ``to_env_action``, ``initial_policy_state``, ``recurrent``) and
+    ``acting_state(learner_state)`` what the learner publishes to it after each update."""
 
+    policy: Any
+    acting_state: Callable[[Any], Any]
+
+    @classmethod
+    def of_agent(cls, agent: Any) -> "ActorPolicy":
+        """The agent's own policy (``compute_actions``) with the learner's ``agent_state``."""
+        return cls(agent, lambda state: state.agent_state)
+
+
+def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
+    """Cross-key checks of an asynchronous run, before anything is compiled (the workflow
+    adds its own: the on-policy minibatches, ...)."""
     tc, rc = config.training, config.runner
     require(tc.num_seeds == 1 and not config.sweep,
             "runner.mode=async trains one agent: training.num_seeds > 1 and hyperparameter lists need "
             "runner.mode=fused (JAX envs).")
-    require(tc.actor_lag == 0,
-            f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async the "
-            f"lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
     require(not agent.recurrent,
             "runner.mode=async: the actors do not carry a recurrent policy's state (agent.core); train a "
             "recurrent agent with runner.mode=fused on a JAX env (gymnax, brax), or set agent.core=none.")
@@ -95,7 +109,6 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
     require(per_actor % learner_devices == 0,
             f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
             f"the learner's {learner_devices} devices.")
-    check_minibatches(tc, agent, tc.num_envs // learner_devices)
 
 
 def learner_device_count(num_devices: int, learner_devices: int | None) -> int:
@@ -150,12 +163,16 @@ class ActorLearnerExecutor:
 
     def __init__(self, learner_update: Callable, env: Any, agent: Any, training: Any, runner: RunnerConfig,
                  learner_mesh: Mesh | None, actor_devices: list,
-                 final_metrics: Callable[[Any], dict] | None = None):
-        """``learner_update``: :func:`~evorl.workflows.on_policy.make_learner_update` (with the
-        mesh's axis name when ``learner_mesh`` is set); ``env``: the training env with
-        ``training.num_envs`` environments (each actor gets its share). Host environments are
-        seeded from the state's key when the actors start (env ``i`` with ``seed + i``)."""
+                 final_metrics: Callable[[Any], dict] | None = None, acting: ActorPolicy | None = None):
+        """``learner_update(state, trajectory [T, B], key) -> (state, metrics)``:
+        :func:`~evorl.workflows.on_policy.make_learner_update` (with the mesh's axis name when
+        ``learner_mesh`` is set) or :func:`~evorl.workflows.off_policy.make_learner_update`;
+        ``env``: the training env with ``training.num_envs`` environments (each actor gets its
+        share); ``acting``: what the actors act with (default: ``agent`` with the learner's
+        ``agent_state``). Host environments are seeded from the state's key when the actors
+        start (env ``i`` with ``seed + i``)."""
         self.env, self.agent, self.training, self.runner = env, agent, training, runner
+        self.acting = acting if acting is not None else ActorPolicy.of_agent(agent)
         self.learner_mesh, self.actor_devices = learner_mesh, actor_devices
         self.num_actors = runner.num_actors
         self.envs_per_actor = training.num_envs // runner.num_actors
@@ -196,8 +213,9 @@ class ActorLearnerExecutor:
         if not env.on_host:
             env_k = env.with_num_envs(self.envs_per_actor)
             length = training.rollout_length
-            self._rollout_fn = jax.jit(lambda agent_state, env_state, key, env_ids: rollout(
-                env_k, agent, agent_state, env_state, key, length, env_ids))
+            policy = self.acting.policy
+            self._rollout_fn = jax.jit(lambda acting_state, env_state, key, env_ids: rollout(
+                env_k, policy, acting_state, env_state, key, length, env_ids))
 
     # --- state ----------------------------------------------------------------------------
     def init(self, init_fn: Callable, *args) -> Any:
@@ -223,7 +241,7 @@ class ActorLearnerExecutor:
         if self._rollout_fn is None:
             seed_key = jax.random.fold_in(state.key, 0x5EED)
             seed = int(jax.random.randint(seed_key, (), 0, 2**31 - 1 - self.training.num_envs))
-            return HostEnvActorRollout(self.env.with_num_envs(b), self.agent, self.training.rollout_length,
+            return HostEnvActorRollout(self.env.with_num_envs(b), self.acting.policy, self.training.rollout_length,
                                        env_ids, seed + index * b)
         env_state = self._initial_env_state
         if env_state is None or int(to_host(state.iteration)) > 0:  # resumed: fresh episodes
@@ -239,7 +257,7 @@ class ActorLearnerExecutor:
         self._queue: queue.Queue = queue.Queue(maxsize=self.runner.queue_size)
         self._stop, self._failed = threading.Event(), threading.Event()
         self._version = int(to_host(state.iteration))
-        self._params.publish(state.agent_state, self._version)
+        self._params.publish(self.acting.acting_state(state), self._version)
         self._actors = []
         # Actors hold the GIL while they step host envs in Python; hand it over more often
         # than every 5 ms so that the learner (and the other actors) wait less for it.
@@ -326,7 +344,7 @@ class ActorLearnerExecutor:
             log.lags += [self._version - item.version for item in items]
             log.episodes += [item.episodes for item in items]
             self._version += 1
-            self._params.publish(state.agent_state, self._version)
+            self._params.publish(self.acting.acting_state(state), self._version)
             jax.block_until_ready(totals)
             log.learner_busy += time.monotonic() - busy
             done += 1
@@ -352,13 +370,13 @@ class ActorLearnerExecutor:
         t, b = self.training.rollout_length, self.envs_per_actor
         if self._rollout_fn is not None:
             env_state = jax.eval_shape(self.env.with_num_envs(b).reset, jax.random.PRNGKey(0))
-            one = jax.eval_shape(self._rollout_fn, state.agent_state, env_state, state.key,
+            one = jax.eval_shape(self._rollout_fn, self.acting.acting_state(state), env_state, state.key,
                                  jnp.arange(b))[1]
         else:
             space = self.env.obs_space
             obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), space.dtype)
-            one = jax.eval_shape(lambda agent_state, obs: trajectory_like(self.agent, agent_state, obs),
-                                 state.agent_state, obs)
+            one = jax.eval_shape(lambda acting_state, obs: trajectory_like(self.acting.policy, acting_state, obs),
+                                 self.acting.acting_state(state), obs)
         return tuple(one for _ in range(self.num_actors))
 
     def compile(self, state: Any) -> float:
@@ -404,13 +422,14 @@ class ActorLearnerExecutor:
         return dict(self._host_metrics)
 
 
-def trajectory_like(agent: Any, agent_state: Any, obs: jax.Array) -> Trajectory:
-    """A trajectory ``[T, B]`` of the structure an actor produces from observations ``obs``
-    ``[T, B, *obs_shape]`` (values meaningless: used for its shapes and dtypes)."""
+def trajectory_like(policy: Any, acting_state: Any, obs: jax.Array) -> Trajectory:
+    """A trajectory ``[T, B]`` of the structure an actor acting with ``policy`` (feed-forward)
+    produces from observations ``obs`` ``[T, B, *obs_shape]`` (values meaningless: used for
+    its shapes and dtypes)."""
     t, b = obs.shape[:2]
     keys = jax.random.split(jax.random.PRNGKey(0), t * b).reshape((t, b, -1))
-    act = jax.vmap(jax.vmap(agent.compute_actions, in_axes=(None, 0, 0)), in_axes=(None, 0, 0))
-    actions, extras = act(agent_state, obs, keys)
+    act = jax.vmap(lambda obs, keys: policy.policy_step(acting_state, None, obs, keys)[:2])  # over T
+    actions, extras = act(obs, keys)
     zeros = jnp.zeros((t, b), jnp.float32)
     return Trajectory(obs=obs, actions=actions, rewards=zeros, terminated=zeros > 0, truncated=zeros > 0,
                       next_obs=obs, extras=extras)

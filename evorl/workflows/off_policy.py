@@ -5,7 +5,7 @@
 
 1. roll out ``T = rollout_length`` steps in the ``B = num_envs`` environments with the
    agent's behaviour policy (``agent.behaviour``: epsilon-greedy for DQN; uniformly random
-   actions for the first ``warmup_steps`` env steps);
+   actions for the first ``warmup_steps`` env steps; :class:`~evorl.workflows.behaviour.BehaviourPolicy`);
 2. turn the ``[T, B]`` rollout into ``n_step`` transitions (:func:`evorl.replay.n_step_transitions`,
    truncation-aware) and add them to the replay buffer in the state;
 3. once the buffer holds ``learning_starts`` transitions: ``num_updates`` gradient steps,
@@ -16,6 +16,14 @@
    target parameters (the agent's ``target_keys``) move every ``target_update_period``
    gradient steps, :math:`\\bar\\theta \\leftarrow \\tau \\theta + (1 - \\tau) \\bar\\theta`
    (``tau = 1``: a copy). Before then the same program runs with the updates skipped (``lax.cond``).
+
+Steps 2 and 3 are :func:`make_learner_update`, the one update of both runners. With
+``runner.mode=async`` (the default for host envs: gymnasium, MuJoCo, envpool) the actors of
+:mod:`evorl.workflows.actor_learner` do step 1: they act with :class:`~evorl.workflows.behaviour.BehaviourPolicy` on the
+:class:`~evorl.workflows.behaviour.ActingState` the learner publishes after each update (its agent and the env steps it
+has received, ``iteration x num_envs x rollout_length``: the warm-up and DQN's epsilon count
+those), and the learner runs :func:`make_learner_update` on each ``[T, B]`` batch they send.
+One agent, one device: no populations, PBT or several devices there.
 
 The executor (:class:`~evorl.workflows.execution.Executor`) runs it in compiled chunks,
 vmapped over a population (``training.num_seeds`` x hyperparameter lists); the host loop of
@@ -51,13 +59,16 @@ from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
     ConfigError, TrainingConfig, require, config_mapping, section_data, sweep_variants, unknown_key_error,
 )
+from evorl.config.env import HOST_ENV_TYPES
 from evorl.distributed import agent_gradient_update
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
 from evorl.evaluator import make_evaluator
 from evorl.memory_estimate import Term, check_memory, sizes_of_agent
-from evorl.rollout import rollout_with_policy_state
+from evorl.rollout import Trajectory, rollout_with_policy_state
+from evorl.workflows.actor_learner import ActorLearnerExecutor, ActorPolicy, check_async_config, learner_placement
 from evorl.workflows.execution import Executor, Placement
+from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.health import freeze_diverged
 from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health, training_env
 from evorl.workflows.on_policy import episode_metrics
@@ -156,7 +167,7 @@ class OffPolicyState:
     opt_state: Any  # {group key: that group's optimiser state}
     target_params: Any  # {target key: the target network's parameters} (the bootstrap values' networks)
     buffer: replay.ReplayBuffer
-    env_state: EnvState  # leading axis [B]
+    env_state: EnvState | None  # leading axis [B]; None in the asynchronous learner's state (its actors hold the envs)
     learning_rate: jax.Array  # [] base learning rate
     iteration: jax.Array  # [] int32, completed iterations
     gradient_steps: jax.Array  # [] int32, gradient steps taken (the target update period counts them)
@@ -184,12 +195,14 @@ PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate
 def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: jax.Array, hparams: Any,
                learning_rate: jax.Array) -> OffPolicyState:
     """A fresh training state: agent with ``hparams``, one optimiser state per update group,
-    targets = online parameters, an empty buffer of ``buffer_size`` transitions, reset environments."""
+    targets = online parameters, an empty buffer of ``buffer_size`` transitions, reset
+    environments (none for a host env: the actors that own them reset them)."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
-    env_state = env.reset(env_key)
-    action = jax.eval_shape(agent.evaluate_actions, agent_state, env_state.obs)  # [B, ...]
-    obs = jnp.zeros(env_state.obs.shape[1:], env_state.obs.dtype)
+    env_state = None if env.on_host else env.reset(env_key)  # a host env's actors reset their own
+    obs = jnp.zeros(env.obs_space.shape, env.obs_space.dtype) if env.on_host else \
+        jnp.zeros(env_state.obs.shape[1:], env_state.obs.dtype)
+    action = jax.eval_shape(agent.evaluate_actions, agent_state, obs[None])  # [1, ...]
     example = replay.Transition(obs=obs, action=jnp.zeros(action.shape[1:], action.dtype),
                                 reward=jnp.zeros((), jnp.float32), discount=jnp.zeros((), jnp.float32), next_obs=obs)
     return OffPolicyState(
@@ -230,11 +243,16 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
     return step
 
 
-def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
-    """One training iteration (see the module docstring); metrics are scalars."""
+def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
+    """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
+    docstring. Returns ``update(state, trajectory, key) -> (state, metrics)`` (``state.iteration``
+    counts the update; ``key`` drives the minibatch sampling and the losses).
+
+    The fused iteration (:func:`make_iteration`) and the asynchronous learner
+    (:mod:`evorl.workflows.actor_learner`) both call it: one buffer, one update."""
     groups = agent.update_groups
     steps = [group_step(group, optimizer, named_grad_norm=len(groups) > 1) for group in groups]
-    steps_per_iteration = tc.env_steps_per_iteration
+    policy = BehaviourPolicy(agent, tc.warmup_steps)
 
     def update_step(buffer, carry, key):
         agent_state, opt_state, target_params, gradient_steps = carry
@@ -260,12 +278,7 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
         return carry, {k: v for group_metrics, weights in zip(metrics, applied)
                        for k, v in M.over_steps(group_metrics, weights).items()}
 
-    def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
-        key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
-        env_steps = state.iteration * steps_per_iteration  # this agent's env steps before the iteration
-        acting = agent.behaviour(state.agent_state, env_steps, random_actions=env_steps < tc.warmup_steps)
-        env_state, _, trajectory, episodes = rollout_with_policy_state(
-            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length)  # [T, B, ...]
+    def update(state: OffPolicyState, trajectory: Trajectory, key: jax.Array) -> tuple[OffPolicyState, dict]:
         discounts = state.agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
         transitions = replay.n_step_transitions(
             trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
@@ -281,23 +294,39 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
             opt_state = state.opt_state
         carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
         learning = buffer.size >= tc.learning_starts
-        metric_shapes = jax.eval_shape(learn, carry, buffer, update_key)[1]
+        metric_shapes = jax.eval_shape(learn, carry, buffer, key)[1]
         carry, loss_metrics = lax.cond(
             learning, learn,
             lambda carry, *_: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
-            carry, buffer, update_key)
+            carry, buffer, key)
         agent_state, opt_state, target_params, gradient_steps = carry
         metrics = {
             **loss_metrics,
             "gradient_steps": learning.astype(jnp.float32) * tc.num_updates,
-            **acting.metrics,
+            **policy.behaviour(acting_state(state, tc)).metrics,  # the behaviour the trajectory was acted with
             "buffer_size": M.Metric(buffer.size.astype(jnp.float32), "max"),
-            **episode_metrics(episodes, None),
         }
-        state = state.replace(key=hardware.raw_key(key), agent_state=agent_state, opt_state=opt_state,
-                              target_params=target_params, buffer=buffer, env_state=env_state,
+        state = state.replace(agent_state=agent_state, opt_state=opt_state, target_params=target_params, buffer=buffer,
                               iteration=state.iteration + 1, gradient_steps=gradient_steps)
         return state, metrics
+
+    return update
+
+
+def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
+    """One training iteration (see the module docstring): the behaviour policy's rollout, then
+    :func:`make_learner_update` on it; metrics are scalars."""
+    learner_update = make_learner_update(agent, optimizer, tc)
+    policy = BehaviourPolicy(agent, tc.warmup_steps)
+
+    def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
+        key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
+        acting = policy.behaviour(acting_state(state, tc))
+        env_state, _, trajectory, episodes = rollout_with_policy_state(
+            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length)  # [T, B, ...]
+        state, metrics = learner_update(state, trajectory, update_key)
+        state = state.replace(key=hardware.raw_key(key), env_state=env_state)
+        return state, {**metrics, **episode_metrics(episodes, None)}
 
     return iteration
 
@@ -322,27 +351,41 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
         eval_env, env = env.for_evaluation(), training_env(env, tc)
-        self.asynchronous = False
+        self.asynchronous = config.runner.asynchronous(env.on_host)
+        require(self.asynchronous or not env.on_host,
+                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
+                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = len(self.variants) * tc.num_seeds
-        self.placement = Placement.create(self.num_agents, enable_multi_devices, "population")
+        self.placement = Placement(1, None) if self.asynchronous else \
+            Placement.create(self.num_agents, enable_multi_devices, "population")
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
-        step = make_iteration(env, agent, self.optimizer, tc)
         #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
         self.lineage = None
-        if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
-            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
-                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
-            step = self.pbt.summing_fitness_episodes(step)
-        self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
-                                 population_step=self.pbt)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes)
-        self._evaluation_compiled = True
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        if self.asynchronous:  # actors act with the behaviour policy; the learner runs the fused iteration's update
+            _, actor_devices = learner_placement(False, None)
+            acting = ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps), functools.partial(acting_state, tc=tc))
+            self.executor = ActorLearnerExecutor(make_learner_update(agent, self.optimizer, tc), env, agent, tc,
+                                                 config.runner, None, actor_devices, final_metrics=chunk_health,
+                                                 acting=acting)
+        else:
+            freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
+            step = make_iteration(env, agent, self.optimizer, tc)
+            if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
+                self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                               make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
+                               copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
+                step = self.pbt.summing_fitness_episodes(step)
+            self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
+                                     population_step=self.pbt)
+        step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=step_timeout)
+        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
+        self._evaluation_compiled = not eval_env.on_host
+        self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
+            self.evaluator.evaluate
         self._reported_alive: np.ndarray | None = None
         self._frozen_metrics: dict[int, list[str]] = {}
         self._params_finite = None
@@ -370,8 +413,11 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
         off_policy = base["training"]
         off_policy.validate("training")
-        require(base["runner"].mode != "async", f"runner.mode=async: {cls.name()} collects its data inside the "
-                                                f"compiled iteration; set runner.mode=auto or fused.")
+        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+        require(not asynchronous or not base["distributed"].multi_devices,
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
+                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
+                f"distributed.layout=population).")
         require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
                 f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
                 f"distributed.auto unset.")
@@ -382,12 +428,15 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         config = ExperimentConfig(**{**base, "training": off_policy})
         if config.pbt.enabled:
             check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
-                             asynchronous=False, split_envs=False)
+                             asynchronous=asynchronous, split_envs=False)
         return config
 
     @classmethod
     def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "OffPolicyWorkflow":
         config = cls.parse_config(cfg)
+        require(not (enable_multi_devices and config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)),
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device; build it "
+                f"without enable_multi_devices.")
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices
         tc = config.training
         num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
@@ -398,9 +447,9 @@ class OffPolicyWorkflow(ChunkedWorkflow):
                 f"(training.num_seeds x hyperparameter variants) a multiple of {jax.device_count()}.")
         initialize_distributed(config.distributed)
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=tc.num_envs)
-        require(not env.on_host, f"{cls.name()} steps its environments inside the compiled iteration: env_type "
-                                 f"{config.env.env_type!r} steps on the host; use a JAX env (gymnax, brax, ...).")
         agent = cls.build_agent(env, config.agent, tc)
+        if config.runner.asynchronous(env.on_host):
+            check_async_config(config, agent, num_devices=1)
         check_memory(memory_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb)
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 

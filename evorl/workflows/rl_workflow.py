@@ -28,7 +28,9 @@ import numpy as np
 from evorl.config import require, sweep_variants
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.evaluator import make_evaluator
-from evorl.workflows.actor_learner import ActorLearnerExecutor, check_async_config, learner_placement
+from evorl.workflows.actor_learner import (
+    ActorLearnerExecutor, check_async_config, learner_device_count, learner_placement,
+)
 from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement
 from evorl.workflows.health import freeze_diverged
 from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names are public here too)
@@ -128,6 +130,11 @@ class OnPolicyWorkflow(ChunkedWorkflow):
                     f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
         if asynchronous:
             check_async_config(config, agent, num_devices)
+            require(tc.actor_lag == 0,
+                    f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async "
+                    f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
+            learner_devices = learner_device_count(num_devices, config.runner.learner_devices)
+            check_minibatches(tc, agent, tc.num_envs // learner_devices)
             return
         if config.distributed.layout == "population":
             require(num_agents % num_devices == 0,

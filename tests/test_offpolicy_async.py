@@ -1,0 +1,103 @@
+"""Off-policy agents (SAC, DQN) through the asynchronous actor-learner: the actors act with
+the behaviour policy, the learner runs the fused iteration's update (buffer, gradient steps)."""
+
+import threading
+
+import jax
+import numpy as np
+import pytest
+
+from evorl.config import ConfigError
+from evorl.workflows import DQNWorkflow, SACWorkflow
+
+SAC_TINY = {
+    "env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},
+    "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16]},
+    "training": {"num_iterations": 6, "num_envs": 2, "rollout_length": 8, "buffer_size": 256, "batch_size": 16,
+                 "num_updates": 3, "learning_starts": 16, "warmup_steps": 16, "eval_interval": 6,
+                 "eval_episodes": 2, "max_grad_norm": None, "tau": 0.005},
+}
+DQN_TINY = {
+    "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+    "agent": {"q_hidden_layer_sizes": [16], "epsilon_decay_steps": 200},
+    "training": {"num_iterations": 6, "num_envs": 4, "rollout_length": 8, "buffer_size": 256, "batch_size": 16,
+                 "num_updates": 2, "learning_starts": 64, "target_update_period": 3, "n_step": 3,
+                 "eval_interval": 6, "eval_episodes": 2},
+}
+
+
+def config(tiny, runner=None, env=None, **training):
+    return {**tiny, "env": {**tiny["env"], **(env or {})}, "training": {**tiny["training"], **training},
+            "runner": runner or {}}
+
+
+def actor_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("evorl-actor")]
+
+
+@pytest.mark.parametrize("workflow_cls, tiny", [
+    pytest.param(SACWorkflow, SAC_TINY, marks=pytest.mark.slow),  # ~45 s on 2 cores at load 4.5 (2026-12-03)
+    (DQNWorkflow, DQN_TINY),  # ~22 s there
+])
+def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls, tiny):
+    """One actor in lockstep acts with the parameters and env steps of the update before, on
+    the fused iteration's keys and env states: the learner fills the same buffer and takes
+    the same gradient steps (warm-up, epsilon schedule and learning_starts included)."""
+    fused = workflow_cls.build_from_config(config(tiny, {"mode": "fused"}), recorders=[])
+    state, fused_metrics = fused.run_iterations(fused.init(jax.random.PRNGKey(0)), 6)
+    learner = workflow_cls.build_from_config(config(tiny, {"mode": "async", "num_actors": 1, "lockstep": True}),
+                                             recorders=[])
+    async_state = learner.init(jax.random.PRNGKey(0))
+    with learner.executor.running(async_state):
+        async_state, metrics = learner.executor.run(async_state, 6)
+    assert int(async_state.iteration) == 6 and int(async_state.gradient_steps) == int(state.gradient_steps) > 0
+    np.testing.assert_array_equal(np.asarray(async_state.buffer.data.obs), np.asarray(state.buffer.data.obs))
+    np.testing.assert_allclose(np.asarray(async_state.buffer.data.action), np.asarray(state.buffer.data.action),
+                               atol=1e-6)
+    for a, b in zip(jax.tree.leaves((state.agent_state, state.target_params, state.opt_state)),
+                    jax.tree.leaves((async_state.agent_state, async_state.target_params, async_state.opt_state))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    behaviour = "random_actions" if workflow_cls is SACWorkflow else "epsilon"
+    assert metrics[behaviour] == pytest.approx(fused_metrics[f"train/{behaviour}"], abs=1e-6)
+    assert learner.executor.host_metrics()["actors/policy_lag_max"] == 0
+    assert not actor_threads()
+
+
+def test_sac_on_a_gymnasium_env_trains_fills_the_buffer_and_evaluates():  # ~19 s at load 4.5
+    """Pendulum-v1 stepped by gymnasium on the host (runner.mode=auto picks async): two free
+    actors; the buffer holds every transition the learner received; the greedy policy is
+    evaluated on host episodes."""
+    cfg = config(SAC_TINY, {"num_actors": 2, "queue_size": 2}, env={"env_type": "gymnasium"},
+                 num_envs=4, num_iterations=4, eval_interval=4, buffer_size=512)
+    workflow = SACWorkflow.build_from_config(cfg, recorders=[])
+    assert workflow.asynchronous
+    state = workflow.learn(workflow.init(jax.random.PRNGKey(0)))
+    assert int(state.iteration) == 4 and int(state.buffer.size) == 4 * 4 * 8  # iterations x num_envs x T
+    assert int(state.gradient_steps) == 3 * 4  # learning_starts 16 <= the first update's 32 transitions
+    assert np.isfinite(np.asarray(state.buffer.data.reward[:128])).all()
+    assert np.abs(np.asarray(state.buffer.data.action[:128])).max() <= 1.0
+    metrics = workflow.last_metrics
+    assert np.isfinite(metrics["eval/episode_return"]) and metrics["eval/episode_return"] < 0  # Pendulum's costs
+    assert metrics["train/buffer_size"] == 128 and metrics["actors/actor_steps_per_s"] > 0
+    assert not actor_threads()
+
+
+@pytest.mark.parametrize("runner, training, message", [
+    ({"mode": "fused"}, {}, "steps its environments on the host"),
+    ({"mode": "async", "num_actors": 3}, {}, "divisible by runner.num_actors=3"),
+    ({"mode": "async"}, {"num_seeds": 2}, "trains one agent"),
+])
+def test_config_errors_name_the_key(runner, training, message):
+    cfg = config(SAC_TINY, runner, env={"env_type": "gymnasium"}, **training)
+    with pytest.raises(ConfigError, match=message):
+        SACWorkflow.build_from_config(cfg, recorders=[])
+
+
+def test_async_refuses_pbt_and_several_devices():
+    cfg = config(SAC_TINY, {"mode": "async"})
+    with pytest.raises(ConfigError, match="pbt.enabled runs the population in the fused runner"):
+        SACWorkflow.parse_config({**cfg, "training": {**cfg["training"], "num_seeds": 4},
+                                  "pbt": {"enabled": True, "interval": 6,
+                                          "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}})
+    with pytest.raises(ConfigError, match="set distributed.multi_devices=false"):
+        SACWorkflow.parse_config({**cfg, "distributed": {"multi_devices": True}})
