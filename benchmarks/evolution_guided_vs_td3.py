@@ -96,11 +96,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("evolution_guided_vs_td3.jsonl"))
     parser.add_argument("--table", action="store_true", help="only print the table of --out")
     args = parser.parse_args()
+    done = set()
+    if args.out.exists():  # rows already measured (a restarted run continues where it stopped)
+        done = {(r["env"], r["algorithm"], r["seed"]) for r in map(json.loads, args.out.read_text().splitlines())}
     if not args.table:
         for env_name in args.envs:
             cfgs = configs(env_name, args.backend, args.hidden, args.env_steps, args.warmup)
             for seed in args.seeds:
                 for algo in args.algorithms:
+                    if (env_name, algo, seed) in done:
+                        continue
                     row = {"env": env_name, "algorithm": algo, "seed": seed, "backend": args.backend,
                            "hidden": args.hidden, **run_one(cfgs[algo], seed)}
                     print(json.dumps(row), flush=True)
