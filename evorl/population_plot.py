@@ -9,8 +9,9 @@ Drawn from the run folder's ``metrics.jsonl``, one point per logging point (a ch
    they are logged;
 2. the RL side: the learner's rank among population + learner (``train/learner_rank``, 1 on
    top; a marker where ``train/learner_injected`` > 0, the learner copied into the population
-   in that interval), else how many elites came from the critic-trained actors
-   (``train/elites_from_rl``, CEM-RL).
+   in that interval) and, on a second axis, the lineage: the share of the population that
+   descends from an injected learner (``train/population_from_learner``, ERL); else how many
+   elites came from the critic-trained actors (``train/elites_from_rl``, CEM-RL).
 
 A workflow that logs these declares ``population_plot = True``; ``evorl.experiment`` then
 draws the figure at the end of a run with ``logging.plot``. This module imports no JAX.
@@ -30,6 +31,7 @@ FITNESS_COLUMNS = ("train/best_actor_return", "train/fitness_mean", "train/fitne
 #: The RL side's metrics, the first one logged is drawn.
 RL_COLUMNS = ("train/learner_rank", "train/elites_from_rl")
 INJECTED = "train/learner_injected"
+LINEAGE = "train/population_from_learner"
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class PopulationSeries:
     rl_metric: str | None  # the drawn column of RL_COLUMNS
     rl_values: np.ndarray | None
     injected_steps: np.ndarray  # env steps of the logging points with learner_injected > 0
+    from_learner: np.ndarray | None = None  # share of the population descending from an injected learner
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,8 @@ def population_series(records: list[dict]) -> PopulationSeries:
         std=column(rows, FITNESS_COLUMNS[2]), minimum=column(rows, "train/fitness_min"),
         learner_return=column(rows, "train/learner_return"), rl_metric=rl_metric,
         rl_values=None if rl_metric is None else column(rows, rl_metric),
-        injected_steps=steps[np.nan_to_num(injected) > 0] if injected is not None else steps[:0])
+        injected_steps=steps[np.nan_to_num(injected) > 0] if injected is not None else steps[:0],
+        from_learner=column(rows, LINEAGE))
 
 
 def draw_fitness(ax, s: PopulationSeries) -> None:
@@ -101,7 +105,13 @@ def draw_rl_side(ax, s: PopulationSeries) -> None:
         ax.plot(s.steps[injected], s.rl_values[injected], "v", color="k", label="learner injected")
         ax.invert_yaxis()  # rank 1 (the best) on top
         ax.set(title="RL learner's rank in population + learner", ylabel="rank (1 = best)")
-        ax.legend(fontsize="small")
+        handles = ax.get_legend_handles_labels()
+        if s.from_learner is not None:  # the lineage, on its own axis
+            share = ax.twinx()
+            share.plot(s.steps, s.from_learner, color="C4", linestyle="--", label="population from the learner")
+            share.set(ylim=(-0.05, 1.05), ylabel="share of the population")
+            handles = [a + b for a, b in zip(handles, share.get_legend_handles_labels())]
+        ax.legend(*handles, fontsize="small")
     elif s.rl_metric is not None:
         ax.plot(s.steps, s.rl_values, color="C2", marker=".")
         ax.set(title="elites from the critic-trained actors", ylabel="elites")

@@ -35,11 +35,13 @@ CEMRL_ROWS = [  # out of step order, one null mean: sorted by step, null read as
 ERL_ROWS = [
     {"step": 100, "train/best_actor_return": 10.0, "train/fitness_mean": 5.0, "train/fitness_std": 2.0,
      "train/fitness_min": 1.0, "train/learner_return": 7.0, "train/learner_rank": 3.0, "train/learner_injected": 0.0,
-     "train/elites_from_rl": 9.0},
+     "train/elites_from_rl": 9.0, "train/population_from_learner": 0.0},
     {"step": 200, "train/best_actor_return": 20.0, "train/fitness_mean": 12.0, "train/fitness_std": 4.0,
-     "train/fitness_min": 3.0, "train/learner_return": 21.0, "train/learner_rank": 1.0, "train/learner_injected": 1.0},
+     "train/fitness_min": 3.0, "train/learner_return": 21.0, "train/learner_rank": 1.0, "train/learner_injected": 1.0,
+     "train/population_from_learner": 0.25},
     {"step": 300, "train/best_actor_return": 25.0, "train/fitness_mean": 18.0, "train/fitness_std": 3.0,
-     "train/fitness_min": 9.0, "train/learner_return": 19.0, "train/learner_rank": 2.0, "train/learner_injected": 0.0},
+     "train/fitness_min": 9.0, "train/learner_return": 19.0, "train/learner_rank": 2.0, "train/learner_injected": 0.0,
+     "train/population_from_learner": 0.5},
 ]
 
 
@@ -73,7 +75,9 @@ def test_erl_records_rank_inverted_and_injections_marked(tmp_path):
     assert s.rl_metric == "train/learner_rank"  # the rank, not the elites, where both are logged
     np.testing.assert_array_equal(s.rl_values, [3, 1, 2])
     np.testing.assert_array_equal(s.injected_steps, [200])
-    fitness_ax, rl_ax = plot.figure.axes
+    np.testing.assert_array_equal(s.from_learner, [0.0, 0.25, 0.5])
+    fitness_ax, rl_ax, lineage_ax = plot.figure.axes
+    np.testing.assert_array_equal(lineage_ax.get_lines()[0].get_ydata(), [0.0, 0.25, 0.5])
     assert {line.get_label() for line in fitness_ax.get_lines()} == {"mean", "best", "worst", "RL learner"}
     assert rl_ax.yaxis_inverted()
     lines = {line.get_label(): line for line in rl_ax.get_lines()}
