@@ -25,7 +25,10 @@ beside a second actor and that learner (the run's shape). ``off CPU`` is the sha
 actor thread's wall time it did not run (``time.thread_time``): waiting for the GIL, for a
 core, or for XLA's threads. The GIL switch interval is the runner's (0.2 ms). A row
 ``host_rollout as is`` times the library's loop without the timers (same steps, same
-condition alone), and ``raw physics`` times ``env.unwrapped.step`` of the B envs only.
+condition alone), and ``raw physics`` times ``env.unwrapped.step`` of the B envs only. A
+last table times, alone, the policy side of one call (the jitted step on NumPy observations,
+its outputs fetched) and one env step at 8 to 64 envs per call: what more envs per policy
+dispatch would save.
 
     python benchmarks/actor_step_profile.py [--steps 3000] [--set env.vectorization=none]
 """
@@ -264,6 +267,7 @@ def main() -> None:
         sys.setswitchinterval(switch)
 
     raw = raw_physics_us(executor.env.env_name, b, args.steps)
+    scaling = scaling_rows(executor, act, agent_state, args.steps)
     backend = type(executor.env).__name__ + (f" ({executor.env.vectorization})" if hasattr(executor.env, "vectorization")
                                              else "")
     print(f"{args.config} {' '.join(args.set)}: one actor of {b} envs ({backend}), {length}-step rollouts, "
@@ -282,6 +286,34 @@ def main() -> None:
         "-" if c == "alone" else f"{learner_rates[c]:.1f}" for c in conditions) + " |")
     print(f"\nhost_rollout as is (no timers, alone): {as_is:,.0f} us per actor step; raw physics "
           f"(env.unwrapped.step x {b}, no wrappers, no conversion): {raw:,.0f} us")
+    print("\nMore envs per policy call, alone (us per call):\n")
+    print("| envs per call | policy side (call + fetch) | env step | us per env step |")
+    print("|---:|---:|---:|---:|")
+    print("\n".join(scaling))
+
+
+def scaling_rows(executor, act, agent_state, steps: int, sizes=(8, 16, 32, 64)) -> list[str]:
+    """Per call, alone: the policy side (the jitted step on NumPy obs, outputs fetched) and
+    the env's step, at B envs per call."""
+    rows = []
+    for b in sizes:
+        env = executor.env.with_num_envs(b)
+        env_state = env.reset(0)
+        step_keys, env_ids = jax.random.split(jax.random.PRNGKey(0), 16), np.arange(b)
+        actions = np.zeros((b,) + env.action_space.shape, np.int32)
+        jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(0), env_ids))  # compile at b
+        n = max(200, steps * 16 // b)
+        start = time.perf_counter()
+        for t in range(n):
+            jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(t % 16), env_ids))
+        policy = 1e6 * (time.perf_counter() - start) / n
+        start = time.perf_counter()
+        for t in range(n):
+            env.step(actions if t % 2 else 1 - actions)
+        stepping = 1e6 * (time.perf_counter() - start) / n
+        env.close()
+        rows.append(f"| {b} | {policy:,.0f} | {stepping:,.0f} | {(policy + stepping) / b:,.1f} |")
+    return rows
 
 
 def raw_physics_us(env_name: str, b: int, steps: int) -> float:
