@@ -28,9 +28,10 @@ core, or for XLA's threads. The GIL switch interval is the runner's (0.2 ms). A 
 condition alone), and ``raw physics`` times ``env.unwrapped.step`` of the B envs only. A
 last table times, alone, the policy side of one call (the jitted step on NumPy observations,
 its outputs fetched) and one env step at 8 to 64 envs per call: what more envs per policy
-dispatch would save.
+dispatch would save; and one policy call four ways (:func:`policy_variants`).
 
     python benchmarks/actor_step_profile.py [--steps 3000] [--set env.vectorization=none]
+        [--policy-variants-only]
 """
 
 from __future__ import annotations
@@ -185,6 +186,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3000, help="actor steps per condition (x B envs)")
     parser.add_argument("--config", default="impala_gymnasium_cartpole")
     parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE", help="config overrides")
+    parser.add_argument("--policy-variants-only", action="store_true",
+                        help="only the last table (policy call variants)")
     args = parser.parse_args()
 
     from evorl.host_rollout import host_rollout, make_policy_step
@@ -204,6 +207,9 @@ def main() -> None:
     b, length = executor.envs_per_actor, tc.rollout_length
     agent, agent_state = executor.agent, state.agent_state
     act = make_policy_step(agent)
+    if args.policy_variants_only:
+        print_variants(policy_variants(act, agent_state, b), b)
+        return
 
     def new_env(timers):
         return timed_backend(executor.env.with_num_envs(b), timers)
@@ -290,6 +296,14 @@ def main() -> None:
     print("| envs per call | policy side (call + fetch) | env step | us per env step |")
     print("|---:|---:|---:|---:|")
     print("\n".join(scaling))
+    print_variants(policy_variants(act, agent_state, b), b)
+
+
+def print_variants(variants: dict[str, float], b: int) -> None:
+    print(f"\nOne policy call at {b} envs, alone, four ways interleaved (us per call):\n")
+    print("| way | us per call |\n|---|---:|")
+    for name, us in variants.items():
+        print(f"| {name} | {us:,.0f} |")
 
 
 def scaling_rows(executor, act, agent_state, steps: int, sizes=(8, 16, 32, 64)) -> list[str]:
@@ -314,6 +328,32 @@ def scaling_rows(executor, act, agent_state, steps: int, sizes=(8, 16, 32, 64)) 
         env.close()
         rows.append(f"| {b} | {policy:,.0f} | {stepping:,.0f} | {(policy + stepping) / b:,.1f} |")
     return rows
+
+
+def policy_variants(act, agent_state, b: int, rounds: int = 60) -> dict[str, float]:
+    """Microseconds per policy call at ``b`` envs, alone, four ways interleaved: as
+    ``host_rollout`` does (``jax.device_get`` of the outputs), the outputs read with
+    ``np.asarray``, the call alone (outputs not read), and a floor (a jitted ``x * 1`` on the
+    observations, read back)."""
+    obs = np.random.default_rng(0).normal(size=(b, 4)).astype(np.float32)
+    keys, ids = jax.random.split(jax.random.PRNGKey(1), 16), jax.numpy.arange(b)
+    ident = jax.jit(lambda o: o * 1.0)
+    ways = {
+        "device_get (as is)": lambda t: jax.device_get(act(agent_state, obs, keys, np.int32(t), ids)),
+        "np.asarray": lambda t: jax.tree.map(np.asarray, act(agent_state, obs, keys, np.int32(t), ids)),
+        "call only": lambda t: jax.block_until_ready(act(agent_state, obs, keys, np.int32(t), ids)),
+        "floor (jitted x * 1)": lambda t: np.asarray(ident(obs)),
+    }
+    seconds = dict.fromkeys(ways, 0.0)
+    for name, way in ways.items():
+        way(0)
+    for _ in range(rounds):
+        for name, way in ways.items():
+            start = time.perf_counter()
+            for t in range(16):
+                way(t)
+            seconds[name] += time.perf_counter() - start
+    return {name: 1e6 * v / (16 * rounds) for name, v in seconds.items()}
 
 
 def raw_physics_us(env_name: str, b: int, steps: int) -> float:
