@@ -60,6 +60,7 @@ from evorl.config import (
     ConfigError, TrainingConfig, require, config_mapping, section_data, sweep_variants, unknown_key_error,
 )
 from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.training import OffPolicyTrainingConfig
 from evorl.distributed import agent_gradient_update
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
@@ -74,77 +75,6 @@ from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health, training_en
 from evorl.workflows.on_policy import episode_metrics
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.rl_base import ExperimentConfig
-
-
-@dataclass(frozen=True)
-class OffPolicyTrainingConfig:
-    """The ``training:`` section of an off-policy run: one iteration collects ``num_envs x
-    rollout_length`` env steps into the replay buffer, then takes ``num_updates`` gradient
-    steps on minibatches sampled from it."""
-
-    #: Training iterations, each of num_envs x rollout_length env steps.
-    num_iterations: int = 1000
-    #: Env steps per environment per iteration (the T of the [T, B] rollout).
-    rollout_length: int = 1
-    #: Environments stepped side by side (the B of the [T, B] rollout).
-    num_envs: int = 8
-    #: Adam's step size (a list trains one agent per value).
-    learning_rate: float = 2.5e-4
-    #: Decay the learning rate linearly to 0 over ``num_iterations``.
-    anneal_lr: bool = False
-    #: Adam's epsilon.
-    adam_eps: float = 1e-8
-    #: Clip the gradient's global norm to this (null: no clipping).
-    max_grad_norm: float | None = 10.0
-    #: Discount factor.
-    gamma: float = 0.99
-    #: Steps per transition: the target sums up to n discounted rewards, then bootstraps.
-    n_step: int = 1
-    #: Transitions the replay buffer holds (per agent); the oldest are overwritten.
-    buffer_size: int = 10_000
-    #: Transitions per gradient step, sampled uniformly from the buffer.
-    batch_size: int = 128
-    #: Gradient steps per iteration.
-    num_updates: int = 1
-    #: Transitions in the buffer before the first gradient step.
-    learning_starts: int = 1000
-    #: Env steps (per agent) acting uniformly at random before the behaviour policy takes over.
-    warmup_steps: int = 0
-    #: Gradient steps between target network updates.
-    target_update_period: int = 1
-    #: Polyak coefficient of a target update (1: copy the online parameters).
-    tau: float = 1.0
-    #: Iterations between evaluations and log lines.
-    eval_interval: int = 10
-    #: Greedy episodes per evaluation.
-    eval_episodes: int = 16
-    #: Independent agents trained side by side in one program (vmapped), each its own seed.
-    num_seeds: int = 1
-    #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``); the
-    #: cut is a truncation, bootstrapped from the final observation.
-    train_episode_length: int | None = None
-
-    def validate(self, where: str = "training") -> None:
-        for key in ("num_iterations", "rollout_length", "num_envs", "n_step", "buffer_size", "batch_size",
-                    "num_updates", "target_update_period", "eval_interval", "eval_episodes", "num_seeds"):
-            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        for key in ("learning_starts", "warmup_steps"):
-            require(getattr(self, key) >= 0, f"{where}.{key} must be >= 0, got {getattr(self, key)}.")
-        require(self.buffer_size >= self.env_steps_per_iteration,
-                f"{where}.buffer_size={self.buffer_size} must hold one iteration's transitions, num_envs x "
-                f"rollout_length = {self.env_steps_per_iteration}.")
-        require(self.learning_starts <= self.buffer_size,
-                f"{where}.learning_starts={self.learning_starts} exceeds {where}.buffer_size={self.buffer_size}: "
-                f"the buffer would never hold enough transitions to start learning.")
-        require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
-        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
-        require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
-        require(self.train_episode_length is None or self.train_episode_length >= 1,
-                f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
-
-    @property
-    def env_steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_length
 
 
 @dataclass(frozen=True)
