@@ -22,7 +22,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,36 +29,19 @@ SIDES = ("none", "vector_entry_point", "sb3")
 
 
 def run_evorl(side: str, steps: int, seed: int) -> dict:
-    import jax
-
     sys.path.insert(0, str(HERE))
-    from sb3_cartpole import EVAL_EPISODES, evorl_config
-
-    from evorl.workflows import resolve_workflow_cls
+    from sb3_cartpole import evorl_config, run_evorl_config
 
     cfg = evorl_config("evorl-impala")
     vectorization, _, actors = side.partition(":")
     cfg["env"]["vectorization"] = vectorization
     if actors:
         cfg["runner"]["num_actors"] = int(actors)
-    per_iteration = cfg["training"]["num_envs"] * cfg["training"]["rollout_length"]
-    iterations = -(-steps // per_iteration)
-    cfg["training"].update(num_iterations=iterations, eval_interval=iterations, eval_episodes=EVAL_EPISODES)
-    cfg["seed"] = seed
-    cfg["logging"] = {"recorders": []}
-    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
-    assert workflow.env.vectorization == vectorization, workflow.env.vectorization
-    state = workflow.init(jax.random.PRNGKey(seed))
-    compile_s = workflow.compile(state)
-    with workflow.executor.running(state):
-        start = time.perf_counter()
-        state, _ = workflow.executor.run(state, iterations)
-        seconds = time.perf_counter() - start
-        actors = workflow.executor.host_metrics()
-    return {"side": side, "steps": iterations * per_iteration, "seconds": seconds, "compile_s": compile_s,
-            "eval_return": workflow.evaluate(state)["eval/episode_return"],
-            "lag": actors["actors/policy_lag_mean"], "learner_wait": actors["actors/learner_wait_fraction"],
-            "actor_wait": actors["actors/actor_wait_fraction"]}
+
+    def check(workflow):
+        assert workflow.env.vectorization == vectorization, workflow.env.vectorization
+
+    return run_evorl_config(side, cfg, steps, seed, check)
 
 
 def main() -> None:

@@ -90,17 +90,24 @@ def evorl_config(side: str) -> dict:
 
 
 def run_evorl(side: str, steps: int, seed: int) -> dict:
+    return run_evorl_config(side, evorl_config(side), steps, seed)
+
+
+def run_evorl_config(side: str, cfg: dict, steps: int, seed: int, check=None) -> dict:
+    """Trains ``cfg`` for ``steps`` env steps (``check(workflow)`` first, if given): env
+    steps/s over training, compilation excluded, the runner's waiting fractions, the greedy return."""
     import jax
 
     from evorl.workflows import resolve_workflow_cls
 
-    cfg = evorl_config(side)
     per_iteration = cfg["training"]["num_envs"] * cfg["training"]["rollout_length"]
     iterations = -(-steps // per_iteration)
     cfg["training"].update(num_iterations=iterations, eval_interval=iterations, eval_episodes=EVAL_EPISODES)
     cfg["seed"] = seed
     cfg["logging"] = {"recorders": []}
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    if check is not None:
+        check(workflow)
     state = workflow.init(jax.random.PRNGKey(seed))
     compile_s = workflow.compile(state)
     with workflow.executor.running(state):
