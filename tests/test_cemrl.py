@@ -131,9 +131,15 @@ def test_short_run_end_to_end(uninterrupted):
 
 @pytest.mark.slow  # a second tiny run and its resume: about 40 s on 2 loaded cores
 def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tmp_path):
+    check_exact_resume(TINY, uninterrupted, tmp_path)
+
+
+def check_exact_resume(tiny: dict, uninterrupted, tmp_path) -> None:
+    """A 4-generation run stopped after generation 4's start (checkpointed at 2) and resumed
+    equals ``uninterrupted`` leaf for leaf (CEM-RL's and ERL's tests)."""
     with pytest.raises(Interrupted):
-        run_experiment(copy.deepcopy(TINY), output_dir=tmp_path, recorders=[InterruptAt(4)])  # checkpointed at 2
-    resumed = run_experiment({**copy.deepcopy(TINY), "resume": str(tmp_path)})
+        run_experiment(copy.deepcopy(tiny), output_dir=tmp_path, recorders=[InterruptAt(4)])  # checkpointed at 2
+    resumed = run_experiment({**copy.deepcopy(tiny), "resume": str(tmp_path)})
     assert int(resumed.state.iteration) == 4
     assert_states_identical(resumed.state, uninterrupted.state)
 
@@ -159,11 +165,17 @@ def test_cemrl_learns_pendulum():
     -145, -152, -150 from their initial mean actors' -1237, -1287, -1257 (random actions: about
     -1200); seeds 100, 101: -151, -145; 200-202: -194, -157, -224. Each seed must reach -400 and
     gain 400 over its initial actor."""
+    check_learns_pendulum(CEMRLWorkflow, "cemrl_pendulum")
+
+
+def check_learns_pendulum(workflow_cls, config_name: str) -> None:
+    """Seeds 0, 1, 2 of ``configs/<config_name>.yaml``, one compile: each reaches -400 and gains
+    400 over its initial actor (CEM-RL's and ERL's learning tests)."""
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[1] / "configs/cemrl_pendulum.yaml"))
+    cfg = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[1] / f"configs/{config_name}.yaml"))
     cfg.pop("defaults")
-    workflow = CEMRLWorkflow.build_from_config({**cfg, "logging": {"recorders": []}}, recorders=[])
+    workflow = workflow_cls.build_from_config({**cfg, "logging": {"recorders": []}}, recorders=[])
     for seed in range(3):
         state = workflow.init(jax.random.PRNGKey(seed))
         before = workflow.evaluate(state)["eval/episode_return"]

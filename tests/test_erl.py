@@ -4,14 +4,13 @@ run end to end (run folder, champion for load_policy), exact resume and config e
 
 import copy
 import types
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
-from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_identical
+from test_cemrl import check_exact_resume, check_learns_pendulum
 
 from evorl.algorithms.erl import crossover, ga_step, mutate, neuron_segments, tournament_select
 from evorl.config import ConfigError
@@ -183,11 +182,7 @@ def test_short_run_end_to_end(uninterrupted):
 
 @pytest.mark.slow  # a second tiny run and its resume
 def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tmp_path):
-    with pytest.raises(Interrupted):
-        run_experiment(copy.deepcopy(TINY), output_dir=tmp_path, recorders=[InterruptAt(4)])  # checkpointed at 2
-    resumed = run_experiment({**copy.deepcopy(TINY), "resume": str(tmp_path)})
-    assert int(resumed.state.iteration) == 4
-    assert_states_identical(resumed.state, uninterrupted.state)
+    check_exact_resume(TINY, uninterrupted, tmp_path)
 
 
 @pytest.mark.parametrize("section, values, message", [
@@ -212,14 +207,4 @@ def test_erl_learns_pendulum():
     training, measured 2026-12-03 at load ~4 on 2 cores with init(PRNGKey(seed)): seeds 0, 1, 2
     end at -128, -154, -148 from -1237, -1287, -1258; held-out seeds 100-104: -152, -146, -193,
     -115, -170. Each seed must reach -400 and gain 400 over its initial actor."""
-    from omegaconf import OmegaConf
-
-    cfg = OmegaConf.to_container(OmegaConf.load(Path(__file__).resolve().parents[1] / "configs/erl_pendulum.yaml"))
-    cfg.pop("defaults")
-    workflow = ERLWorkflow.build_from_config({**cfg, "logging": {"recorders": []}}, recorders=[])
-    for seed in range(3):
-        state = workflow.init(jax.random.PRNGKey(seed))
-        before = workflow.evaluate(state)["eval/episode_return"]
-        state, _ = workflow.run_iterations(state, workflow.config.training.num_iterations)
-        after = workflow.evaluate(state)["eval/episode_return"]
-        assert after >= -400 and after >= before + 400, (seed, before, after)
+    check_learns_pendulum(ERLWorkflow, "erl_pendulum")
