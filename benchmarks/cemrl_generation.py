@@ -1,6 +1,6 @@
 """CEM-RL: one generation is one compiled program, and where its time goes.
 
-Builds a :class:`~evorl.workflows.cemrl.CEMRLWorkflow` from ``configs/<config>.yaml`` (default
+Builds a :class:`~evorl.algorithms.cemrl.CEMRLWorkflow` from ``configs/<config>.yaml`` (default
 ``cemrl_brax_hopper``) with the command line's smaller settings, runs one generation to fill the
 replay buffer (``cemrl.learning_starts`` is one generation's transitions and there is no
 warm-up, so every later generation learns), then times, each as the median of ``--repeats``

@@ -16,7 +16,7 @@ from evorl.algorithms.erl import crossover, ga_step, mutate, neuron_segments, to
 from evorl.config import ConfigError
 from evorl.experiment import run_experiment
 from evorl.workflows import ERLWorkflow
-from evorl.workflows.erl import ERLConfig
+from evorl.algorithms.erl import ERLConfig
 
 TINY = {
     "workflow_cls": "evorl.workflows.ERLWorkflow",

@@ -18,8 +18,8 @@ WORKFLOWS = {
     "SACWorkflow": "evorl.algorithms.sac",
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.workflows.es",
-    "CEMRLWorkflow": "evorl.workflows.cemrl",
-    "ERLWorkflow": "evorl.workflows.erl",
+    "CEMRLWorkflow": "evorl.algorithms.cemrl",
+    "ERLWorkflow": "evorl.algorithms.erl",
 }
 
 __all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]
