@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl import metrics as M
-from evorl.config import require
+from evorl.config import require, sweep_variants
 from evorl.distributed import is_main_process
 from evorl.evaluator import HostEnvFault
 from evorl.pbt_lineage import lineage_record
@@ -74,6 +74,19 @@ class ChunkedWorkflow(RLWorkflow):
     def state_with_buffer_of(self, restored, template):
         """A state restored without its buffer, with ``template``'s (a fresh, empty one)."""
         return restored.replace(**{self.replay_buffer_field: getattr(template, self.replay_buffer_field)})
+
+    def runner_and_envs(self, config, env):
+        """``(eval_env, train_env)``: the evaluation env (whole episodes) and the training env
+        (:func:`training_env`); sets ``asynchronous`` (a host env needs the actor-learner, said
+        in one line otherwise), ``variants`` and ``num_agents`` (variants x ``training.num_seeds``)."""
+        eval_env, env = env.for_evaluation(), training_env(env, config.training)
+        self.asynchronous = config.runner.asynchronous(env.on_host)
+        require(self.asynchronous or not env.on_host,
+                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
+                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
+        self.variants = sweep_variants(list(config.sweep))
+        self.num_agents = len(self.variants) * config.training.num_seeds
+        return eval_env, env
 
     @property
     def population(self) -> bool:

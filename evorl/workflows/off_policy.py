@@ -71,7 +71,7 @@ from evorl.workflows.actor_learner import ActorLearnerExecutor, ActorPolicy, che
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.health import freeze_diverged
-from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health, training_env
+from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
 from evorl.workflows.on_policy import episode_metrics
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.rl_base import ExperimentConfig
@@ -280,13 +280,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
-        eval_env, env = env.for_evaluation(), training_env(env, tc)
-        self.asynchronous = config.runner.asynchronous(env.on_host)
-        require(self.asynchronous or not env.on_host,
-                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
-                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
-        self.variants = sweep_variants(list(config.sweep))
-        self.num_agents = len(self.variants) * tc.num_seeds
+        eval_env, env = self.runner_and_envs(config, env)
         self.placement = Placement(1, None) if self.asynchronous else \
             Placement.create(self.num_agents, enable_multi_devices, "population")
         super().__init__(config, env, agent, recorders)

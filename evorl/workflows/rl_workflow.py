@@ -69,13 +69,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
 
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
-        eval_env, env = env.for_evaluation(), training_env(env, tc)  # evaluation: whole episodes
-        self.asynchronous = config.runner.asynchronous(env.on_host)
-        require(self.asynchronous or not env.on_host,
-                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
-                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
-        self.variants = sweep_variants(list(config.sweep))
-        self.num_agents = len(self.variants) * tc.num_seeds
+        eval_env, env = self.runner_and_envs(config, env)  # evaluation: whole episodes
         if self.asynchronous:
             learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
             self.placement = Placement(1, None)
