@@ -7,23 +7,14 @@ import jax
 import numpy as np
 import pytest
 
+from test_dqn import TINY as FUSED_DQN_TINY
+from test_td3_sac import TINY as TD3_SAC_TINY
+
 from evorl.config import ConfigError
 from evorl.workflows import DQNWorkflow, SACWorkflow
 
-SAC_TINY = {
-    "env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},
-    "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16]},
-    "training": {"num_iterations": 6, "num_envs": 2, "rollout_length": 8, "buffer_size": 256, "batch_size": 16,
-                 "num_updates": 3, "learning_starts": 16, "warmup_steps": 16, "eval_interval": 6,
-                 "eval_episodes": 2, "max_grad_norm": None, "tau": 0.005},
-}
-DQN_TINY = {
-    "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
-    "agent": {"q_hidden_layer_sizes": [16], "epsilon_decay_steps": 200},
-    "training": {"num_iterations": 6, "num_envs": 4, "rollout_length": 8, "buffer_size": 256, "batch_size": 16,
-                 "num_updates": 2, "learning_starts": 64, "target_update_period": 3, "n_step": 3,
-                 "eval_interval": 6, "eval_episodes": 2},
-}
+SAC_TINY = TD3_SAC_TINY  # the fused tests' tiny configs, so the two paths run the same settings
+DQN_TINY = FUSED_DQN_TINY
 
 
 def config(tiny, runner=None, env=None, **training):
