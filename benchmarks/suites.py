@@ -127,6 +127,8 @@ SUITES: dict[str, list[Benchmark]] = {
         checked(COMPOSED, algo="dqn"),
         checked(COMPOSED, env="acrobot"),
         checked(COMPOSED, env="pendulum"),
+        checked(COMPOSED, algo="sac", env="pendulum"),
+        checked(COMPOSED, algo="td3", env="pendulum"),
         checked("ppo_cartpole"),
         checked("a2c_cartpole"),
         checked("impala_cartpole"),
@@ -134,6 +136,8 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("dqn_cartpole"),
         checked("ppo_acrobot"),
         checked("ppo_brax_inverted_pendulum"),
+        checked("sac_brax_inverted_pendulum"),  # ~4 min per seed
+        checked("td3_brax_inverted_pendulum"),  # ~4 min per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),
