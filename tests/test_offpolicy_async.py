@@ -54,11 +54,14 @@ def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls, 
     assert not actor_threads()
 
 
-def test_sac_on_a_gymnasium_env_trains_fills_the_buffer_and_evaluates():  # ~19 s at load 4.5
-    """Pendulum-v1 stepped by gymnasium on the host (runner.mode=auto picks async): two free
-    actors; the buffer holds every transition the learner received; the greedy policy is
-    evaluated on host episodes."""
-    cfg = config(SAC_TINY, {"num_actors": 2, "queue_size": 2}, env={"env_type": "gymnasium"},
+@pytest.mark.parametrize("env_type", ["gymnasium", "envpool"])
+def test_sac_on_a_host_env_trains_fills_the_buffer_and_evaluates(env_type):  # ~19 s at load 4.5
+    """Pendulum-v1 stepped on the host by gymnasium or envpool (runner.mode=auto picks async):
+    two free actors; the buffer holds every transition the learner received; the greedy policy
+    is evaluated on host episodes."""
+    if env_type == "envpool":
+        pytest.importorskip("envpool", reason="envpool is an optional extra")
+    cfg = config(SAC_TINY, {"num_actors": 2, "queue_size": 2}, env={"env_type": env_type},
                  num_envs=4, num_iterations=4, eval_interval=4, buffer_size=512)
     workflow = SACWorkflow.build_from_config(cfg, recorders=[])
     assert workflow.asynchronous
