@@ -30,12 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from sbx_offpolicy import run_child  # noqa: E402
 CONFIG = "sac_gymnasium_inverted_pendulum"
 ENV = "InvertedPendulum-v5"
 EVAL_EPISODES = 10
@@ -44,7 +46,6 @@ TD3 = {"policy_delay": 2, "exploration_noise": 0.1, "target_noise": 0.2, "target
 
 
 def evorl_config(algo: str, lockstep: bool, iterations: int | None = None) -> dict:
-    sys.path.insert(0, str(HERE))
     from run import load_config
 
     cfg = load_config(CONFIG, {"logging.recorders": [], "runner.lockstep": lockstep})
@@ -59,13 +60,13 @@ def evorl_config(algo: str, lockstep: bool, iterations: int | None = None) -> di
     return cfg
 
 
-def settings_of(cfg: dict) -> dict:
+def settings_of(algo: str, cfg: dict) -> dict:
     """The numbers both sides use, from the evorl config."""
     t, a = cfg["training"], cfg["agent"]
     assert a["actor_hidden_layer_sizes"] == a["critic_hidden_layer_sizes"]
     keys = ("num_envs", "rollout_length", "num_updates", "batch_size", "buffer_size", "learning_starts",
             "learning_rate", "gamma", "tau", "num_iterations")
-    return {**{k: t[k] for k in keys}, "hidden": a["actor_hidden_layer_sizes"]}
+    return {**{k: t[k] for k in keys}, "hidden": a["actor_hidden_layer_sizes"], **(TD3 if algo == "td3" else {})}
 
 
 # --- one side, one seed (a child process) --------------------------------------------------
@@ -73,27 +74,14 @@ def sbx_run(algo: str, s: dict, seed: int) -> dict:
     from importlib.metadata import version
 
     import gymnasium as gym
-    import numpy as np
     import torch
-    from sbx import SAC
-    from sbx import TD3 as SBX_TD3
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.evaluation import evaluate_policy
-    from stable_baselines3.common.noise import NormalActionNoise
+
+    from sbx_offpolicy import sbx_actor_critic_model
 
     torch.set_num_threads(1)  # SB3's replay buffer is torch; keep it off the second core
-    env = make_vec_env(ENV, n_envs=s["num_envs"], seed=seed)
-    common = dict(learning_rate=s["learning_rate"], buffer_size=s["buffer_size"], learning_starts=s["learning_starts"],
-                  batch_size=s["batch_size"], tau=s["tau"], gamma=s["gamma"], train_freq=s["rollout_length"],
-                  gradient_steps=s["num_updates"], policy_kwargs={"net_arch": s["hidden"]}, seed=seed, verbose=0)
-    if algo == "td3":
-        dim = env.action_space.shape[0]
-        model = SBX_TD3("MlpPolicy", env, policy_delay=TD3["policy_delay"], target_policy_noise=TD3["target_noise"],
-                        target_noise_clip=TD3["target_noise_clip"],
-                        action_noise=NormalActionNoise(np.zeros(dim), TD3["exploration_noise"] * np.ones(dim)),
-                        **common)
-    else:
-        model = SAC("MlpPolicy", env, ent_coef="auto_1.0", **common)  # learned temperature from 1, as evorl's
+    model = sbx_actor_critic_model(algo, make_vec_env(ENV, n_envs=s["num_envs"], seed=seed), s, seed)
     steps = s["num_iterations"] * s["num_envs"] * s["rollout_length"]
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
@@ -128,20 +116,11 @@ def evorl_run(algo: str, lockstep: bool, seed: int, iterations: int | None) -> d
 
 
 # --- driver -------------------------------------------------------------------------------
-def load() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def run_side(args, side: str, seed: int, settings: dict) -> dict:
     python = args.sbx_python if side == "sbx" else sys.executable
     cmd = [python, __file__, "--algo", args.algo, "--one", side, "--seed", str(seed), "--settings", json.dumps(settings),
            "--iterations", str(settings["num_iterations"])]
-    before = load()
-    out = subprocess.run(cmd, capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"{side} seed {seed} failed:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "side": side, "seed": seed, "load_before": before,
-            "load_after": load()}
+    return {**run_child(cmd, f"{side} seed {seed}"), "side": side, "seed": seed}
 
 
 def main() -> None:
@@ -162,7 +141,7 @@ def main() -> None:
         print(json.dumps(result))
         return
 
-    settings = settings_of(evorl_config(args.algo, lockstep=False, iterations=args.iterations))
+    settings = settings_of(args.algo, evorl_config(args.algo, lockstep=False, iterations=args.iterations))
     print(f"{args.algo} on {ENV}: {settings}; {os.cpu_count()} CPUs", flush=True)
     rows = []
     for seed in [int(x) for x in args.seeds.split(",") if x]:

@@ -173,31 +173,37 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
     return out
 
 
-def sbx_actor_critic(algo: str, settings: dict, steps: int, seed: int, learn: bool) -> dict:
-    """SBX's SAC or TD3 on gymnasium's env at ``settings``: the speed run only."""
-    from importlib.metadata import version
-
+def sbx_actor_critic_model(algo: str, env, s: dict, seed: int):
+    """SBX's SAC or TD3 on a vector env at ``settings`` (one update phase per ``rollout_length``
+    steps of each env, ``num_updates`` gradient steps in it)."""
     import numpy as np
-    import torch
     from sbx import SAC, TD3
-    from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.noise import NormalActionNoise
 
-    if learn:
-        raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only)")
-    torch.set_num_threads(1)
-    s = settings
-    env = make_vec_env(ALGOS[algo]["gymnasium_env"], n_envs=s["num_envs"], seed=seed)
     common = dict(learning_rate=s["learning_rate"], buffer_size=s["buffer_size"], learning_starts=s["learning_starts"],
                   batch_size=s["batch_size"], tau=s["tau"], gamma=s["gamma"], train_freq=s["rollout_length"],
                   gradient_steps=s["num_updates"], policy_kwargs={"net_arch": s["hidden"]}, seed=seed, verbose=0)
     if algo == "td3":
         dim = env.action_space.shape[0]
-        model = TD3("MlpPolicy", env, policy_delay=s["policy_delay"], target_policy_noise=s["target_noise"],
-                    target_noise_clip=s["target_noise_clip"],
-                    action_noise=NormalActionNoise(np.zeros(dim), s["exploration_noise"] * np.ones(dim)), **common)
-    else:
-        model = SAC("MlpPolicy", env, ent_coef="auto_1.0", **common)  # learned temperature from 1, as evorl's
+        return TD3("MlpPolicy", env, policy_delay=s["policy_delay"], target_policy_noise=s["target_noise"],
+                   target_noise_clip=s["target_noise_clip"],
+                   action_noise=NormalActionNoise(np.zeros(dim), s["exploration_noise"] * np.ones(dim)), **common)
+    return SAC("MlpPolicy", env, ent_coef="auto_1.0", **common)  # learned temperature from 1, as evorl's
+
+
+def sbx_actor_critic(algo: str, settings: dict, steps: int, seed: int, learn: bool) -> dict:
+    """SBX's SAC or TD3 on gymnasium's env at ``settings``: the speed run only."""
+    from importlib.metadata import version
+
+    import torch
+    from stable_baselines3.common.env_util import make_vec_env
+
+    if learn:
+        raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only; learning: sbx_inverted_pendulum.py)")
+    torch.set_num_threads(1)
+    s = settings
+    env = make_vec_env(ALGOS[algo]["gymnasium_env"], n_envs=s["num_envs"], seed=seed)
+    model = sbx_actor_critic_model(algo, env, s, seed)
     return timed_learn(model, s["learning_starts"] + steps, s["learning_starts"], "sbx",
                        {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
 
@@ -306,19 +312,24 @@ def load() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def run_side(args, side: str, seed: int, learn: bool) -> dict:
-    python = args.sbx_python if side == "sbx" else sys.executable
-    cmd = [python, __file__, "--algo", args.algo, "--one", side, "--steps", str(args.steps), "--seed", str(seed)]
-    if learn:
-        cmd.append("--learn")
+def run_child(cmd: list[str], label: str) -> dict:
+    """One side's run in its own process: the JSON of its last stdout line, with its wall time
+    and the load average before and after."""
     before = load()
     wall = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - wall
     if out.returncode != 0:
-        sys.exit(f"{side} seed {seed} failed:\n{out.stderr[-3000:]}")
-    return {**json.loads(out.stdout.strip().splitlines()[-1]), "seed": seed, "wall": wall, "load_before": before,
-            "load_after": load()}
+        sys.exit(f"{label} failed:\n{out.stderr[-3000:]}")
+    return {**json.loads(out.stdout.strip().splitlines()[-1]), "wall": wall, "load_before": before, "load_after": load()}
+
+
+def run_side(args, side: str, seed: int, learn: bool) -> dict:
+    python = args.sbx_python if side == "sbx" else sys.executable
+    cmd = [python, __file__, "--algo", args.algo, "--one", side, "--steps", str(args.steps), "--seed", str(seed)]
+    if learn:
+        cmd.append("--learn")
+    return {**run_child(cmd, f"{side} seed {seed}"), "seed": seed}
 
 
 def main() -> None:
