@@ -105,7 +105,7 @@ def profiled_rollout(env, act, agent_state, env_state, key, length, env_ids, tim
         t0 = pc()
         obs = jax.device_put(env_state.obs)
         t1 = pc()
-        out = act(agent_state, obs, step_keys, np.int32(t), env_ids)
+        out = act(agent_state, obs, step_keys, np.int32(t), env_ids)[0]
         t2 = pc()
         jax.block_until_ready(out)
         t3 = pc()
@@ -315,11 +315,11 @@ def scaling_rows(executor, act, agent_state, steps: int, sizes=(8, 16, 32, 64)) 
         env_state = env.reset(0)
         step_keys, env_ids = jax.random.split(jax.random.PRNGKey(0), 16), np.arange(b)
         actions = np.zeros((b,) + env.action_space.shape, np.int32)
-        jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(0), env_ids))  # compile at b
+        jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(0), env_ids)[0])  # compile at b
         n = max(200, steps * 16 // b)
         start = time.perf_counter()
         for t in range(n):
-            jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(t % 16), env_ids))
+            jax.device_get(act(agent_state, env_state.obs, step_keys, np.int32(t % 16), env_ids)[0])
         policy = 1e6 * (time.perf_counter() - start) / n
         start = time.perf_counter()
         for t in range(n):
@@ -339,9 +339,9 @@ def policy_variants(act, agent_state, b: int, rounds: int = 60) -> dict[str, flo
     keys, ids = jax.random.split(jax.random.PRNGKey(1), 16), jax.numpy.arange(b)
     ident = jax.jit(lambda o: o * 1.0)
     ways = {
-        "device_get (as is)": lambda t: jax.device_get(act(agent_state, obs, keys, np.int32(t), ids)),
-        "np.asarray": lambda t: jax.tree.map(np.asarray, act(agent_state, obs, keys, np.int32(t), ids)),
-        "call only": lambda t: jax.block_until_ready(act(agent_state, obs, keys, np.int32(t), ids)),
+        "device_get (as is)": lambda t: jax.device_get(act(agent_state, obs, keys, np.int32(t), ids)[0]),
+        "np.asarray": lambda t: jax.tree.map(np.asarray, act(agent_state, obs, keys, np.int32(t), ids)[0]),
+        "call only": lambda t: jax.block_until_ready(act(agent_state, obs, keys, np.int32(t), ids)[0]),
         "floor (jitted x * 1)": lambda t: np.asarray(ident(obs)),
     }
     seconds = dict.fromkeys(ways, 0.0)

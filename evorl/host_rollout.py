@@ -1,13 +1,16 @@
 """Collecting time-major trajectories ``[T, B, ...]`` from host environments.
 
-:func:`host_rollout` is :func:`evorl.rollout.rollout` for a
-:class:`~evorl.envs.host_env.HostVectorEnv`: the same :class:`~evorl.rollout.Trajectory`
-and :class:`~evorl.rollout.EpisodeStats` (as NumPy arrays), and the same actions for the
-same key, policy and observations. Step ``t`` uses ``key_t = split(key, T)[t]``,
-environment ``i`` samples with ``fold_in(key_t, env_ids[i])``, and the policy is the
-feed-forward ``agent.policy_step`` (an agent's: ``vmap(agent.compute_actions, in_axes=(None,
-0, 0))``; an off-policy agent's behaviour policy: its exploration). The policy side of a step (keys,
-sampling, ``to_env_action``) is one jitted call; the environment side runs on the host.
+:func:`host_rollout_with_policy_state` is :func:`evorl.rollout.rollout_with_policy_state`
+for a :class:`~evorl.envs.host_env.HostVectorEnv` (:func:`host_rollout`: of
+:func:`evorl.rollout.rollout`): the same :class:`~evorl.rollout.Trajectory` and
+:class:`~evorl.rollout.EpisodeStats` (as NumPy arrays), and the same actions for the same key,
+policy and observations. Step ``t`` uses ``key_t = split(key, T)[t]``, environment ``i``
+samples with ``fold_in(key_t, env_ids[i])``, and the policy is ``agent.policy_step`` (an
+agent's: ``vmap(agent.compute_actions, in_axes=(None, 0, 0))``, or its recurrent core; an
+off-policy agent's behaviour policy: its exploration). A recurrent policy's state stays on
+the device between steps and is reset to ``agent.initial_policy_state`` where an episode
+starts. The policy side of a step (keys, state reset, sampling, ``to_env_action``) is one
+jitted call; the environment side runs on the host.
 """
 
 from __future__ import annotations
@@ -22,20 +25,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.envs.env import EnvState
-from evorl.rollout import EpisodeStats, Trajectory
+from evorl.rollout import EpisodeStats, Trajectory, reset_policy_state
 
-#: ``policy_step(agent_state, obs [B, ...], step_keys [T], t [], env_ids [B])`` ->
-#: ``(actions [B, ...], extras, env_actions [B, ...])``.
-PolicyStep = Callable[..., tuple[Any, dict, Any]]
+#: ``policy_step(agent_state, obs [B, ...], step_keys [T], t [], env_ids [B], policy_state,
+#: starts [B])`` -> ``((actions [B, ...], extras, env_actions [B, ...]), next policy_state)``;
+#: ``policy_state`` and ``starts`` are None for a feed-forward policy.
+PolicyStep = Callable[..., tuple[tuple[Any, dict, Any], Any]]
 
 
 def make_policy_step(agent) -> PolicyStep:
-    """The jitted policy side of one rollout step of :func:`host_rollout`."""
+    """The jitted policy side of one rollout step of :func:`host_rollout_with_policy_state`:
+    a recurrent ``policy_state`` (leaves ``[B, ...]``) is first reset where ``starts`` (the
+    previous step ended an episode: this one acts on a fresh episode's first observation)."""
 
-    def policy_step(agent_state, obs, step_keys, t, env_ids):
+    def policy_step(agent_state, obs, step_keys, t, env_ids, policy_state=None, starts=None):
         env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_keys[t], env_ids)  # [B]
-        actions, extras, _ = agent.policy_step(agent_state, None, obs, env_keys)  # feed-forward: no policy state
-        return actions, extras, agent.to_env_action(actions)
+        if policy_state is not None:
+            policy_state = reset_policy_state(policy_state, starts, agent.initial_policy_state(obs.shape[0]))
+        actions, extras, policy_state = agent.policy_step(agent_state, policy_state, obs, env_keys)
+        return (actions, extras, agent.to_env_action(actions)), policy_state
 
     return jax.jit(policy_step)
 
@@ -78,13 +86,41 @@ def host_rollout(
     env_ids: np.ndarray | None = None,
     act: PolicyStep | None = None,
 ) -> tuple[EnvState, Trajectory, EpisodeStats]:
-    """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.policy_step`` (feed-forward).
-
-    ``env_state`` is the state ``env`` last returned (``reset`` or ``step``); ``env_ids``
-    ``[B]`` the environments' global indices (default ``arange(B)``); ``act`` a
-    :func:`make_policy_step` of ``agent`` to reuse (default: one cached per agent).
+    """Acts ``rollout_length`` steps of the host env ``env`` with a feed-forward
+    ``agent.policy_step``: :func:`host_rollout_with_policy_state` without a policy state.
     Returns ``(env_state, trajectory [T, B, ...], episode_stats)`` as NumPy arrays, with the
-    meaning of :func:`evorl.rollout.rollout`'s.
+    meaning of :func:`evorl.rollout.rollout`'s. A recurrent agent's state must outlive the
+    rollout: :func:`host_rollout_with_policy_state`."""
+    if agent.recurrent:
+        raise TypeError(f"host_rollout: {type(agent).__name__} is recurrent; use host_rollout_with_policy_state, "
+                        f"which carries its policy state from one rollout to the next.")
+    env_state, _, trajectory, stats = host_rollout_with_policy_state(
+        env, agent, agent_state, env_state, None, key, rollout_length, env_ids, act)
+    return env_state, trajectory, stats
+
+
+def host_rollout_with_policy_state(
+    env,
+    agent,
+    agent_state,
+    env_state: EnvState,
+    policy_state: Any,
+    key: jax.Array,
+    rollout_length: int,
+    env_ids: np.ndarray | None = None,
+    act: PolicyStep | None = None,
+) -> tuple[EnvState, Any, Trajectory, EpisodeStats]:
+    """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.policy_step``.
+
+    ``env_state`` is the state ``env`` last returned (``reset`` or ``step``); ``policy_state``
+    the recurrent state each environment's episode in progress reached (leaves ``[B, ...]``,
+    on the device; ``agent.initial_policy_state(B)`` after a reset; None for a feed-forward
+    policy); ``env_ids`` ``[B]`` the environments' global indices (default ``arange(B)``);
+    ``act`` a :func:`make_policy_step` of ``agent`` to reuse (default: one cached per agent).
+    Returns ``(env_state, policy_state, trajectory [T, B, ...], episode_stats)``, the
+    trajectory and sums as NumPy arrays, with the meaning of
+    :func:`evorl.rollout.rollout_with_policy_state`'s (a recurrent agent's
+    ``extras["policy_state"]`` holds the state each step acted with).
     """
     if int(rollout_length) < 1:
         raise ValueError(f"rollout_length must be >= 1, got {rollout_length}")
@@ -101,8 +137,12 @@ def host_rollout(
 
     for t in range(rollout_length):
         # np.asarray per leaf, not jax.device_get: 70-100 us less per call on CPU (benchmarks/README.md, issue 33)
-        actions, extras, env_actions = jax.tree.map(np.asarray, act(agent_state, env_state.obs, step_keys, np.int32(t),
-                                                                    env_ids))
+        if policy_state is None:
+            outputs, _ = act(agent_state, env_state.obs, step_keys, np.int32(t), env_ids)
+        else:
+            outputs, policy_state = act(agent_state, env_state.obs, step_keys, np.int32(t), env_ids, policy_state,
+                                        env_state.done)
+        actions, extras, env_actions = jax.tree.map(np.asarray, outputs)
         if actions_buf is None:
             actions_buf = _buffer(rollout_length, np.asarray(actions))
             extras_buf = jax.tree.map(lambda x: _buffer(rollout_length, np.asarray(x)), extras)
@@ -119,4 +159,4 @@ def host_rollout(
 
     trajectory = Trajectory(obs=obs, actions=actions_buf, rewards=rewards, terminated=terminated,
                             truncated=truncated, next_obs=next_obs, extras=extras_buf)
-    return env_state, trajectory, EpisodeStats(return_sum, length_sum, count)
+    return env_state, policy_state, trajectory, EpisodeStats(return_sum, length_sum, count)

@@ -102,7 +102,7 @@ def test_a_reset_in_the_middle_of_a_sequence_equals_two_sequences():
     np.testing.assert_allclose(whole[1], expected, atol=1e-6)
 
 
-def test_recurrent_agents_refuse_to_act_without_their_state_and_async_runs():
+def test_recurrent_agents_refuse_to_act_without_their_state():
     env = create_env(CARTPOLE, parallel=2)
     agent = recurrent_agent(env)
     state = agent.init(jax.random.PRNGKey(0))
@@ -111,11 +111,6 @@ def test_recurrent_agents_refuse_to_act_without_their_state_and_async_runs():
         agent.evaluate_actions(state, env.reset(jax.random.PRNGKey(0)).obs)
     with pytest.raises(TypeError, match="use rollout_with_policy_state"):
         rollout(env, agent, state, env.reset(jax.random.PRNGKey(0)), jax.random.PRNGKey(1), 4)
-    cfg = copy.deepcopy(TINY)
-    cfg["agent"].update(core="gru")
-    cfg["runner"] = {"mode": "async"}
-    with pytest.raises(ConfigError, match=r"do not carry a recurrent policy's state \(agent.core\)"):
-        run_experiment(cfg)
     cfg = copy.deepcopy(TINY)
     cfg["agent"].update(core="rnn")
     with pytest.raises(ConfigError, match=r"Unknown agent.core 'rnn'; valid: none, gru, lstm"):

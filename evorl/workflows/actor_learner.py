@@ -6,7 +6,8 @@ What runs where:
   (global indices ``k B_k, ..., (k + 1) B_k - 1``): a host vector env (gymnasium, Atari,
   envpool) stepped in Python with one jitted policy call per step, or a JAX env whose whole
   rollout is one jitted call. It rolls out ``rollout_length`` steps with the newest parameters
-  it holds and puts ``(trajectory, episode sums, parameter version)`` on a bounded queue
+  it holds (a recurrent policy's state carried from one rollout to the next, reset where an
+  episode starts) and puts ``(trajectory, episode sums, parameter version)`` on a bounded queue
   (``runner.queue_size`` rollouts; a full queue blocks the actor).
 * **Learner**: the main thread. Each update takes ``K`` rollouts from the queue (whichever
   actors sent them), concatenates them along the environment axis into one batch ``[T, B]``
@@ -58,7 +59,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from evorl import metrics as M
 from evorl.config import require
 from evorl.config.runner import RunnerConfig
-from evorl.rollout import EpisodeStats, Trajectory, rollout
+from evorl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
 from evorl.workflows.actors import (
     POLL_SECONDS, Actor, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout,
 )
@@ -66,6 +67,9 @@ from evorl.workflows.execution import DEVICE_AXIS, jit_rarely_run, to_host
 
 #: Python's GIL switch interval while actors run (its default is 5 ms).
 GIL_SWITCH_SECONDS = 0.0002
+#: What the actors own, not the learner's state: the environments and a recurrent policy's
+#: state of each environment's episode in progress (dropped from the state ``init`` returns).
+ACTOR_FIELDS = ("env_state", "policy_state")
 #: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).
 LAG_BUCKETS = (0, 1, 2, 3, 4)
 
@@ -92,9 +96,6 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
     require(tc.num_seeds == 1 and not config.sweep,
             "runner.mode=async trains one agent: training.num_seeds > 1 and hyperparameter lists need "
             "runner.mode=fused (JAX envs).")
-    require(not agent.recurrent,
-            "runner.mode=async: the actors do not carry a recurrent policy's state (agent.core); train a "
-            "recurrent agent with runner.mode=fused on a JAX env (gymnax, brax), or set agent.core=none.")
     require(not config.distributed.multi_process,
             "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
     require(tc.num_envs % rc.num_actors == 0,
@@ -214,8 +215,9 @@ class ActorLearnerExecutor:
             env_k = env.with_num_envs(self.envs_per_actor)
             length = training.rollout_length
             policy = self.acting.policy
-            self._rollout_fn = jax.jit(lambda acting_state, env_state, key, env_ids: rollout(
-                env_k, policy, acting_state, env_state, key, length, env_ids))
+            self._rollout_fn = jax.jit(lambda acting_state, env_state, policy_state, key, env_ids:
+                                       rollout_with_policy_state(env_k, policy, acting_state, env_state, policy_state,
+                                                                 key, length, env_ids))
 
     # --- state ----------------------------------------------------------------------------
     def init(self, init_fn: Callable, *args) -> Any:
@@ -225,7 +227,7 @@ class ActorLearnerExecutor:
             self._init_jit = jit_rarely_run(init_fn)
         state = self._init_jit(*args)
         self._initial_env_state = state.env_state
-        return self.place(state.replace(env_state=None))
+        return self.place(state.replace(**{f: None for f in ACTOR_FIELDS if hasattr(state, f)}))
 
     def place(self, state: Any) -> Any:
         return jax.device_put(state, self._state_sharding)
@@ -247,7 +249,8 @@ class ActorLearnerExecutor:
         if env_state is None or int(to_host(state.iteration)) > 0:  # resumed: fresh episodes
             env_state = jax.jit(self.env.reset)(jax.random.fold_in(state.key, 0xE5E7))
         env_state = jax.tree.map(lambda x: x[index * b:(index + 1) * b], env_state)
-        return JaxEnvActorRollout(self._rollout_fn, env_state, env_ids, device)
+        return JaxEnvActorRollout(self._rollout_fn, env_state, self.acting.policy.initial_policy_state(b), env_ids,
+                                  device)
 
     @contextlib.contextmanager
     def running(self, state: Any):
@@ -370,8 +373,8 @@ class ActorLearnerExecutor:
         t, b = self.training.rollout_length, self.envs_per_actor
         if self._rollout_fn is not None:
             env_state = jax.eval_shape(self.env.with_num_envs(b).reset, jax.random.PRNGKey(0))
-            one = jax.eval_shape(self._rollout_fn, self.acting.acting_state(state), env_state, state.key,
-                                 jnp.arange(b))[1]
+            one = jax.eval_shape(self._rollout_fn, self.acting.acting_state(state), env_state,
+                                 self.acting.policy.initial_policy_state(b), state.key, jnp.arange(b))[2]
         else:
             space = self.env.obs_space
             obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), space.dtype)
@@ -423,12 +426,13 @@ class ActorLearnerExecutor:
 
 
 def trajectory_like(policy: Any, acting_state: Any, obs: jax.Array) -> Trajectory:
-    """A trajectory ``[T, B]`` of the structure an actor acting with ``policy`` (feed-forward)
-    produces from observations ``obs`` ``[T, B, *obs_shape]`` (values meaningless: used for
-    its shapes and dtypes)."""
+    """A trajectory ``[T, B]`` of the structure an actor acting with ``policy`` produces from
+    observations ``obs`` ``[T, B, *obs_shape]`` (values meaningless: used for its shapes and
+    dtypes; a recurrent policy acts from its initial state at every step)."""
     t, b = obs.shape[:2]
     keys = jax.random.split(jax.random.PRNGKey(0), t * b).reshape((t, b, -1))
-    act = jax.vmap(lambda obs, keys: policy.policy_step(acting_state, None, obs, keys)[:2])  # over T
+    initial = policy.initial_policy_state(b)
+    act = jax.vmap(lambda obs, keys: policy.policy_step(acting_state, initial, obs, keys)[:2])  # over T
     actions, extras = act(obs, keys)
     zeros = jnp.zeros((t, b), jnp.float32)
     return Trajectory(obs=obs, actions=actions, rewards=zeros, terminated=zeros > 0, truncated=zeros > 0,

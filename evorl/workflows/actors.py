@@ -57,17 +57,22 @@ class ParameterStore:
 
 
 class JaxEnvActorRollout:
-    """A JAX env's environments of one actor: each rollout is one jitted call on ``device``."""
+    """A JAX env's environments of one actor: each rollout is one jitted call on ``device``,
+    ``rollout_fn(acting_state, env_state, policy_state, key, env_ids) -> (env_state,
+    policy_state, trajectory, episodes)``; a recurrent policy's state is carried from one
+    rollout to the next (None for a feed-forward one)."""
 
     step_started = None  # a compiled rollout cannot hang in a Python env step
 
-    def __init__(self, rollout_fn: Callable, env_state: Any, env_ids: np.ndarray, device: Any):
+    def __init__(self, rollout_fn: Callable, env_state: Any, policy_state: Any, env_ids: np.ndarray, device: Any):
         self._rollout = rollout_fn
         self.env_state = jax.device_put(env_state, device)
+        self.policy_state = jax.device_put(policy_state, device)
         self.env_ids = jax.device_put(jnp.asarray(env_ids), device)
 
     def __call__(self, agent_state, key):
-        self.env_state, trajectory, episodes = self._rollout(agent_state, self.env_state, key, self.env_ids)
+        self.env_state, self.policy_state, trajectory, episodes = self._rollout(
+            agent_state, self.env_state, self.policy_state, key, self.env_ids)
         return trajectory, episodes
 
     def close(self):
@@ -75,15 +80,17 @@ class JaxEnvActorRollout:
 
 
 class HostEnvActorRollout:
-    """A host vector env of one actor, stepped with one jitted policy call per step."""
+    """A host vector env of one actor, stepped with one jitted policy call per step; a
+    recurrent policy's state is carried from one rollout to the next (from
+    ``policy.initial_policy_state`` when the envs are reset)."""
 
-    def __init__(self, env: Any, agent: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
-        from evorl.host_rollout import TimedSteps, host_rollout
+    def __init__(self, env: Any, policy: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
+        from evorl.host_rollout import TimedSteps, host_rollout_with_policy_state
 
-        self._host_rollout = host_rollout
+        self._host_rollout = host_rollout_with_policy_state
         self.env = TimedSteps(env)
-        self.agent, self.rollout_length, self.env_ids = agent, rollout_length, np.asarray(env_ids)
-        self.env_state = None
+        self.policy, self.rollout_length, self.env_ids = policy, rollout_length, np.asarray(env_ids)
+        self.env_state = self.policy_state = None
         self.seed = seed
 
     @property
@@ -93,8 +100,10 @@ class HostEnvActorRollout:
     def __call__(self, agent_state, key):
         if self.env_state is None:
             self.env_state = self.env.reset(self.seed)
-        self.env_state, trajectory, episodes = self._host_rollout(
-            self.env, self.agent, agent_state, self.env_state, key, self.rollout_length, self.env_ids)
+            self.policy_state = self.policy.initial_policy_state(len(self.env_ids))
+        self.env_state, self.policy_state, trajectory, episodes = self._host_rollout(
+            self.env, self.policy, agent_state, self.env_state, self.policy_state, key, self.rollout_length,
+            self.env_ids)
         return trajectory, episodes
 
     def close(self):
