@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -27,30 +26,52 @@ import numpy as np
 from evorl.envs.env import EnvState
 from evorl.rollout import EpisodeStats, Trajectory, reset_policy_state
 
-#: ``policy_step(agent_state, obs [B, ...], step_keys [T], t [], env_ids [B], policy_state,
-#: starts [B])`` -> ``((actions [B, ...], extras, env_actions [B, ...]), next policy_state)``;
-#: ``policy_state`` and ``starts`` are None for a feed-forward policy.
-PolicyStep = Callable[..., tuple[tuple[Any, dict, Any], Any]]
-
-
-def make_policy_step(agent) -> PolicyStep:
+class PolicyStep:
     """The jitted policy side of one rollout step of :func:`host_rollout_with_policy_state`:
-    a recurrent ``policy_state`` (leaves ``[B, ...]``) is first reset where ``starts`` (the
-    previous step ended an episode: this one acts on a fresh episode's first observation)."""
+    ``act(agent_state, obs [B, ...], step_keys [T], t [], env_ids [B], policy_state, starts [B])
+    -> ((actions [B, ...], extras, env_actions [B, ...]), next policy_state)``. A recurrent
+    ``policy_state`` (leaves ``[B, ...]``) is first reset where ``starts`` (the previous step
+    ended an episode: this one acts on a fresh episode's first observation); ``policy_state``
+    and ``starts`` are None for a feed-forward policy.
 
-    def policy_step(agent_state, obs, step_keys, t, env_ids, policy_state=None, starts=None):
-        env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_keys[t], env_ids)  # [B]
-        if policy_state is not None:
-            policy_state = reset_policy_state(policy_state, starts, agent.initial_policy_state(obs.shape[0]))
-        actions, extras, policy_state = agent.policy_step(agent_state, policy_state, obs, env_keys)
-        return (actions, extras, agent.to_env_action(actions)), policy_state
+    With ``num_agents > 1`` it acts for a population at once (one call for every agent):
+    ``agent_state``, ``step_keys`` and every per-environment argument and output lead with
+    ``[N]``, and each agent acts as it would alone (the same env ids ``[B]``, its own keys)."""
 
-    return jax.jit(policy_step)
+    def __init__(self, agent, num_agents: int = 1):
+        self.num_agents = int(num_agents)
+
+        def policy_step(agent_state, obs, step_keys, t, env_ids, policy_state, starts):
+            env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_keys[t], env_ids)  # [B]
+            if policy_state is not None:
+                policy_state = reset_policy_state(policy_state, starts, agent.initial_policy_state(obs.shape[0]))
+            actions, extras, policy_state = agent.policy_step(agent_state, policy_state, obs, env_keys)
+            return (actions, extras, agent.to_env_action(actions)), policy_state
+
+        if self.num_agents > 1:
+            policy_step = jax.vmap(policy_step, in_axes=(0, 0, 0, None, None, 0, 0))
+        self._call = jax.jit(policy_step)
+
+    def __call__(self, agent_state, obs, step_keys, t, env_ids, policy_state=None, starts=None):
+        return self._call(agent_state, obs, step_keys, t, env_ids, policy_state, starts)
+
+    def split_keys(self, key: jax.Array, rollout_length: int) -> jax.Array:
+        """The step keys of a rollout: ``split(key, T)`` (``[T]``, or ``[N, T]`` for a population's ``key [N]``)."""
+        if self.num_agents > 1:
+            return jax.vmap(lambda k: jax.random.split(k, rollout_length))(key)
+        return jax.random.split(key, rollout_length)
+
+
+def make_policy_step(agent, num_agents: int = 1) -> PolicyStep:
+    """The jitted policy side of one rollout step (:class:`PolicyStep`)."""
+    return PolicyStep(agent, num_agents)
 
 
 @functools.lru_cache(maxsize=16)
-def _cached_policy_step(agent) -> PolicyStep:
-    return make_policy_step(agent)
+def cached_policy_step(agent, num_agents: int = 1) -> PolicyStep:
+    """:func:`make_policy_step`, one per ``(agent, num_agents)``: the actors of a run share its
+    compiled program."""
+    return make_policy_step(agent, num_agents)
 
 
 class TimedSteps:
@@ -121,17 +142,21 @@ def host_rollout_with_policy_state(
     trajectory and sums as NumPy arrays, with the meaning of
     :func:`evorl.rollout.rollout_with_policy_state`'s (a recurrent agent's
     ``extras["policy_state"]`` holds the state each step acted with).
+
+    A population (``act`` made for ``N`` agents): ``env`` steps ``[N, B]`` environments (agent
+    ``n``'s are ``[n]``), ``agent_state`` and ``key`` lead with ``[N]``; the trajectory is
+    ``[T, N, B, ...]`` and the episode sums ``[N]``.
     """
     if int(rollout_length) < 1:
         raise ValueError(f"rollout_length must be >= 1, got {rollout_length}")
-    num_envs = env_state.reward.shape[0]
-    env_ids = jnp.arange(num_envs) if env_ids is None else jnp.asarray(env_ids)
-    act = act or _cached_policy_step(agent)
-    step_keys = jax.random.split(key, rollout_length)  # [T]
+    envs = env_state.reward.shape  # [B], or [N, B] for a population
+    env_ids = jnp.arange(envs[-1]) if env_ids is None else jnp.asarray(env_ids)
+    act = act or cached_policy_step(agent)
+    step_keys = act.split_keys(key, rollout_length)  # [(N,) T]
     obs, next_obs = _buffer(rollout_length, env_state.obs), _buffer(rollout_length, env_state.final_obs)
-    rewards = np.empty((rollout_length, num_envs), np.float32)  # [T, B]
-    terminated = np.empty((rollout_length, num_envs), bool)  # [T, B]
-    truncated = np.empty((rollout_length, num_envs), bool)  # [T, B]
+    rewards = np.empty((rollout_length,) + envs, np.float32)  # [T, (N,) B]
+    terminated = np.empty((rollout_length,) + envs, bool)  # [T, (N,) B]
+    truncated = np.empty((rollout_length,) + envs, bool)  # [T, (N,) B]
     actions_buf = extras_buf = None
     return_sum = length_sum = count = np.float32(0.0)
 
@@ -151,10 +176,10 @@ def host_rollout_with_policy_state(
         rewards[t], terminated[t], truncated[t] = next_state.reward, next_state.terminated, next_state.truncated
         actions_buf[t] = actions
         jax.tree.map(lambda buf, x, t=t: buf.__setitem__(t, x), extras_buf, extras)
-        done = next_state.done.astype(np.float32)  # [B]
-        return_sum = np.float32(return_sum + np.sum(done * next_state.episode_return, dtype=np.float32))
-        length_sum = np.float32(length_sum + np.sum(done * next_state.episode_length, dtype=np.float32))
-        count = np.float32(count + np.sum(done, dtype=np.float32))
+        done = next_state.done.astype(np.float32)  # [(N,) B]
+        return_sum = np.float32(return_sum + np.sum(done * next_state.episode_return, axis=-1, dtype=np.float32))
+        length_sum = np.float32(length_sum + np.sum(done * next_state.episode_length, axis=-1, dtype=np.float32))
+        count = np.float32(count + np.sum(done, axis=-1, dtype=np.float32))
         env_state = next_state
 
     trajectory = Trajectory(obs=obs, actions=actions_buf, rewards=rewards, terminated=terminated,

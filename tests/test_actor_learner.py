@@ -140,7 +140,6 @@ def test_sigint_ends_an_async_run_in_bounded_time_with_a_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ({"training": {"num_seeds": 2}}, "trains one agent"),
     ({"training": {"actor_lag": 1}}, "set training.actor_lag=0"),
     ({"training": {"num_envs": 6}}, "divisible by runner.num_actors=4"),
     ({"runner": {"mode": "sometimes"}}, "runner.mode must be one of"),

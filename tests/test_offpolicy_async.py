@@ -79,7 +79,6 @@ def test_sac_on_a_host_env_trains_fills_the_buffer_and_evaluates(env_type):  # ~
 @pytest.mark.parametrize("runner, training, message", [
     ({"mode": "fused"}, {}, "steps its environments on the host"),
     ({"mode": "async", "num_actors": 3}, {}, "divisible by runner.num_actors=3"),
-    ({"mode": "async"}, {"num_seeds": 2}, "trains one agent"),
 ])
 def test_config_errors_name_the_key(runner, training, message):
     cfg = config(SAC_TINY, runner, env={"env_type": "gymnasium"}, **training)
@@ -87,9 +86,9 @@ def test_config_errors_name_the_key(runner, training, message):
         SACWorkflow.build_from_config(cfg, recorders=[])
 
 
-def test_async_refuses_pbt_and_several_devices():
-    cfg = config(SAC_TINY, {"mode": "async"})
-    with pytest.raises(ConfigError, match="pbt.enabled runs the population in the fused runner"):
+def test_async_refuses_pbt_by_greedy_episodes_on_a_host_env_and_several_devices():
+    cfg = config(SAC_TINY, {"mode": "async"}, env={"env_type": "gymnasium"})
+    with pytest.raises(ConfigError, match="set pbt.fitness=train"):
         SACWorkflow.parse_config({**cfg, "training": {**cfg["training"], "num_seeds": 4},
                                   "pbt": {"enabled": True, "interval": 6,
                                           "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}})

@@ -61,7 +61,7 @@ def test_population_evaluates_every_agent():
 def test_population_init_factorises_one_agent_at_a_time(tiny_cfg):
     """A population's initialisation runs the orthogonal initialisers' QR factorisations one
     agent at a time, never batched: jaxlib 0.10's batched CPU QR can deadlock XLA's thread
-    pool (``evorl.workflows.execution._map_agents_sequentially``)."""
+    pool (``evorl.workflows.execution.map_agents_sequentially``)."""
     from evorl.workflows.population import population_inputs
 
     tiny_cfg["training"]["num_seeds"] = 4

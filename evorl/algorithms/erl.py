@@ -174,7 +174,7 @@ def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams
     key, agent_key, population_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
-    # which can hang jaxlib's CPU thread pool (evorl.workflows.execution._map_agents_sequentially)
+    # which can hang jaxlib's CPU thread pool (evorl.workflows.execution.map_agents_sequentially)
     population = lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0],
                          jax.random.split(population_key, cfg.population_size))  # [N, D]
     actor, critic = agent_state.params["actor"], agent_state.params["critic"]

@@ -42,7 +42,6 @@ checkpoints before raising.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import queue
 import sys
 import threading
@@ -54,24 +53,25 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from evorl import metrics as M
-from evorl.config import require
+from evorl.config import require, sweep_variants
 from evorl.config.runner import RunnerConfig
-from evorl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
+from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.actors import (
-    POLL_SECONDS, Actor, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout,
+    POLL_SECONDS, Actor, ChunkLog, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout, trajectory_like,
 )
-from evorl.workflows.execution import DEVICE_AXIS, jit_rarely_run, to_host
+from evorl.workflows.execution import (
+    DEVICE_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
+)
 
 #: Python's GIL switch interval while actors run (its default is 5 ms).
 GIL_SWITCH_SECONDS = 0.0002
 #: What the actors own, not the learner's state: the environments and a recurrent policy's
 #: state of each environment's episode in progress (dropped from the state ``init`` returns).
 ACTOR_FIELDS = ("env_state", "policy_state")
-#: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).
-LAG_BUCKETS = (0, 1, 2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -93,9 +93,6 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
     """Cross-key checks of an asynchronous run, before anything is compiled (the workflow
     adds its own: the on-policy minibatches, ...)."""
     tc, rc = config.training, config.runner
-    require(tc.num_seeds == 1 and not config.sweep,
-            "runner.mode=async trains one agent: training.num_seeds > 1 and hyperparameter lists need "
-            "runner.mode=fused (JAX envs).")
     require(not config.distributed.multi_process,
             "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
     require(tc.num_envs % rc.num_actors == 0,
@@ -106,6 +103,10 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
             f"runner.learner_devices={rc.learner_devices} but only {num_devices} device(s) are used "
             f"(several need distributed.multi_devices=true, or XLA_FLAGS=--xla_force_host_platform_device_count=N "
             f"on a CPU).")
+    num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    require(num_agents == 1 or learner_devices == 1,
+            f"runner.mode=async with {num_agents} agents (training.num_seeds x hyperparameter variants) runs the "
+            f"learner on one device: set runner.learner_devices=1 (the other devices run the actors).")
     per_actor = tc.num_envs // rc.num_actors
     require(per_actor % learner_devices == 0,
             f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
@@ -147,42 +148,50 @@ class EvaluationFailed(ActorLearnerError):
     ``runner.env_step_timeout_seconds`` (:class:`~evorl.evaluator.HostEnvFault`)."""
 
 
-@dataclass
-class _ChunkLog:
-    """The learner's bookkeeping over one chunk of updates (host values)."""
-
-    lags: list[int] = dataclasses.field(default_factory=list)
-    queue_sizes: list[int] = dataclasses.field(default_factory=list)
-    learner_wait: float = 0.0
-    learner_busy: float = 0.0
-    episodes: list[EpisodeStats] = dataclasses.field(default_factory=list)
-
-
 class ActorLearnerExecutor:
     """Runs the learner update against actor threads; the asynchronous counterpart of
     :class:`~evorl.workflows.execution.Executor` with the same methods the workflow uses."""
 
     def __init__(self, learner_update: Callable, env: Any, agent: Any, training: Any, runner: RunnerConfig,
                  learner_mesh: Mesh | None, actor_devices: list,
-                 final_metrics: Callable[[Any], dict] | None = None, acting: ActorPolicy | None = None):
+                 final_metrics: Callable[[Any], dict] | None = None, acting: ActorPolicy | None = None,
+                 num_agents: int = 1, freeze: Callable | None = None, population_step: PopulationStep | None = None):
         """``learner_update(state, trajectory [T, B], key) -> (state, metrics)``:
         :func:`~evorl.workflows.on_policy.make_learner_update` (with the mesh's axis name when
         ``learner_mesh`` is set) or :func:`~evorl.workflows.off_policy.make_learner_update`;
         ``env``: the training env with ``training.num_envs`` environments (each actor gets its
         share); ``acting``: what the actors act with (default: ``agent`` with the learner's
         ``agent_state``). Host environments are seeded from the state's key when the actors
-        start (env ``i`` with ``seed + i``)."""
+        start (env ``i`` with ``seed + i``).
+
+        ``num_agents > 1``: a population (every leaf of the learner's state leads with ``[N]``,
+        the learner on one device). Each update is vmapped over the agents; each actor steps its
+        share of every agent's environments (``[N, B_k]``) with one policy call for all of them,
+        each agent with its own keys and seeds as alone. ``freeze(old, new, metrics, alive)``
+        freezes a diverged agent, as :class:`~evorl.workflows.execution.Executor`'s does;
+        ``population_step`` (PBT) runs on the learner's state after every ``interval``-th
+        update, its ``fitness: train`` episodes summed from the actors' rollouts."""
         self.env, self.agent, self.training, self.runner = env, agent, training, runner
         self.acting = acting if acting is not None else ActorPolicy.of_agent(agent)
         self.learner_mesh, self.actor_devices = learner_mesh, actor_devices
         self.num_actors = runner.num_actors
         self.envs_per_actor = training.num_envs // runner.num_actors
         self.final_metrics = final_metrics
+        self.num_agents, self.population = num_agents, num_agents > 1
+        self.freeze, self.population_step = freeze, population_step
+        if population_step is not None and not self.population:
+            raise ValueError("a population step needs a population (num_agents > 1)")
+        if self.population and learner_mesh is not None:
+            raise ValueError("a population's learner runs on one device (learner_mesh=None)")
+        #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every update.
+        self.alive = np.ones(num_agents if self.population else (), bool)
+        self.records: list[dict] = []
+        agents = self._agents = jax.vmap if self.population else (lambda fn, **_: fn)
         self.compile_seconds: float | None = None
         self._initial_env_state = None
         self._init_jit = None
         self._actors: list[Actor] = []
-        self._log = _ChunkLog()
+        self._log = ChunkLog()
         self._host_metrics: dict[str, float] = {}
         if learner_mesh is None:
             device = jax.local_devices()[0]
@@ -197,34 +206,43 @@ class ActorLearnerExecutor:
             state, metrics = learner_update(state, trajectory, update_key)
             return state.replace(key=key), metrics
 
-        def step(state, totals, trajectories):
-            state, metrics = update(state, trajectories)
-            return state, M.accumulate(totals, metrics)
+        def step(state, totals, alive, trajectories, episodes):
+            new_state, metrics = agents(update)(state, trajectories)
+            if freeze is not None:
+                new_state, alive = agents(freeze)(state, new_state, metrics, alive)
+            if population_step is not None and hasattr(new_state, "fitness_episodes"):  # PBT's fitness: train
+                new_state = new_state.replace(fitness_episodes=jax.tree.map(
+                    jnp.add, new_state.fitness_episodes, episodes))
+            return new_state, agents(M.accumulate)(totals, metrics), alive
 
-        shapes_of = update
+        shapes_of = agents(update)
         if learner_mesh is not None:
             batch = P(None, DEVICE_AXIS)
             shapes_of = jax.shard_map(update, mesh=learner_mesh, in_specs=(P(), batch), out_specs=(P(), P()))
-            step = jax.shard_map(step, mesh=learner_mesh, in_specs=(P(), P(), batch), out_specs=(P(), P()))
+            step = jax.shard_map(step, mesh=learner_mesh, in_specs=(P(), P(), P(), batch, P()),
+                                 out_specs=(P(), P(), P()))
         self._update_shapes = shapes_of  # for the metrics' structure (jax.eval_shape)
         # No donation: the published agent state is read by actors while the next update runs.
         self._step = jax.jit(step)
-        self._final = jax.jit(final_metrics) if final_metrics is not None else None
+        self._final = jax.jit(agents(final_metrics)) if final_metrics is not None else None
+        self._population_step = None if population_step is None else jax.jit(population_step.step_population)
+        self._split = jax.jit(agents(lambda k: tuple(jax.random.split(k, 3)[:2])))
         self._rollout_fn = None
         if not env.on_host:
             env_k = env.with_num_envs(self.envs_per_actor)
             length = training.rollout_length
             policy = self.acting.policy
-            self._rollout_fn = jax.jit(lambda acting_state, env_state, policy_state, key, env_ids:
-                                       rollout_with_policy_state(env_k, policy, acting_state, env_state, policy_state,
-                                                                 key, length, env_ids))
+            self._rollout_fn = jax.jit(agents(lambda acting_state, env_state, policy_state, key, env_ids:
+                                              rollout_with_policy_state(env_k, policy, acting_state, env_state,
+                                                                        policy_state, key, length, env_ids),
+                                              in_axes=(0, 0, 0, 0, None)))
 
     # --- state ----------------------------------------------------------------------------
     def init(self, init_fn: Callable, *args) -> Any:
         """The learner's initial state. For a JAX env ``init_fn`` also resets its
         environments: the actors start from them (actor ``k`` from slice ``k``)."""
         if self._init_jit is None:
-            self._init_jit = jit_rarely_run(init_fn)
+            self._init_jit = jit_rarely_run(map_agents_sequentially(init_fn) if self.population else init_fn)
         state = self._init_jit(*args)
         self._initial_env_state = state.env_state
         return self.place(state.replace(**{f: None for f in ACTOR_FIELDS if hasattr(state, f)}))
@@ -233,24 +251,35 @@ class ActorLearnerExecutor:
         return jax.device_put(state, self._state_sharding)
 
     def map_agents(self, fn: Callable) -> Callable:
-        return jax.jit(fn)
+        return jax.jit(self._agents(fn))
+
+    def _per_agent(self, tree: Any) -> Any:
+        """``tree`` (one agent's) repeated for every agent of a population: leaves ``[N, ...]``."""
+        return jax.tree.map(lambda x: jnp.stack([x] * self.num_agents), tree) if self.population else tree
+
+    def _acting_state(self, state: Any) -> Any:
+        return self._agents(self.acting.acting_state)(state)
 
     # --- actors ---------------------------------------------------------------------------
     def _actor_rollout(self, index: int, state: Any):
         b = self.envs_per_actor
         env_ids = np.arange(index * b, (index + 1) * b)
         device = self.actor_devices[index % len(self.actor_devices)]
-        if self._rollout_fn is None:
-            seed_key = jax.random.fold_in(state.key, 0x5EED)
-            seed = int(jax.random.randint(seed_key, (), 0, 2**31 - 1 - self.training.num_envs))
-            return HostEnvActorRollout(self.env.with_num_envs(b), self.acting.policy, self.training.rollout_length,
-                                       env_ids, seed + index * b)
+        if self._rollout_fn is None:  # each agent's envs seeded from its own key, as alone
+            seeds = []
+            for key in (state.key if self.population else [state.key]):
+                seed_key = jax.random.fold_in(key, 0x5EED)
+                seeds.append(int(jax.random.randint(seed_key, (), 0, 2**31 - 1 - self.training.num_envs)) + index * b)
+            return HostEnvActorRollout([self.env.with_num_envs(b) for _ in seeds], self.acting.policy,
+                                       self.training.rollout_length, env_ids, seeds)
         env_state = self._initial_env_state
-        if env_state is None or int(to_host(state.iteration)) > 0:  # resumed: fresh episodes
-            env_state = jax.jit(self.env.reset)(jax.random.fold_in(state.key, 0xE5E7))
-        env_state = jax.tree.map(lambda x: x[index * b:(index + 1) * b], env_state)
-        return JaxEnvActorRollout(self._rollout_fn, env_state, self.acting.policy.initial_policy_state(b), env_ids,
-                                  device)
+        if env_state is None or int(np.max(to_host(state.iteration))) > 0:  # resumed: fresh episodes
+            reset = self._agents(lambda key: self.env.reset(jax.random.fold_in(key, 0xE5E7)))
+            env_state = jax.jit(reset)(state.key)
+        agent_axis = 1 if self.population else 0
+        env_state = jax.tree.map(lambda x: lax.slice_in_dim(x, index * b, (index + 1) * b, axis=agent_axis), env_state)
+        return JaxEnvActorRollout(self._rollout_fn, env_state, self._per_agent(self.acting.policy.initial_policy_state(b)),
+                                  env_ids, device)
 
     @contextlib.contextmanager
     def running(self, state: Any):
@@ -259,8 +288,8 @@ class ActorLearnerExecutor:
         self._params = ParameterStore()
         self._queue: queue.Queue = queue.Queue(maxsize=self.runner.queue_size)
         self._stop, self._failed = threading.Event(), threading.Event()
-        self._version = int(to_host(state.iteration))
-        self._params.publish(self.acting.acting_state(state), self._version)
+        self._version = int(np.max(to_host(state.iteration)))
+        self._params.publish(self._acting_state(state), self._version)
         self._actors = []
         # Actors hold the GIL while they step host envs in Python; hand it over more often
         # than every 5 ms so that the learner (and the other actors) wait less for it.
@@ -268,9 +297,9 @@ class ActorLearnerExecutor:
         sys.setswitchinterval(GIL_SWITCH_SECONDS)
         try:
             for k in range(self.num_actors):
-                key = state.key if k == 0 else jax.random.fold_in(state.key, k)
+                key = state.key if k == 0 else self._agents(jax.random.fold_in, in_axes=(0, None))(state.key, k)
                 actor = Actor(k, self._actor_rollout(k, state), key, self.actor_devices[k % len(self.actor_devices)],
-                              self._params, self._queue, self.runner.lockstep, self._stop, self._failed)
+                              self._params, self._queue, self.runner.lockstep, self._stop, self._failed, self._split)
                 self._actors.append(actor)
                 actor.start()
             yield self
@@ -330,10 +359,10 @@ class ActorLearnerExecutor:
         metrics on the host, as :meth:`Executor.run` does (loss metrics per update, episode
         sums); the actors' figures are in :meth:`host_metrics`. ``progress(k)`` is called
         after the chunk's ``k``-th update has finished (the progress bar)."""
-        self._log = log = _ChunkLog()
+        self._log = log = ChunkLog()
         chunk_start = time.monotonic()
         actor_counters = [(a.busy_seconds, a.wait_seconds, a.rollouts_done) for a in self._actors]
-        totals, done = None, 0
+        totals, done, alive = None, 0, self.alive
         while done < num_iterations and not stop():
             log.queue_sizes.append(self._queue.qsize())
             items = [self._take(state) for _ in range(self.num_actors)]
@@ -341,18 +370,23 @@ class ActorLearnerExecutor:
                 time.sleep(self.runner.learner_delay_seconds)
             busy = time.monotonic()
             trajectories = tuple(jax.device_put(item.trajectory, self._batch_sharding) for item in items)
+            episodes = jax.tree.map(lambda *xs: np.float32(sum(xs)), *(item.episodes for item in items))
             if totals is None:
                 totals = self._zero_totals(state, trajectories)
-            state, totals = self._step(state, totals, trajectories)
+            state, totals, alive = self._step(state, totals, alive, trajectories, episodes)
             log.lags += [self._version - item.version for item in items]
             log.episodes += [item.episodes for item in items]
             self._version += 1
-            self._params.publish(self.acting.acting_state(state), self._version)
+            if self._population_step is not None and self._version % self.population_step.interval == 0:
+                state, alive, record = self._population_step(state, alive)
+                self.records.append({"iteration": self._version, **to_host(record)})
+            self._params.publish(self._acting_state(state), self._version)
             jax.block_until_ready(totals)
             log.learner_busy += time.monotonic() - busy
             done += 1
             if progress is not None:
                 progress(done)
+        self.alive = np.asarray(to_host(alive)) > 0
         if done == 0:
             self._host_metrics = {}
             return state, {}
@@ -360,9 +394,15 @@ class ActorLearnerExecutor:
             totals = {**totals, **M.declared(self._final(state))}
         metrics = M.per_iteration(to_host(totals), done)
         for field in ("return_sum", "length_sum", "count"):  # summed over the rollouts, as the fused runner sums
-            metrics[f"episode_{field}"] = np.float64(sum(getattr(e, field) for e in log.episodes))
-        self._host_metrics = self._actor_metrics(log, actor_counters, time.monotonic() - chunk_start, done)
+            metrics[f"episode_{field}"] = np.asarray(sum(getattr(e, field) for e in log.episodes), np.float64)
+        self._host_metrics = log.actor_metrics(self._actors, actor_counters, time.monotonic() - chunk_start, done,
+                                               self.runner.queue_size,
+                                               self.num_agents * self.training.env_steps_per_iteration)
         return state, metrics
+
+    def _episodes_like(self) -> EpisodeStats:
+        """Zero episode sums of one update's rollouts (``[N]`` for a population)."""
+        return EpisodeStats(*[np.zeros(self.num_agents if self.population else (), np.float32)] * 3)
 
     def _zero_totals(self, state: Any, trajectories: tuple) -> dict:
         metrics = jax.eval_shape(self._update_shapes, state, trajectories)[1]
@@ -371,15 +411,17 @@ class ActorLearnerExecutor:
     def abstract_trajectories(self, state: Any) -> tuple:
         """The shapes and dtypes of one update's rollouts (one per actor), for compiling."""
         t, b = self.training.rollout_length, self.envs_per_actor
+        acting_state = self._acting_state(state)
         if self._rollout_fn is not None:
-            env_state = jax.eval_shape(self.env.with_num_envs(b).reset, jax.random.PRNGKey(0))
-            one = jax.eval_shape(self._rollout_fn, self.acting.acting_state(state), env_state,
-                                 self.acting.policy.initial_policy_state(b), state.key, jnp.arange(b))[2]
+            env_state = jax.eval_shape(self._agents(self.env.with_num_envs(b).reset), state.key)
+            one = jax.eval_shape(self._rollout_fn, acting_state, env_state,
+                                 self._per_agent(self.acting.policy.initial_policy_state(b)), state.key,
+                                 jnp.arange(b))[2]
         else:
             space = self.env.obs_space
             obs = jax.ShapeDtypeStruct((t, b) + tuple(space.shape), space.dtype)
-            one = jax.eval_shape(lambda acting_state, obs: trajectory_like(self.acting.policy, acting_state, obs),
-                                 self.acting.acting_state(state), obs)
+            one = jax.eval_shape(self._agents(lambda acting_state: trajectory_like(self.acting.policy, acting_state,
+                                                                                   obs)), acting_state)
         return tuple(one for _ in range(self.num_actors))
 
     def compile(self, state: Any) -> float:
@@ -389,51 +431,17 @@ class ActorLearnerExecutor:
                                     self.abstract_trajectories(state))
         state = self.place(state)
         totals = self._zero_totals(state, trajectories)
-        self._step = self._step.lower(state, totals, trajectories).compile()
+        self._step = self._step.lower(state, totals, self.alive, trajectories, self._episodes_like()).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 
-    def _actor_metrics(self, log: _ChunkLog, before: list, wall: float, updates: int) -> dict[str, float]:
-        lags = np.asarray(log.lags)
-        out = {
-            "actors/policy_lag_mean": float(lags.mean()),
-            "actors/policy_lag_max": float(lags.max()),
-        }
-        for bucket in LAG_BUCKETS:
-            last = bucket == LAG_BUCKETS[-1]
-            share = np.mean(lags >= bucket) if last else np.mean(lags == bucket)
-            out[f"actors/policy_lag_{bucket}{'plus' if last else ''}"] = float(share)
-        out["actors/queue_fill"] = float(np.mean(log.queue_sizes)) / self.runner.queue_size
-        busy = sum(a.busy_seconds - b[0] for a, b in zip(self._actors, before))
-        wait = sum(a.wait_seconds - b[1] for a, b in zip(self._actors, before))
-        produced = sum(a.rollouts_done - b[2] for a, b in zip(self._actors, before))
-        steps_per_rollout = self.envs_per_actor * self.training.rollout_length
-        out["actors/actor_steps_per_s"] = produced * steps_per_rollout / wall
-        out["actors/actor_wait_fraction"] = wait / max(busy + wait, 1e-9)
-        out["actors/learner_steps_per_s"] = updates * self.training.num_envs * self.training.rollout_length / max(
-            log.learner_busy, 1e-9)
-        out["actors/learner_wait_fraction"] = log.learner_wait / wall
-        return out
-
     def take_records(self) -> list[dict]:
-        """No population step runs here (PBT needs the fused runner): none."""
-        return []
+        """The records of the population steps since the last call, oldest first (as
+        :meth:`Executor.take_records`)."""
+        records, self.records = self.records, []
+        return records
 
     def host_metrics(self) -> dict[str, float]:
         """The last chunk's actor-side figures: policy lag (mean, max, histogram), queue fill,
         actor and learner env steps/s, the fraction of time each side waited."""
         return dict(self._host_metrics)
-
-
-def trajectory_like(policy: Any, acting_state: Any, obs: jax.Array) -> Trajectory:
-    """A trajectory ``[T, B]`` of the structure an actor acting with ``policy`` produces from
-    observations ``obs`` ``[T, B, *obs_shape]`` (values meaningless: used for its shapes and
-    dtypes; a recurrent policy acts from its initial state at every step)."""
-    t, b = obs.shape[:2]
-    keys = jax.random.split(jax.random.PRNGKey(0), t * b).reshape((t, b, -1))
-    initial = policy.initial_policy_state(b)
-    act = jax.vmap(lambda obs, keys: policy.policy_step(acting_state, initial, obs, keys)[:2])  # over T
-    actions, extras = act(obs, keys)
-    zeros = jnp.zeros((t, b), jnp.float32)
-    return Trajectory(obs=obs, actions=actions, rewards=zeros, terminated=zeros > 0, truncated=zeros > 0,
-                      next_obs=obs, extras=extras)

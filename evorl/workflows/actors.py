@@ -5,6 +5,7 @@ newest parameters from."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import queue
 import threading
 import time
@@ -23,14 +24,53 @@ from evorl.rollout import EpisodeStats, Trajectory
 POLL_SECONDS = 0.05
 
 
+#: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).
+LAG_BUCKETS = (0, 1, 2, 3, 4)
+
+
+@dataclass
+class ChunkLog:
+    """The learner's bookkeeping over one chunk of updates (host values)."""
+
+    lags: list[int] = dataclasses.field(default_factory=list)
+    queue_sizes: list[int] = dataclasses.field(default_factory=list)
+    learner_wait: float = 0.0
+    learner_busy: float = 0.0
+    episodes: list[EpisodeStats] = dataclasses.field(default_factory=list)
+
+    def actor_metrics(self, actors: list, before: list, wall: float, updates: int, queue_size: int,
+                      steps_per_update: int) -> dict[str, float]:
+        """The chunk's actor-side figures (see ``ActorLearnerExecutor.host_metrics``): ``before``
+        holds each actor's ``(busy_seconds, wait_seconds, rollouts_done)`` at the chunk's start;
+        ``steps_per_update`` the env steps one update learns from (all agents)."""
+        lags = np.asarray(self.lags)
+        out = {
+            "actors/policy_lag_mean": float(lags.mean()),
+            "actors/policy_lag_max": float(lags.max()),
+        }
+        for bucket in LAG_BUCKETS:
+            last = bucket == LAG_BUCKETS[-1]
+            share = np.mean(lags >= bucket) if last else np.mean(lags == bucket)
+            out[f"actors/policy_lag_{bucket}{'plus' if last else ''}"] = float(share)
+        out["actors/queue_fill"] = float(np.mean(self.queue_sizes)) / queue_size
+        busy = sum(a.busy_seconds - b[0] for a, b in zip(actors, before))
+        wait = sum(a.wait_seconds - b[1] for a, b in zip(actors, before))
+        produced = sum(a.rollouts_done - b[2] for a, b in zip(actors, before))
+        out["actors/actor_steps_per_s"] = produced * steps_per_update / len(actors) / wall
+        out["actors/actor_wait_fraction"] = wait / max(busy + wait, 1e-9)
+        out["actors/learner_steps_per_s"] = updates * steps_per_update / max(self.learner_busy, 1e-9)
+        out["actors/learner_wait_fraction"] = self.learner_wait / wall
+        return out
+
+
 @dataclass
 class Rollout:
     """What an actor puts on the queue."""
 
     actor: int
     version: int  # learner updates behind the parameters it was acted with
-    trajectory: Trajectory  # [T, B_k, ...]
-    episodes: EpisodeStats  # sums over the episodes that ended in it (host floats)
+    trajectory: Trajectory  # [T, B_k, ...] ([N, T, B_k, ...] for a population)
+    episodes: EpisodeStats  # sums over the episodes that ended in it (host arrays [] or [N])
 
 
 class ParameterStore:
@@ -79,31 +119,64 @@ class JaxEnvActorRollout:
         pass
 
 
-class HostEnvActorRollout:
-    """A host vector env of one actor, stepped with one jitted policy call per step; a
-    recurrent policy's state is carried from one rollout to the next (from
-    ``policy.initial_policy_state`` when the envs are reset)."""
+class AgentEnvs:
+    """The host vector envs of a population's agents (one each, ``[B]`` environments) stepped
+    as one ``[N, B]`` batch: ``reset(seeds)`` seeds agent ``n``'s with ``seeds[n]``, ``step``
+    takes actions ``[N, B, ...]``; states are :class:`~evorl.envs.env.EnvState` of ``[N, B]``
+    arrays."""
 
-    def __init__(self, env: Any, policy: Any, rollout_length: int, env_ids: np.ndarray, seed: int):
-        from evorl.host_rollout import TimedSteps, host_rollout_with_policy_state
+    def __init__(self, envs: list):
+        self.envs = envs
+
+    @staticmethod
+    def _stack(states):
+        return jax.tree.map(lambda *xs: np.stack(xs), *states)
+
+    def reset(self, seeds: list[int]):
+        return self._stack([env.reset(seed) for env, seed in zip(self.envs, seeds)])
+
+    def step(self, actions: np.ndarray):
+        return self._stack([env.step(a) for env, a in zip(self.envs, actions)])
+
+    def close(self):
+        for env in self.envs:
+            env.close()
+
+
+class HostEnvActorRollout:
+    """The host vector envs of one actor (one per agent of a population, ``envs``), stepped
+    with one jitted policy call per step for every agent; agent ``n``'s envs are seeded with
+    ``seeds[n]`` (copy ``i`` with ``seeds[n] + i``). A recurrent policy's state is carried from
+    one rollout to the next (from ``policy.initial_policy_state`` when the envs are reset).
+    Trajectories are ``[T, B]``, or ``[N, T, B]`` for a population."""
+
+    def __init__(self, envs: list, policy: Any, rollout_length: int, env_ids: np.ndarray, seeds: list[int]):
+        from evorl.host_rollout import TimedSteps, cached_policy_step, host_rollout_with_policy_state
 
         self._host_rollout = host_rollout_with_policy_state
-        self.env = TimedSteps(env)
+        self.num_agents = len(envs)
+        self.env = TimedSteps(AgentEnvs(envs) if self.num_agents > 1 else envs[0])
+        self.act = cached_policy_step(policy, self.num_agents)
         self.policy, self.rollout_length, self.env_ids = policy, rollout_length, np.asarray(env_ids)
         self.env_state = self.policy_state = None
-        self.seed = seed
+        self.seeds = list(seeds)
 
     @property
     def step_started(self) -> float | None:
         return self.env.step_started
 
     def __call__(self, agent_state, key):
+        population = self.num_agents > 1
         if self.env_state is None:
-            self.env_state = self.env.reset(self.seed)
-            self.policy_state = self.policy.initial_policy_state(len(self.env_ids))
+            self.env_state = self.env.reset(self.seeds if population else self.seeds[0])
+            initial = self.policy.initial_policy_state(len(self.env_ids))
+            self.policy_state = jax.tree.map(lambda x: jnp.stack([x] * self.num_agents), initial) if population \
+                else initial
         self.env_state, self.policy_state, trajectory, episodes = self._host_rollout(
             self.env, self.policy, agent_state, self.env_state, self.policy_state, key, self.rollout_length,
-            self.env_ids)
+            self.env_ids, self.act)
+        if population:  # [T, N, B] -> [N, T, B]
+            trajectory = jax.tree.map(lambda x: np.swapaxes(x, 0, 1), trajectory)
         return trajectory, episodes
 
     def close(self):
@@ -114,9 +187,11 @@ class Actor(threading.Thread):
     """One actor thread (see the module docstring); its counters are read by the learner."""
 
     def __init__(self, index: int, act: Any, key: jax.Array, device: Any, params: ParameterStore,
-                 rollouts: queue.Queue, lockstep: bool, stop: threading.Event, failed: threading.Event):
+                 rollouts: queue.Queue, lockstep: bool, stop: threading.Event, failed: threading.Event,
+                 split: Callable):
+        """``split(key) -> (next key, rollout key)`` (over the agent axis for a population)."""
         super().__init__(name=f"evorl-actor-{index}", daemon=True)
-        self.index, self.act, self.device = index, act, device
+        self.index, self.act, self.device, self.split = index, act, device, split
         self.key = jax.device_put(key, device)
         self.params, self.rollouts, self.lockstep = params, rollouts, lockstep
         self.stop, self.failed = stop, failed
@@ -137,7 +212,6 @@ class Actor(threading.Thread):
 
     def _loop(self):
         last_version, local = -1, None
-        split = jax.jit(lambda k: jax.random.split(k, 3))
         while not self.stop.is_set():
             start = time.monotonic()
             newest = self.params.newest(last_version if self.lockstep else -1, self.stop)
@@ -149,10 +223,10 @@ class Actor(threading.Thread):
             last_version = version
             acting = time.monotonic()
             self.wait_seconds += acting - start
-            keys = split(self.key)
-            self.key, rollout_key = keys[0], keys[1]
+            self.key, rollout_key = self.split(self.key)
             trajectory, episodes = self.act(local[0], rollout_key)
-            episodes = EpisodeStats(*(float(x) for x in (episodes.return_sum, episodes.length_sum, episodes.count)))
+            episodes = EpisodeStats(*(np.asarray(x, np.float64)  # [] ([N] for a population) on the host
+                                      for x in (episodes.return_sum, episodes.length_sum, episodes.count)))
             jax.block_until_ready(trajectory)
             done = time.monotonic()
             self.busy_seconds += done - acting
@@ -165,3 +239,17 @@ class Actor(threading.Thread):
                     continue
             self.wait_seconds += time.monotonic() - done
             self.rollouts_done += 1
+
+
+def trajectory_like(policy: Any, acting_state: Any, obs: jax.Array) -> Trajectory:
+    """A trajectory ``[T, B]`` of the structure an actor acting with ``policy`` produces from
+    observations ``obs`` ``[T, B, *obs_shape]`` (values meaningless: used for its shapes and
+    dtypes; a recurrent policy acts from its initial state at every step)."""
+    t, b = obs.shape[:2]
+    keys = jax.random.split(jax.random.PRNGKey(0), t * b).reshape((t, b, -1))
+    initial = policy.initial_policy_state(b)
+    act = jax.vmap(lambda obs, keys: policy.policy_step(acting_state, initial, obs, keys)[:2])  # over T
+    actions, extras = act(obs, keys)
+    zeros = jnp.zeros((t, b), jnp.float32)
+    return Trajectory(obs=obs, actions=actions, rewards=zeros, terminated=zeros > 0, truncated=zeros > 0,
+                      next_obs=obs, extras=extras)

@@ -71,7 +71,7 @@ def to_host(tree: Any) -> Any:
     return jax.tree.map(host_copy, tree)
 
 
-def _map_agents_sequentially(fn: Callable) -> Callable:
+def map_agents_sequentially(fn: Callable) -> Callable:
     """``fn`` over the leading agent axis of its arguments with ``lax.map``, not ``vmap``.
 
     Initialising a population under ``vmap`` batches the orthogonal initialisers' QR
@@ -223,7 +223,7 @@ class Executor:
         population, one agent after another) computed where the state lives: each device
         computes only its part."""
         if self._init_jit is None:
-            fn = _map_agents_sequentially(init_fn) if self.placement.population else init_fn
+            fn = map_agents_sequentially(init_fn) if self.placement.population else init_fn
             shardings = self.shardings(jax.eval_shape(fn, *args))
             self._init_jit = jit_rarely_run(fn, out_shardings=shardings)
         return self._init_jit(*args)

@@ -92,6 +92,22 @@ class ChunkedWorkflow(RLWorkflow):
     def population(self) -> bool:
         return self.placement.population
 
+    def evaluation_function(self):
+        """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the
+        evaluator compiled for it (a JAX env), or a host env's evaluator run for one agent after
+        another."""
+        evaluate = self.evaluator.evaluate
+        if self._evaluation_compiled:
+            return self.executor.map_agents(evaluate)
+        if not self.population:
+            return evaluate
+
+        def each_agent(agent_state, keys):
+            outs = [evaluate(jax.tree.map(lambda x, i=i: x[i], agent_state), keys[i]) for i in range(self.num_agents)]
+            return tuple(np.stack(x) for x in zip(*outs))
+
+        return each_agent
+
     def variant_data(self, config) -> list[tuple]:
         """``(hyperparameters, learning rate)`` of each variant of the population (``self.variants``)."""
         out = []

@@ -281,26 +281,28 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)
-        self.placement = Placement(1, None) if self.asynchronous else \
+        self.placement = Placement(self.num_agents, None) if self.asynchronous else \
             Placement.create(self.num_agents, enable_multi_devices, "population")
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
         #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
         self.lineage = None
+        freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
+        if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
+            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
+                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
         if self.asynchronous:  # actors act with the behaviour policy; the learner runs the fused iteration's update
             _, actor_devices = learner_placement(False, None)
             acting = ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps), functools.partial(acting_state, tc=tc))
             self.executor = ActorLearnerExecutor(make_learner_update(agent, self.optimizer, tc), env, agent, tc,
                                                  config.runner, None, actor_devices, final_metrics=chunk_health,
-                                                 acting=acting)
+                                                 acting=acting, num_agents=self.num_agents, freeze=freeze,
+                                                 population_step=self.pbt)
         else:
-            freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
             step = make_iteration(env, agent, self.optimizer, tc)
-            if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
-                self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                               make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
-                               copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
+            if self.pbt is not None:
                 step = self.pbt.summing_fitness_episodes(step)
             self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
                                      population_step=self.pbt)
@@ -308,8 +310,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
-            self.evaluator.evaluate
+        self._evaluate = self.evaluation_function()
         self._reported_alive: np.ndarray | None = None
         self._frozen_metrics: dict[int, list[str]] = {}
         self._params_finite = None

@@ -36,6 +36,7 @@ from flax import struct
 from jax import lax
 
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
+from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
@@ -94,8 +95,10 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
 def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchronous: bool,
                      split_envs: bool) -> None:
     """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
-    require(not asynchronous, "pbt.enabled runs the population in the fused runner (runner.mode=fused, a JAX env); "
-                              f"env_type {config.env.env_type!r} with runner.mode={config.runner.mode} cannot.")
+    require(not (asynchronous and config.env.env_type in HOST_ENV_TYPES and config.pbt.fitness == "eval"),
+            f"pbt.fitness=eval ranks the agents by greedy episodes played inside the compiled PBT step; env_type "
+            f"{config.env.env_type!r} steps its environments on the host: set pbt.fitness=train (the mean return "
+            f"of each agent's training episodes since the last PBT step).")
     require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
                             "each device), not distributed.layout=envs.")
     num_replaced = int(num_agents * config.pbt.exploit_fraction)

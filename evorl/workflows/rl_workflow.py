@@ -72,7 +72,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         eval_env, env = self.runner_and_envs(config, env)  # evaluation: whole episodes
         if self.asynchronous:
             learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
-            self.placement = Placement(1, None)
+            self.placement = Placement(self.num_agents, None)
             axis_name = None if learner_mesh is None else DEVICE_AXIS
         else:
             self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
@@ -84,21 +84,22 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         self._variant_data = self.variant_data(config)
         #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
         self.lineage = None
+        if config.pbt.enabled:  # fitness: eval needs a JAX env (checked): a host env's evaluator is never called here
+            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate)
+        # a diverged agent of a population is frozen; a single one stops training
+        freeze = freeze_diverged if self.placement.population else None
         if self.asynchronous:
             self.executor = ActorLearnerExecutor(
                 make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
-                learner_mesh, actor_devices, final_metrics=chunk_health)
-        elif config.pbt.enabled:
-            fitness_evaluator = make_evaluator(eval_env, agent, config.pbt.eval_episodes)
-            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           fitness_evaluator.evaluate)
-            step = self.pbt.summing_fitness_episodes(make_iteration(env, agent, self.optimizer, tc, axis_name))
-            self.executor = Executor(step, self.placement, ENV_FIELDS, final_metrics=chunk_health,
-                                     freeze=freeze_diverged, population_step=self.pbt)
-        else:  # a diverged agent of a population is frozen; a single one stops training
-            self.executor = Executor(make_iteration(env, agent, self.optimizer, tc, axis_name), self.placement,
-                                     ENV_FIELDS, final_metrics=chunk_health,
-                                     freeze=freeze_diverged if self.placement.population else None)
+                learner_mesh, actor_devices, final_metrics=chunk_health, num_agents=self.num_agents, freeze=freeze,
+                population_step=self.pbt)
+        else:
+            step = make_iteration(env, agent, self.optimizer, tc, axis_name)
+            if self.pbt is not None:
+                step = self.pbt.summing_fitness_episodes(step)
+            self.executor = Executor(step, self.placement, ENV_FIELDS, final_metrics=chunk_health, freeze=freeze,
+                                     population_step=self.pbt)
         step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic, step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
@@ -106,8 +107,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         #: A population's agents alive at the last report, and each frozen agent's bad metrics.
         self._reported_alive: np.ndarray | None = None
         self._frozen_metrics: dict[int, list[str]] = {}
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate) if self._evaluation_compiled else \
-            self.evaluator.evaluate
+        self._evaluate = self.evaluation_function()
         self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
 
     @classmethod

@@ -1,0 +1,130 @@
+"""Populations in the asynchronous actor-learner (``training.num_seeds``, hyperparameter lists,
+PBT): each actor acts for every agent with one policy call, each agent as it would alone; the
+learner's update is the fused one vmapped over the agents; PBT's step runs between updates."""
+
+import copy
+
+import jax
+import numpy as np
+import pytest
+from conftest import TINY
+from test_dqn import TINY as DQN_TINY
+
+from evorl.config import ConfigError
+from evorl.experiment import run_experiment
+from evorl.workflows import DQNWorkflow, PPOWorkflow
+
+GYM_CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnasium"}
+
+
+def run_async(workflow_cls, cfg, key, updates, **runner):
+    """``updates`` learner updates from ``workflow.init(key)``: the workflow, state and metrics."""
+    workflow = workflow_cls.build_from_config({**cfg, "runner": {"mode": "async", **runner}}, recorders=[])
+    state = workflow.init(key)
+    with workflow.executor.running(state):
+        state, metrics = workflow.executor.run(state, updates)
+    return workflow, state, metrics
+
+
+def assert_close(a, b, atol=1e-5):
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=atol)
+
+
+def ppo_config(num_seeds, **training):
+    cfg = copy.deepcopy(TINY)
+    cfg["training"].update(num_envs=4, num_epochs=2, num_minibatches=2, num_seeds=num_seeds, **training)
+    return cfg
+
+
+def test_an_async_population_in_lockstep_equals_the_fused_population():
+    """Three agents, one actor in lockstep on a JAX env: every agent's update sees the batch
+    the fused population's iteration collects for it, and applies the same update."""
+    cfg = ppo_config(3)
+    fused = PPOWorkflow.build_from_config({**cfg, "runner": {"mode": "fused"}}, recorders=[])
+    state, _ = fused.run_iterations(fused.init(jax.random.PRNGKey(0)), 3)
+    learner, async_state, metrics = run_async(PPOWorkflow, cfg, jax.random.PRNGKey(0), 3, num_actors=1,
+                                              lockstep=True)
+    assert np.asarray(async_state.iteration).tolist() == [3, 3, 3]
+    assert_close(state.agent_state, async_state.agent_state)
+    assert metrics["episode_count"].shape == (3,) and learner.executor.alive.shape == (3,)
+
+
+def test_each_agent_of_a_host_env_population_acts_and_learns_as_it_would_alone():
+    """gymnasium CartPole, one actor in lockstep: agent ``n`` of a 2-agent population (its key
+    the ``n``-th split of the run's key) seeds its environments, acts and updates exactly as a
+    run of that agent alone from that key."""
+    cfg = ppo_config(2)
+    cfg["env"] = GYM_CARTPOLE
+    key = jax.random.PRNGKey(5)
+    _, population, metrics = run_async(PPOWorkflow, cfg, key, 3, num_actors=1, lockstep=True)
+    solo_cfg = ppo_config(1)
+    solo_cfg["env"] = GYM_CARTPOLE
+    for n, agent_key in enumerate(jax.random.split(key, 2)):
+        _, alone, alone_metrics = run_async(PPOWorkflow, solo_cfg, agent_key, 3, num_actors=1, lockstep=True)
+        assert_close(jax.tree.map(lambda x, n=n: x[n], population.agent_state), alone.agent_state)
+        assert metrics["episode_count"][n] == alone_metrics["episode_count"]
+        assert metrics["episode_return_sum"][n] == alone_metrics["episode_return_sum"]
+    assert metrics["episode_count"][0] != metrics["episode_count"][1] or \
+        metrics["episode_return_sum"][0] != metrics["episode_return_sum"][1]  # two agents, two sets of episodes
+
+
+def test_pbt_steps_between_async_updates_copy_the_winners_and_rank_by_training_episodes():
+    """PBT over 4 agents on gymnasium CartPole, a step every 2 updates: after the step the
+    replaced agents hold their source's parameters and the explored learning rates; the
+    fitness is each agent's mean training return since the start (the actors' episodes)."""
+    cfg = ppo_config(4)
+    cfg["env"] = GYM_CARTPOLE
+    cfg["pbt"] = {"enabled": True, "interval": 2, "fitness": "train", "exploit_fraction": 0.25,
+                  "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}
+    workflow, state, metrics = run_async(PPOWorkflow, cfg, jax.random.PRNGKey(1), 2, num_actors=2)
+    (record,) = workflow.executor.take_records()
+    assert record["iteration"] == 2
+    np.testing.assert_allclose(record["fitness"], metrics["episode_return_sum"] / metrics["episode_count"],
+                               rtol=1e-5)
+    source = record["source"]
+    replaced = np.flatnonzero(source != np.arange(4))
+    assert len(replaced) == 1 and record["fitness"][source[replaced[0]]] == np.max(record["fitness"])
+    params = state.agent_state.params
+    assert_close(jax.tree.map(lambda x: x[replaced[0]], params), jax.tree.map(lambda x: x[source[replaced[0]]], params),
+                 atol=0)
+    np.testing.assert_allclose(np.asarray(state.learning_rate), record["after"][:, 0])
+    assert float(np.sum(np.asarray(state.fitness_episodes.count))) == 0  # summed afresh after each step
+
+
+def test_pbt_on_a_host_env_ranks_by_training_episodes():
+    cfg = ppo_config(4)
+    cfg["env"] = GYM_CARTPOLE
+    cfg["pbt"] = {"enabled": True, "interval": 6, "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}
+    with pytest.raises(ConfigError, match="set pbt.fitness=train"):
+        PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+@pytest.mark.slow  # ~25 s: two DQN programs
+def test_an_async_dqn_population_in_lockstep_equals_the_fused_population():
+    """Off-policy: each agent's replay buffer, gradient steps and epsilon schedule as in the
+    fused population (one actor in lockstep, gymnax CartPole)."""
+    cfg = {**DQN_TINY, "training": {**DQN_TINY["training"], "num_seeds": 2}}
+    fused = DQNWorkflow.build_from_config({**cfg, "runner": {"mode": "fused"}}, recorders=[])
+    state, _ = fused.run_iterations(fused.init(jax.random.PRNGKey(0)), 6)
+    _, async_state, _ = run_async(DQNWorkflow, cfg, jax.random.PRNGKey(0), 6, num_actors=1, lockstep=True)
+    np.testing.assert_array_equal(np.asarray(async_state.buffer.data.obs), np.asarray(state.buffer.data.obs))
+    assert_close((state.agent_state, state.target_params), (async_state.agent_state, async_state.target_params))
+
+
+@pytest.mark.slow  # ~15 s: 4 agents x 15k steps of gymnasium CartPole through 2 actor threads
+def test_pbt_over_four_async_agents_learns_cartpole():
+    cfg = {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": 11, "env": GYM_CARTPOLE,
+           "agent": {"actor_hidden_layer_sizes": [64, 64], "critic_hidden_layer_sizes": [64, 64]},
+           "training": {"num_envs": 8, "rollout_length": 32, "num_iterations": 60, "num_epochs": 4,
+                        "num_minibatches": 4, "learning_rate": 2.5e-3, "eval_interval": 20, "eval_episodes": 8,
+                        "num_seeds": 4},
+           "runner": {"mode": "async", "num_actors": 2},
+           "pbt": {"enabled": True, "interval": 10, "fitness": "train",
+                   "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}},
+           "logging": {"recorders": []}}
+    result = run_experiment(cfg)
+    returns = np.asarray(result.workflow.last_metrics_per_agent["eval/episode_return"])
+    print(f"PBT over 4 async agents, gymnasium CartPole, seed 11, 15k steps each: {returns}")
+    assert len(result.workflow.last_pbt_records) >= 1
+    assert np.mean(returns) >= 400, returns
