@@ -112,19 +112,20 @@ def test_an_async_dqn_population_in_lockstep_equals_the_fused_population():
     assert_close((state.agent_state, state.target_params), (async_state.agent_state, async_state.target_params))
 
 
-@pytest.mark.slow  # ~15 s: 4 agents x 15k steps of gymnasium CartPole through 2 actor threads
+@pytest.mark.slow  # ~21 s idle: 4 agents x 30k steps of gymnasium CartPole through 2 actor threads
 def test_pbt_over_four_async_agents_learns_cartpole():
+    """benchmarks/async_population.py's PBT run (seeds 100-104: 500 for all 20 agents)."""
     cfg = {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": 11, "env": GYM_CARTPOLE,
            "agent": {"actor_hidden_layer_sizes": [64, 64], "critic_hidden_layer_sizes": [64, 64]},
-           "training": {"num_envs": 8, "rollout_length": 32, "num_iterations": 60, "num_epochs": 4,
-                        "num_minibatches": 4, "learning_rate": 2.5e-3, "eval_interval": 20, "eval_episodes": 8,
+           "training": {"num_envs": 8, "rollout_length": 32, "num_iterations": 120, "num_epochs": 4,
+                        "num_minibatches": 4, "learning_rate": 2.5e-3, "eval_interval": 10, "eval_episodes": 8,
                         "num_seeds": 4},
            "runner": {"mode": "async", "num_actors": 2},
            "pbt": {"enabled": True, "interval": 10, "fitness": "train",
                    "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}},
-           "logging": {"recorders": []}}
+           "logging": {"recorders": [], "plot": False}}
     result = run_experiment(cfg)
     returns = np.asarray(result.workflow.last_metrics_per_agent["eval/episode_return"])
-    print(f"PBT over 4 async agents, gymnasium CartPole, seed 11, 15k steps each: {returns}")
+    print(f"PBT over 4 async agents, gymnasium CartPole, seed 11, 30k steps each: {returns}")
     assert len(result.workflow.last_pbt_records) >= 1
-    assert np.mean(returns) >= 400, returns
+    assert np.mean(returns) >= 475 and np.min(returns) >= 400, returns
