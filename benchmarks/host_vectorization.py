@@ -9,7 +9,8 @@ PPO (``DummyVecEnv``); every side at ``sb3_cartpole.SHAPE`` (32 envs x 16 steps,
 training (compilation excluded), the learner's and the actors' waiting fractions (the
 runner's ``actors/learner_wait_fraction`` and ``actors/actor_wait_fraction``), the final
 greedy return (16 episodes); then the per-round ratios. A side ``MODE:K`` runs evorl with
-``runner.num_actors=K`` (the config's 2 otherwise): 32 / K envs per policy call.
+``runner.num_actors=K`` (the config's 2 otherwise): 32 / K envs per policy call. The side
+``envpool`` (``envpool[:K]``) steps envpool's CartPole-v1 instead (``env.env_type=envpool``).
 
     python benchmarks/host_vectorization.py [--steps 491520] [--rounds 3] [--seed 0]
         [--sides none,vector_entry_point,sb3]
@@ -34,12 +35,18 @@ def run_evorl(side: str, steps: int, seed: int) -> dict:
 
     cfg = evorl_config("evorl-impala")
     vectorization, _, actors = side.partition(":")
-    cfg["env"]["vectorization"] = vectorization
+    if vectorization == "envpool":
+        cfg["env"]["env_type"] = "envpool"
+    else:
+        cfg["env"]["vectorization"] = vectorization
     if actors:
         cfg["runner"]["num_actors"] = int(actors)
 
     def check(workflow):
-        assert workflow.env.vectorization == vectorization, workflow.env.vectorization
+        if vectorization == "envpool":
+            assert type(workflow.env).__name__ == "EnvpoolEnv", type(workflow.env)
+        else:
+            assert workflow.env.vectorization == vectorization, workflow.env.vectorization
 
     return run_evorl_config(side, cfg, steps, seed, check)
 

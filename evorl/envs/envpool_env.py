@@ -168,9 +168,12 @@ class EnvpoolEnv(HostVectorEnv):
     def _in_order(self, ids: np.ndarray, info: dict, *arrays):
         """The results of ``pool.step`` in the order of ``ids`` (envpool's own order is by
         arrival)."""
-        position = {int(env): k for k, env in enumerate(info["env_id"])}
-        order = np.asarray([position[int(i)] for i in ids])
-        return [np.asarray(a)[order] for a in arrays]
+        arrived = np.asarray(info["env_id"])  # [len(ids)]: the copy each result row belongs to
+        if np.array_equal(arrived, ids):
+            return [np.asarray(a) for a in arrays]
+        position = np.empty(self.num_envs, np.int64)
+        position[arrived] = np.arange(arrived.size)  # row of each copy's result
+        return [np.asarray(a)[position[ids]] for a in arrays]
 
     # --- HostVectorEnv hooks -------------------------------------------------------------
     def _start(self, seed: int) -> np.ndarray:
