@@ -10,7 +10,6 @@ import pytest
 from conftest import TINY
 from test_dqn import TINY as DQN_TINY
 
-from evorl.config import ConfigError
 from evorl.experiment import run_experiment
 from evorl.workflows import DQNWorkflow, PPOWorkflow
 
@@ -92,12 +91,23 @@ def test_pbt_steps_between_async_updates_copy_the_winners_and_rank_by_training_e
     assert float(np.sum(np.asarray(state.fitness_episodes.count))) == 0  # summed afresh after each step
 
 
-def test_pbt_on_a_host_env_ranks_by_training_episodes():
-    cfg = ppo_config(4)
+def test_pbt_by_greedy_episodes_on_a_host_env_ranks_by_the_host_evaluators_returns():
+    """``pbt.fitness: eval`` on gymnasium CartPole (one actor in lockstep: reproducible): the
+    step's fitness is each agent's mean greedy return from the host evaluator, on the state
+    the same run without PBT reaches, with the key PBT's evaluation uses."""
+    from evorl.evaluator import make_evaluator
+    from evorl.workflows.pbt import EVAL_TAG
+
+    cfg = ppo_config(4, eval_interval=2)
     cfg["env"] = GYM_CARTPOLE
-    cfg["pbt"] = {"enabled": True, "interval": 6, "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}
-    with pytest.raises(ConfigError, match="set pbt.fitness=train"):
-        PPOWorkflow.build_from_config(cfg, recorders=[])
+    pbt = {"enabled": True, "interval": 2, "eval_episodes": 3, "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}
+    workflow, _, _ = run_async(PPOWorkflow, {**cfg, "pbt": pbt}, jax.random.PRNGKey(2), 2, num_actors=1, lockstep=True)
+    (record,) = workflow.executor.take_records()
+    _, before, _ = run_async(PPOWorkflow, cfg, jax.random.PRNGKey(2), 2, num_actors=1, lockstep=True)
+    evaluator = make_evaluator(workflow.env.for_evaluation(), workflow.agent, 3)
+    expected = [np.mean(evaluator.evaluate(jax.tree.map(lambda x, i=i: x[i], before.agent_state),
+                                           jax.random.fold_in(before.key[i], EVAL_TAG))[0]) for i in range(4)]
+    np.testing.assert_allclose(record["fitness"], expected, rtol=1e-6)
 
 
 @pytest.mark.slow  # ~25 s: two DQN programs

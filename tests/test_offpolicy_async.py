@@ -86,11 +86,7 @@ def test_config_errors_name_the_key(runner, training, message):
         SACWorkflow.build_from_config(cfg, recorders=[])
 
 
-def test_async_refuses_pbt_by_greedy_episodes_on_a_host_env_and_several_devices():
-    cfg = config(SAC_TINY, {"mode": "async"}, env={"env_type": "gymnasium"})
-    with pytest.raises(ConfigError, match="set pbt.fitness=train"):
-        SACWorkflow.parse_config({**cfg, "training": {**cfg["training"], "num_seeds": 4},
-                                  "pbt": {"enabled": True, "interval": 6,
-                                          "hyperparameters": {"training.learning_rate": [1e-4, 1e-2]}}})
+def test_async_refuses_several_devices():
+    cfg = config(SAC_TINY, {"mode": "async"})
     with pytest.raises(ConfigError, match="set distributed.multi_devices=false"):
         SACWorkflow.parse_config({**cfg, "distributed": {"multi_devices": True}})

@@ -59,6 +59,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from evorl import metrics as M
 from evorl.config import require, sweep_variants
 from evorl.config.runner import RunnerConfig
+from evorl.evaluator import HostEnvFault
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.actors import (
     POLL_SECONDS, Actor, ChunkLog, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout, trajectory_like,
@@ -378,7 +379,8 @@ class ActorLearnerExecutor:
             log.episodes += [item.episodes for item in items]
             self._version += 1
             if self._population_step is not None and self._version % self.population_step.interval == 0:
-                state, alive, record = self._population_step(state, alive)
+                fitness = self._host_fitness(state) if self.population_step.fitness_on_host else None
+                state, alive, record = self._population_step(state, alive, fitness=fitness)
                 self.records.append({"iteration": self._version, **to_host(record)})
             self._params.publish(self._acting_state(state), self._version)
             jax.block_until_ready(totals)
@@ -399,6 +401,16 @@ class ActorLearnerExecutor:
                                                self.runner.queue_size,
                                                self.num_agents * self.training.env_steps_per_iteration)
         return state, metrics
+
+    def _host_fitness(self, state: Any) -> np.ndarray:
+        """PBT's ``fitness: eval`` played by a host env's evaluator; a host env that raises or
+        hangs raises :class:`EvaluationFailed` carrying ``state``."""
+        try:
+            return self.population_step.host_fitness(state)
+        except HostEnvFault as e:
+            error = EvaluationFailed(f"PBT's fitness evaluation: {e}")
+            error.state = state
+            raise error from e
 
     def _episodes_like(self) -> EpisodeStats:
         """Zero episode sums of one update's rollouts (``[N]`` for a population)."""

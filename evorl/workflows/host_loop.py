@@ -92,6 +92,11 @@ class ChunkedWorkflow(RLWorkflow):
     def population(self) -> bool:
         return self.placement.population
 
+    def host_step_timeout(self, config) -> float | None:
+        """How long an evaluation's host env step may take (``runner.env_step_timeout_seconds``
+        with the actor-learner; None: a JAX env, compiled)."""
+        return config.runner.env_step_timeout_seconds if self.asynchronous else None
+
     def evaluation_function(self):
         """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the
         evaluator compiled for it (a JAX env), or a host env's evaluator run for one agent after

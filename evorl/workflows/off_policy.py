@@ -291,8 +291,10 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
         if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
             self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate,
-                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"))
+                           make_evaluator(eval_env, agent, config.pbt.eval_episodes,
+                                          step_timeout=self.host_step_timeout(config)).evaluate,
+                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"),
+                           evaluates_on_host=eval_env.on_host)
         if self.asynchronous:  # actors act with the behaviour policy; the learner runs the fused iteration's update
             _, actor_devices = learner_placement(False, None)
             acting = ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps), functools.partial(acting_state, tc=tc))
@@ -306,8 +308,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
                 step = self.pbt.summing_fitness_episodes(step)
             self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
                                      population_step=self.pbt)
-        step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=step_timeout)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
         self._evaluate = self.evaluation_function()

@@ -32,11 +32,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from jax import lax
 
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
-from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
@@ -95,10 +95,6 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
 def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchronous: bool,
                      split_envs: bool) -> None:
     """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
-    require(not (asynchronous and config.env.env_type in HOST_ENV_TYPES and config.pbt.fitness == "eval"),
-            f"pbt.fitness=eval ranks the agents by greedy episodes played inside the compiled PBT step; env_type "
-            f"{config.env.env_type!r} steps its environments on the host: set pbt.fitness=train (the mean return "
-            f"of each agent's training episodes since the last PBT step).")
     require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
                             "each device), not distributed.layout=envs.")
     num_replaced = int(num_agents * config.pbt.exploit_fraction)
@@ -176,13 +172,18 @@ class PBT:
     (leaves ``[N, ...]``), for the execution layer to run inside the compiled program.
 
     ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
-    ``fitness: eval``. ``copied``: the state fields a replaced agent takes from its source;
+    ``fitness: eval``: a JAX env's, traced into the step, or (``evaluates_on_host``) a host
+    env's, which :meth:`host_fitness` runs outside it. ``copied``: the state fields a replaced agent takes from its source;
     ``kept``: the fields that stay each agent's own (an off-policy state keeps its replay
     buffer there, see :mod:`evorl.workflows.off_policy`)."""
 
     def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None,
-                 copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS):
+                 copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS,
+                 evaluates_on_host: bool = False):
         self.config = config
+        #: ``fitness: eval`` with a host env's evaluator: the fitness is computed by
+        #: :meth:`host_fitness` and handed to :meth:`step_population`.
+        self.fitness_on_host = config.fitness == "eval" and evaluates_on_host
         self.evolving = evolving
         self.num_agents = num_agents
         self.num_replaced = int(num_agents * config.exploit_fraction)
@@ -215,16 +216,17 @@ class PBT:
 
         return iteration
 
-    def step_population(self, state, alive: jax.Array, axis_name: str | None = None):
+    def step_population(self, state, alive: jax.Array, axis_name: str | None = None, fitness: jax.Array | None = None):
         """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents;
         ``axis_name``: the device axis the agents are split over, or None): fitness (NaN, the
         worst, for a frozen agent: ``alive [n]`` false), then exploit/explore on the whole
-        population (gathered over the devices). Returns this device's agents, their ``alive``
+        population (gathered over the devices); ``fitness [n]`` given (:meth:`host_fitness`)
+        replaces :meth:`fitness`. Returns this device's agents, their ``alive``
         (an agent that copies another trains again) and their records. Traced inside the
         compiled call; on one device it can also be jitted by itself (``benchmarks/`` times it
         so)."""
         local_agents = state.iteration.shape[0]
-        fitness = jnp.where(alive, self.fitness(state), jnp.nan)  # [n] each device evaluates its own agents
+        fitness = jnp.where(alive, self.fitness(state) if fitness is None else fitness, jnp.nan)  # [n] own agents
         # each agent's environments (and its policy's state of their episodes, its buffer) stay where they are
         kept = {name: getattr(state, name) for name in self.kept}
         population = state.replace(**{name: None for name in self.kept})
@@ -264,6 +266,15 @@ class PBT:
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
         returns, _ = jax.vmap(self.evaluate)(state.agent_state, keys)  # [N, E]
         return jnp.mean(returns, axis=-1)
+
+    def host_fitness(self, state) -> np.ndarray:
+        """``fitness: eval`` on a host env: each agent's mean greedy return ``[N]``, its
+        episodes played by the host evaluator one agent after another, with the key
+        :meth:`fitness` would use."""
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
+        returns = [self.evaluate(jax.tree.map(lambda x, i=i: x[i], state.agent_state), keys[i])[0]
+                   for i in range(self.num_agents)]
+        return np.asarray([np.mean(r) for r in returns], np.float32)
 
     def step(self, state, fitness: jax.Array) -> tuple[Any, dict]:
         """Exploit and explore on the whole population ``state`` with ``fitness [N]``; returns

@@ -84,9 +84,11 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         self._variant_data = self.variant_data(config)
         #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
         self.lineage = None
-        if config.pbt.enabled:  # fitness: eval needs a JAX env (checked): a host env's evaluator is never called here
+        if config.pbt.enabled:  # fitness: eval on a host env: the learner runs the evaluator between updates
             self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           make_evaluator(eval_env, agent, config.pbt.eval_episodes).evaluate)
+                           make_evaluator(eval_env, agent, config.pbt.eval_episodes,
+                                          step_timeout=self.host_step_timeout(config)).evaluate,
+                           evaluates_on_host=eval_env.on_host)
         # a diverged agent of a population is frozen; a single one stops training
         freeze = freeze_diverged if self.placement.population else None
         if self.asynchronous:
@@ -100,8 +102,8 @@ class OnPolicyWorkflow(ChunkedWorkflow):
                 step = self.pbt.summing_fitness_episodes(step)
             self.executor = Executor(step, self.placement, ENV_FIELDS, final_metrics=chunk_health, freeze=freeze,
                                      population_step=self.pbt)
-        step_timeout = config.runner.env_step_timeout_seconds if self.asynchronous else None
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic, step_timeout)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic,
+                                        self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
         #: A population's agents alive at the last report, and each frozen agent's bad metrics.
