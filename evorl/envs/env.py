@@ -40,6 +40,24 @@ class EnvState:
         return self.terminated | self.truncated
 
 
+def episode_step(xp: Any, done: Any, episode_return: Any, episode_length: Any, reward: Any, terminated: Any,
+                 env_truncated: Any, time_limit: int) -> tuple[Any, Any, Any]:
+    """One step's episode bookkeeping, the same for JAX and host vector envs (``xp``:
+    ``jax.numpy`` for one copy of a :class:`~evorl.envs.vec_env.VectorEnv`, ``numpy`` for the
+    ``[B]`` copies of a :class:`~evorl.envs.host_env.HostVectorEnv`).
+
+    The running totals restart after the step that ended the previous episode (``done``, the
+    previous step's ``terminated | truncated``):
+    :math:`G_t = [\neg d_{t-1}] G_{t-1} + r_t`, :math:`L_t = [\neg d_{t-1}] L_{t-1} + 1`; the
+    episode is truncated when :math:`L_t` reaches ``time_limit`` or the env itself truncates
+    it, unless it terminated on this step. ``reward`` is the env's unscaled reward (summed over
+    an action repeat). Returns ``(episode_return float32, episode_length int32, truncated)``."""
+    episode_return = xp.where(done, 0.0, episode_return).astype(xp.float32) + reward
+    episode_length = xp.where(done, 0, episode_length).astype(xp.int32) + 1
+    truncated = ((episode_length >= time_limit) | env_truncated) & ~terminated
+    return episode_return, episode_length, truncated
+
+
 def checked_vector_settings(num_envs: int, episode_length: int, reward_scale: float,
                             action_repeat: int) -> tuple[int, int, float, int]:
     """The settings every vector of environments (JAX or host) shares, checked and

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evorl.envs.env import EnvState, checked_vector_settings
+from evorl.envs.env import EnvState, checked_vector_settings, episode_step
 from evorl.envs.spaces import Box, Discrete
 
 
@@ -91,9 +91,9 @@ class HostVectorEnv:
             raise RuntimeError(f"{type(self).__name__}.step before reset(seed): call reset first.")
         actions = self._check_actions(actions)
         next_obs, raw_reward, terminated, env_truncated = self._repeat_step(actions)
-        episode_return = np.where(self._done, 0.0, self._episode_return).astype(np.float32) + raw_reward
-        episode_length = np.where(self._done, 0, self._episode_length).astype(np.int32) + 1
-        truncated = ((episode_length >= self.episode_length) | env_truncated) & ~terminated
+        episode_return, episode_length, truncated = episode_step(
+            np, self._done, self._episode_return, self._episode_length, raw_reward, terminated, env_truncated,
+            self.episode_length)
         done = terminated | truncated
 
         obs = next_obs.copy()

@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from evorl import hardware
-from evorl.envs.env import EnvState, checked_vector_settings
+from evorl.envs.env import EnvState, checked_vector_settings, episode_step
 from evorl.envs.spaces import Space
 
 
@@ -163,10 +163,8 @@ class VectorEnv:
         )
         reward = jnp.asarray(reward, jnp.float32).reshape(())
         terminated = jnp.asarray(terminated, bool).reshape(())
-        # Running totals restart after the step that ended the previous episode.
-        episode_return = jnp.where(state.done, 0.0, state.episode_return) + reward
-        episode_length = jnp.where(state.done, 0, state.episode_length) + 1
-        truncated = (episode_length >= self.episode_length) & ~terminated
+        episode_return, episode_length, truncated = episode_step(
+            jnp, state.done, state.episode_return, state.episode_length, reward, terminated, False, self.episode_length)
         stepped = EnvState(
             backend_state=backend_state,
             key=hardware.raw_key(key),
