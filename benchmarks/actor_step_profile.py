@@ -176,7 +176,7 @@ def learner_loop(executor, state, totals, q: queue.Queue, stop: threading.Event,
         if stop.is_set():
             return
         trajectories = tuple(jax.device_put(t, executor._batch_sharding) for t in items)
-        state, totals = executor._step(state, totals, trajectories)
+        state, totals, _ = executor._step(state, totals, executor.alive, trajectories, executor._episodes_like())
         jax.block_until_ready(totals)
         counter[0] += 1
 
@@ -227,7 +227,7 @@ def main() -> None:
     trajectories = tuple(trajectories)
     totals = executor._zero_totals(executor.place(state), trajectories)
     lstate = executor.place(state)
-    executor._step(lstate, totals, trajectories)  # warm
+    executor._step(lstate, totals, executor.alive, trajectories, executor._episodes_like())  # warm
     actor_loop(new_env(warm), act, agent_state, 0, length, np.arange(b), 2 * length, warm,
                queue.Queue())  # compiles the policy
 

@@ -21,7 +21,6 @@ reward ourselves so that ``episode_return`` stays the raw score. Observations
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import warnings
@@ -77,20 +76,21 @@ def ale_action_meanings(task: str) -> list[str]:
     return [ale_py.Action(a).name for a in ale.getMinimalActionSet()]
 
 
-@contextlib.contextmanager
-def float64_bounds_unsaid():
-    """Without gymnasium's warning that a Box's float64 bounds were cast to its float32 dtype:
-    envpool declares its bounds so, and builds its spaces again in every ``reset`` and ``step``
-    (each classic-control env warned twice)."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*precision lowered by casting", category=UserWarning)
-        yield
+def quiet_float64_bounds() -> None:
+    """Silences gymnasium's warning that a Box's float64 bounds were cast to its float32 dtype,
+    for the whole process: envpool declares its bounds so, and builds its spaces again in every
+    ``reset`` and ``step`` (each classic-control env warned twice per call). Process-wide, not
+    inside ``warnings.catch_warnings()`` around each call: that context is not thread-safe, and
+    two actor threads entering and leaving it at once restored each other's filters, so the
+    warning leaked (seen with ``agent.core=gru``, 2 actors)."""
+    warnings.filterwarnings("ignore", message=".*precision lowered by casting", category=UserWarning,
+                            module="gymnasium.spaces.box")
 
 
 def gymnasium_spaces(spec):
     """The gymnasium observation and action spaces of an envpool ``spec``."""
-    with float64_bounds_unsaid():
-        return spec.gymnasium_observation_space, spec.gymnasium_action_space
+    quiet_float64_bounds()
+    return spec.gymnasium_observation_space, spec.gymnasium_action_space
 
 
 class EnvpoolEnv(HostVectorEnv):
@@ -183,8 +183,8 @@ class EnvpoolEnv(HostVectorEnv):
             self._task, env_type="gymnasium", num_envs=self.num_envs, batch_size=self.num_envs, seed=seed,
             max_episode_steps=self.episode_length * self.action_repeat, **self._options,
         )
-        with float64_bounds_unsaid():
-            obs, info = self._pool.reset()
+        quiet_float64_bounds()
+        obs, info = self._pool.reset()
         obs, self._lives = self._in_order(np.arange(self.num_envs), info, obs, info.get("lives", np.zeros(self.num_envs)))
         return self._observe(obs)
 
@@ -205,8 +205,7 @@ class EnvpoolEnv(HostVectorEnv):
     def _pool_step(self, env_actions: np.ndarray, ids: np.ndarray):
         """``pool.step`` of the copies ``ids``: ``(obs, reward, terminated, truncated, lives)``
         in the order of ``ids``."""
-        with float64_bounds_unsaid():
-            obs, reward, terminated, truncated, info = self._pool.step(env_actions, ids)
+        obs, reward, terminated, truncated, info = self._pool.step(env_actions, ids)
         lives = info.get("lives", np.zeros(len(ids), np.int64))
         return self._in_order(ids, info, obs, reward, terminated, truncated, lives)
 
