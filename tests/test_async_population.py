@@ -139,3 +139,23 @@ def test_pbt_over_four_async_agents_learns_cartpole():
     print(f"PBT over 4 async agents, gymnasium CartPole, seed 11, 30k steps each: {returns}")
     assert len(result.workflow.last_pbt_records) >= 1
     assert np.mean(returns) >= 475 and np.min(returns) >= 400, returns
+
+
+def test_a_diverged_agent_of_an_async_population_is_frozen_and_the_others_train_on(capsys):
+    """gymnasium CartPole, 2 free actors: the agent with a learning rate of 1e30 diverges in its
+    first update, is frozen at its initial (last finite) state and reported once; the other
+    trains on and is evaluated; the run finishes."""
+    cfg = ppo_config(1, learning_rate=[5e-4, 1e30], num_iterations=4, eval_interval=2)
+    cfg["env"] = GYM_CARTPOLE
+    cfg["runner"] = {"mode": "async", "num_actors": 2}
+    result = run_experiment(cfg)
+    err = [line for line in capsys.readouterr().err.splitlines() if "diverged" in line]
+    assert len(err) == 1 and "for agent 1 (learning_rate=1e+30, seed 0)" in err[0], err
+    workflow = result.workflow
+    assert workflow.executor.alive.tolist() == [True, False]
+    assert result.final_metrics["eval/episode_return[learning_rate=0.0005]"] > 0
+    assert workflow.params_finite(result.state).all()
+    initial = workflow.init(jax.random.PRNGKey(cfg["seed"]))
+    for now, before in zip(jax.tree.leaves(result.state.agent_state.params), jax.tree.leaves(initial.agent_state.params)):
+        np.testing.assert_array_equal(np.asarray(now)[1], np.asarray(before)[1])  # frozen where it started
+        assert np.any(np.asarray(now)[0] != np.asarray(before)[0])  # the healthy agent trained
