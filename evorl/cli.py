@@ -197,7 +197,7 @@ def exit_on_config_error():
     from evorl.checkpoint import CheckpointError
     from evorl.distributed import PeerLost
     from evorl.run_folder import NoSpaceLeft, RunFolderInUse, is_disk_full
-    from evorl.workflows.actor_learner import ActorLearnerError
+    from evorl.workflows.actors import ActorLearnerError
     from evorl.workflows.health import TrainingDiverged
     from evorl.workflows.rl_workflow import TrainingInterrupted
 

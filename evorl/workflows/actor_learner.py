@@ -61,8 +61,9 @@ from evorl.config import require, sweep_variants
 from evorl.config.runner import RunnerConfig
 from evorl.evaluator import HostEnvFault
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
-from evorl.workflows.actors import (
-    POLL_SECONDS, Actor, ChunkLog, HostEnvActorRollout, JaxEnvActorRollout, ParameterStore, Rollout, trajectory_like,
+from evorl.workflows.actors import (  # the faults are defined there, raised here
+    POLL_SECONDS, Actor, ActorFailed, ChunkLog, EnvStepTimeout, EvaluationFailed, HostEnvActorRollout,
+    JaxEnvActorRollout, ParameterStore, Rollout, trajectory_like,
 )
 from evorl.workflows.execution import (
     DEVICE_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
@@ -128,25 +129,6 @@ def learner_placement(multi_devices: bool, learner_devices: int | None) -> tuple
     n = learner_device_count(len(devices), learner_devices)
     mesh = Mesh(np.asarray(devices[:n]), (DEVICE_AXIS,)) if n > 1 else None
     return mesh, devices[n:] or devices[:n]
-
-
-class ActorLearnerError(RuntimeError):
-    """The actor-learner stopped on a fault; ``state`` is the learner's newest state."""
-
-    state: Any = None
-
-
-class ActorFailed(ActorLearnerError):
-    """An actor thread raised; the message holds its traceback."""
-
-
-class EnvStepTimeout(ActorLearnerError):
-    """A host environment step did not return within ``runner.env_step_timeout_seconds``."""
-
-
-class EvaluationFailed(ActorLearnerError):
-    """The evaluation's host environment raised, or did not return from a step within
-    ``runner.env_step_timeout_seconds`` (:class:`~evorl.evaluator.HostEnvFault`)."""
 
 
 class ActorLearnerExecutor:
@@ -228,6 +210,7 @@ class ActorLearnerExecutor:
         self._final = jax.jit(agents(final_metrics)) if final_metrics is not None else None
         self._population_step = None if population_step is None else jax.jit(population_step.step_population)
         self._split = jax.jit(agents(lambda k: tuple(jax.random.split(k, 3)[:2])))
+        self._population_acting_state = jax.jit(agents(self.acting.acting_state))
         self._rollout_fn = None
         if not env.on_host:
             env_k = env.with_num_envs(self.envs_per_actor)
@@ -259,7 +242,8 @@ class ActorLearnerExecutor:
         return jax.tree.map(lambda x: jnp.stack([x] * self.num_agents), tree) if self.population else tree
 
     def _acting_state(self, state: Any) -> Any:
-        return self._agents(self.acting.acting_state)(state)
+        """What the actors act with (every agent's, for a population: one compiled call)."""
+        return self._population_acting_state(state) if self.population else self.acting.acting_state(state)
 
     # --- actors ---------------------------------------------------------------------------
     def _actor_rollout(self, index: int, state: Any):
@@ -277,8 +261,8 @@ class ActorLearnerExecutor:
         if env_state is None or int(np.max(to_host(state.iteration))) > 0:  # resumed: fresh episodes
             reset = self._agents(lambda key: self.env.reset(jax.random.fold_in(key, 0xE5E7)))
             env_state = jax.jit(reset)(state.key)
-        agent_axis = 1 if self.population else 0
-        env_state = jax.tree.map(lambda x: lax.slice_in_dim(x, index * b, (index + 1) * b, axis=agent_axis), env_state)
+        env_axis = 1 if self.population else 0  # [(N,) B, ...]
+        env_state = jax.tree.map(lambda x: lax.slice_in_dim(x, index * b, (index + 1) * b, axis=env_axis), env_state)
         return JaxEnvActorRollout(self._rollout_fn, env_state, self._per_agent(self.acting.policy.initial_policy_state(b)),
                                   env_ids, device)
 

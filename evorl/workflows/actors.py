@@ -1,6 +1,6 @@
 """The actor side of the actor-learner (:mod:`evorl.workflows.actor_learner`): the actor
-threads, what they put on the queue, and the parameter store they take the learner's
-newest parameters from."""
+threads, what they put on the queue, the parameter store they take the learner's newest
+parameters from, the learner's bookkeeping of them, and the faults that end a run."""
 
 from __future__ import annotations
 
@@ -22,6 +22,25 @@ from evorl.rollout import EpisodeStats, Trajectory
 
 #: How often a waiting learner or actor checks for failures, timeouts and stop requests.
 POLL_SECONDS = 0.05
+
+
+class ActorLearnerError(RuntimeError):
+    """The actor-learner stopped on a fault; ``state`` is the learner's newest state."""
+
+    state: Any = None
+
+
+class ActorFailed(ActorLearnerError):
+    """An actor thread raised; the message holds its traceback."""
+
+
+class EnvStepTimeout(ActorLearnerError):
+    """A host environment step did not return within ``runner.env_step_timeout_seconds``."""
+
+
+class EvaluationFailed(ActorLearnerError):
+    """The evaluation's host environment raised, or did not return from a step within
+    ``runner.env_step_timeout_seconds`` (:class:`~evorl.evaluator.HostEnvFault`)."""
 
 
 #: Policy-lag histogram buckets logged as ``actors/policy_lag_<bucket>`` (the last is ``>=``).

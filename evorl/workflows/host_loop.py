@@ -27,7 +27,7 @@ from evorl.distributed import is_main_process
 from evorl.evaluator import HostEnvFault
 from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
-from evorl.workflows.actor_learner import ActorLearnerError, EvaluationFailed
+from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
 from evorl.workflows.execution import to_host
 from evorl.workflows.health import (
     TrainingDiverged, all_frozen_problems, check_finite, frozen_message, nonfinite_metrics, tree_all_finite,
