@@ -207,6 +207,18 @@ class HostEvaluator:
                                f"{frame.filename}:{frame.lineno}).") from e
 
 
+def each_agent(evaluate, num_agents: int):
+    """A host env's ``evaluate(agent_state, key)`` over a population's agent axis, one agent
+    after another (its envs are stepped in Python, outside any ``vmap``): ``(agent_state
+    [N, ...], keys [N]) -> (returns [N, E], lengths [N, E])``."""
+
+    def mapped(agent_state, keys):
+        outs = [evaluate(jax.tree.map(lambda x, i=i: x[i], agent_state), keys[i]) for i in range(num_agents)]
+        return tuple(np.stack(x) for x in zip(*outs))
+
+    return mapped
+
+
 def make_evaluator(env, agent: Agent, num_episodes: int, deterministic: bool = True,
                    step_timeout: float | None = None) -> Evaluator | HostEvaluator:
     """The evaluator for ``env``: :class:`HostEvaluator` (with ``step_timeout``) when it

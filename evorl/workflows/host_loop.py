@@ -24,7 +24,7 @@ import numpy as np
 from evorl import metrics as M
 from evorl.config import require, sweep_variants
 from evorl.distributed import is_main_process
-from evorl.evaluator import HostEnvFault
+from evorl.evaluator import HostEnvFault, each_agent
 from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
@@ -104,14 +104,7 @@ class ChunkedWorkflow(RLWorkflow):
         evaluate = self.evaluator.evaluate
         if self._evaluation_compiled:
             return self.executor.map_agents(evaluate)
-        if not self.population:
-            return evaluate
-
-        def each_agent(agent_state, keys):
-            outs = [evaluate(jax.tree.map(lambda x, i=i: x[i], agent_state), keys[i]) for i in range(self.num_agents)]
-            return tuple(np.stack(x) for x in zip(*outs))
-
-        return each_agent
+        return each_agent(evaluate, self.num_agents) if self.population else evaluate
 
     def variant_data(self, config) -> list[tuple]:
         """``(hyperparameters, learning rate)`` of each variant of the population (``self.variants``)."""

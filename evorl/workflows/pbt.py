@@ -38,6 +38,7 @@ from jax import lax
 
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
+from evorl.evaluator import each_agent
 from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
 
@@ -272,9 +273,8 @@ class PBT:
         episodes played by the host evaluator one agent after another, with the key
         :meth:`fitness` would use."""
         keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
-        returns = [self.evaluate(jax.tree.map(lambda x, i=i: x[i], state.agent_state), keys[i])[0]
-                   for i in range(self.num_agents)]
-        return np.asarray([np.mean(r) for r in returns], np.float32)
+        returns, _ = each_agent(self.evaluate, self.num_agents)(state.agent_state, keys)  # [N, E]
+        return np.mean(returns, axis=-1).astype(np.float32)
 
     def step(self, state, fitness: jax.Array) -> tuple[Any, dict]:
         """Exploit and explore on the whole population ``state`` with ``fitness [N]``; returns
