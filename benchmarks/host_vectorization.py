@@ -10,7 +10,9 @@ training (compilation excluded), the learner's and the actors' waiting fractions
 runner's ``actors/learner_wait_fraction`` and ``actors/actor_wait_fraction``), the final
 greedy return (16 episodes); then the per-round ratios. A side ``MODE:K`` runs evorl with
 ``runner.num_actors=K`` (the config's 2 otherwise): 32 / K envs per policy call. The side
-``envpool`` (``envpool[:K]``) steps envpool's CartPole-v1 instead (``env.env_type=envpool``).
+``envpool`` (``envpool[:K]``) steps envpool's CartPole-v1 instead (``env.env_type=envpool``);
+``envpool@T[:K]`` with ``T`` threads in envpool's pool (``env.kwargs.num_threads=T``; envpool's
+default 0 is one thread per core).
 
     python benchmarks/host_vectorization.py [--steps 491520] [--rounds 3] [--seed 0]
         [--sides none,vector_entry_point,sb3]
@@ -35,8 +37,11 @@ def run_evorl(side: str, steps: int, seed: int) -> dict:
 
     cfg = evorl_config("evorl-impala")
     vectorization, _, actors = side.partition(":")
+    vectorization, _, threads = vectorization.partition("@")
     if vectorization == "envpool":
         cfg["env"]["env_type"] = "envpool"
+        if threads:
+            cfg["env"]["kwargs"] = {"num_threads": int(threads)}
     else:
         cfg["env"]["vectorization"] = vectorization
     if actors:
