@@ -1,0 +1,113 @@
+"""Does envpool's asynchronous ``send``/``recv`` pay for an actor on this machine? (issue 33)
+
+One actor loop, the run's own policy, two ways of stepping envpool, alternating in
+``--rounds`` rounds, each for ``--seconds``:
+
+* **sync** (what ``EnvpoolEnv`` does): one pool of ``B`` copies, ``batch_size = B``; each step
+  the policy acts on all ``B`` observations, then ``pool.step`` steps all of them and waits.
+* **async** (Sebulba's and Cleanba's actor): one pool of ``2B`` copies, ``batch_size = B``;
+  ``recv`` returns whichever ``B`` copies finished first, the policy acts on them, ``send``
+  hands their actions back, and the other ``B`` copies step in envpool's threads while the
+  policy computes.
+
+The policy is the config's agent at its initial parameters through the actor's jitted policy
+step (:class:`evorl.host_rollout.PolicyStep`: keys, network, sampling, env actions), its
+outputs fetched to NumPy as ``host_rollout`` does; the observations are converted as
+``EnvpoolEnv`` does (Atari ``[B, C, H, W]`` -> ``[B, H, W, C]``). Printed: agent steps/s of
+each way per round and async / sync. Cases: ``cartpole`` (``impala_gymnasium_cartpole`` on
+envpool, ``B = 32``), ``breakout`` (``impala_atari_breakout`` on envpool, ``B = 16``, Nature
+CNN; frames = 4 x agent steps).
+
+    python benchmarks/envpool_async.py [--cases cartpole,breakout] [--seconds 5] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import numpy as np
+from _common import build, load_config
+
+from evorl.envs.envpool_env import quiet_float64_bounds
+from evorl.host_rollout import cached_policy_step
+
+CASES = {"cartpole": ("impala_gymnasium_cartpole", 32), "breakout": ("impala_atari_breakout", 16)}
+
+
+def policy(case: str):
+    """``(EnvpoolEnv of B copies, act(obs [B, ...]) -> env actions [B])`` of the case's config."""
+    name, num_envs = CASES[case]
+    cfg = load_config(name, num_envs=num_envs)
+    cfg["env"]["env_type"] = "envpool"
+    cfg["env"].pop("vectorization", None)
+    cfg["runner"] = {**cfg.get("runner", {}), "num_actors": 1}
+    workflow = build(cfg, recorders=[])
+    agent, env = workflow.agent, workflow.env
+    agent_state = agent.init(jax.random.PRNGKey(0))
+    step = cached_policy_step(agent)
+    keys = jax.random.split(jax.random.PRNGKey(1), 16)
+    counter = iter(range(1 << 62))
+
+    def act(obs: np.ndarray, env_ids: np.ndarray) -> np.ndarray:
+        outputs, _ = step(agent_state, obs, keys, np.int32(next(counter) % 16), env_ids)
+        actions, extras, env_actions = jax.tree.map(np.asarray, outputs)
+        return env_actions
+
+    return env, act
+
+
+def make_pool(env, num_envs: int, batch_size: int):
+    import envpool
+
+    quiet_float64_bounds()
+    return envpool.make(env._task, env_type="gymnasium", num_envs=num_envs, batch_size=batch_size, seed=0,
+                        **env._options)
+
+
+def run_sync(env, act, seconds: float) -> float:
+    b = env.num_envs
+    pool, ids = make_pool(env, b, b), np.arange(b)
+    obs, _ = pool.reset()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        actions = env._env_actions(act(env._observe(obs), ids))
+        obs, *_ = pool.step(actions, ids)
+        steps += b
+    pool.close()
+    return steps / (time.perf_counter() - start)
+
+
+def run_async(env, act, seconds: float) -> float:
+    b = env.num_envs
+    pool = make_pool(env, 2 * b, b)
+    pool.async_reset()
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        obs, _, _, _, info = pool.recv()
+        ids = np.asarray(info["env_id"])
+        pool.send(env._env_actions(act(env._observe(obs), ids % b)), ids)
+        steps += b
+    pool.close()
+    return steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    for case in args.cases.split(","):
+        env, act = policy(case)
+        run_sync(env, act, 0.5)  # compile the policy step
+        for round_ in range(args.rounds):
+            sync = run_sync(env, act, args.seconds)
+            asyn = run_async(env, act, args.seconds)
+            print(f"{case} round {round_}: sync {sync:,.0f} agent steps/s, async {asyn:,.0f} (async / sync "
+                  f"{asyn / sync:.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
