@@ -71,6 +71,17 @@ def act(agent: Agent, agent_state: AgentState, policy_state, obs: jax.Array, key
     return actions, policy_state
 
 
+def record_ended(xp, env_state, returns, lengths, active):
+    """One evaluation step's bookkeeping, the same for JAX (``xp = jax.numpy``) and host
+    (``xp = numpy``) environments: an environment still ``active`` whose episode ended at this
+    step (``env_state.done``) records its ``episode_return`` and ``episode_length`` (float32)
+    and stops being active; the others keep what they had. Each argument and output ``[E]``."""
+    ended = active & env_state.done  # [E]
+    returns = xp.where(ended, env_state.episode_return, returns)
+    lengths = xp.where(ended, env_state.episode_length.astype(xp.float32), lengths)
+    return returns, lengths, active & ~env_state.done
+
+
 def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
                     obs_shift: jax.Array | None = None,
                     axis_name: str | None = None,
@@ -96,10 +107,8 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
         step_key = None if sample_key is None else jax.random.fold_in(sample_key, t)
         actions, policy_state = act(agent, agent_state, policy_state, env_state.obs, step_key)
         env_state = env.step(env_state, agent.to_env_action(actions))
-        ended = active & env_state.done  # [E]
-        returns = jnp.where(ended, env_state.episode_return, returns)
-        lengths = jnp.where(ended, env_state.episode_length.astype(jnp.float32), lengths)
-        return env_state, returns, lengths, active & ~env_state.done, t + 1, sums, policy_state
+        returns, lengths, active = record_ended(jnp, env_state, returns, lengths, active)
+        return env_state, returns, lengths, active, t + 1, sums, policy_state
 
     zeros = jnp.zeros((env.num_envs,), jnp.float32)
     sums = None
@@ -185,10 +194,7 @@ class HostEvaluator:
             env_state = self._env_call(env.step, np.asarray(actions))
             if abandoned.is_set():
                 return None
-            ended = active & env_state.done
-            returns[ended] = env_state.episode_return[ended]
-            lengths[ended] = env_state.episode_length[ended]
-            active &= ~env_state.done
+            returns, lengths, active = record_ended(np, env_state, returns, lengths, active)
             if not active.any():
                 break
         return returns, lengths
