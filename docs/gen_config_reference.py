@@ -75,7 +75,8 @@ def agent_comments(workflow: type) -> dict[str, str]:
     if isinstance(agent_cls, str):
         agent_cls = getattr(module, agent_cls)
     for cls in (workflow.agent_options_cls, workflow.hparams_cls, agent_cls):
-        comments.update(field_comments(cls))
+        if cls is not None:  # hparams_cls None: no loss hyperparameters (ES)
+            comments.update(field_comments(cls))
     return comments
 
 

@@ -200,7 +200,7 @@ def help_text() -> str:
             out += textwrap.wrap(f"training ({cls.name()}, algo={option}) where it differs: {', '.join(changed)}",
                                  WIDTH, initial_indent="  ", subsequent_indent="    ")
     from evorl.algorithms.es import ESConfig, ESPolicyOptions
-    from evorl.workflows.es import ESTrainingConfig
+    from evorl.algorithms.es_workflow import ESTrainingConfig
 
     keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(ESPolicyOptions))
     out += textwrap.wrap(f"agent (ES): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")

@@ -17,7 +17,7 @@ WORKFLOWS = {
     "TD3Workflow": "evorl.algorithms.td3",
     "SACWorkflow": "evorl.algorithms.sac",
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
-    "ESWorkflow": "evorl.workflows.es",
+    "ESWorkflow": "evorl.algorithms.es_workflow",
     "CEMRLWorkflow": "evorl.algorithms.cemrl",
     "ERLWorkflow": "evorl.algorithms.erl",
 }

@@ -57,7 +57,7 @@ class ChunkedWorkflow(RLWorkflow):
     lists each variant's hyperparameters, with :meth:`init_agents`). Its state has
     ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
     On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
-    (:class:`~evorl.workflows.es.ESWorkflow`) are the two.
+    (:class:`~evorl.algorithms.es_workflow.ESWorkflow`) are the two.
     """
 
     lineage = None

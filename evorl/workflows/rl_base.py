@@ -127,7 +127,8 @@ class RLWorkflow(Workflow):
     agent_config_cls: ClassVar[type]
     #: The keys the factory takes as ``**network_options``.
     agent_options_cls: ClassVar[type] = ActorCriticOptions
-    hparams_cls: ClassVar[type]
+    #: The loss hyperparameters' dataclass; None: the algorithm has no loss (ES).
+    hparams_cls: ClassVar[type | None]
     #: Training keys that are loss hyperparameters: ``{training key: hparams field}``.
     training_hparams: ClassVar[dict[str, str]] = {"gamma": "discount", "gae_lambda": "gae_lambda"}
     #: Builds the agent's networks (see :data:`evorl.agent.NetworkFactory`); None: the default MLPs/CNN.
@@ -177,7 +178,10 @@ class RLWorkflow(Workflow):
 
     @classmethod
     def hparams_of(cls, agent_cfg: Any, training: TrainingConfig) -> Any:
-        """The loss hyperparameters (data) of an agent and training config, validated."""
+        """The loss hyperparameters (data) of an agent and training config, validated (None
+        for an algorithm without them)."""
+        if cls.hparams_cls is None:
+            return None
         names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
         values = {name: getattr(agent_cfg, name) for name in names if hasattr(agent_cfg, name)}
         values.update({field: getattr(training, key) for key, field in cls.training_hparams.items()})
@@ -187,7 +191,7 @@ class RLWorkflow(Workflow):
     def sweepable_keys(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The agent and training keys that may take a list (one agent per value): the
         hyperparameters the compiled program reads as data, declared by ``hparams_cls``."""
-        fields = {f.name for f in dataclasses.fields(cls.hparams_cls)}
+        fields = set() if cls.hparams_cls is None else {f.name for f in dataclasses.fields(cls.hparams_cls)}
         agent_keys = tuple(f.name for f in dataclasses.fields(cls.agent_config_cls) if f.name in fields)
         return agent_keys, ("learning_rate", *cls.training_hparams)
 

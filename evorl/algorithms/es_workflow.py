@@ -63,14 +63,6 @@ class ESExperimentConfig(ExperimentConfig):
     es: ESConfig = ESConfig()
 
 
-@dataclass(frozen=True)
-class _NoHparams:
-    """ES has no loss hyperparameters."""
-
-    def validated(self) -> "_NoHparams":
-        return self
-
-
 class ESWorkflow(ChunkedWorkflow):
     """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop:
     it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
@@ -79,7 +71,7 @@ class ESWorkflow(ChunkedWorkflow):
     label = "ES"
     agent_factory = staticmethod(make_mlp_es_agent)
     agent_config_cls = ESPolicyOptions
-    hparams_cls = _NoHparams
+    hparams_cls = None  # an ES agent has no loss, so no loss hyperparameters
     training_hparams = {}
 
     def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
