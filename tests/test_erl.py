@@ -200,11 +200,11 @@ def test_config_errors_name_the_key(section, values, message):
         ERLWorkflow.build_from_config(cfg, recorders=[])
 
 
-@pytest.mark.slow  # about 1 min on 2 cores (one compile, 3 seeds x 15 generations of 2200 env steps)
+@pytest.mark.slow  # about 1.5 min on 2 cores (one compile, 5 seeds x 15 generations of 2200 env steps)
 def test_erl_learns_pendulum():
     """configs/erl_pendulum.yaml (10 actors and the learner, 15 generations = 33k env steps, 2000
     TD3 steps per generation): the deployed learner's greedy return (10 episodes) after
     training, measured 2026-12-03 at load ~4 on 2 cores with init(PRNGKey(seed)): seeds 0, 1, 2
     end at -128, -154, -148 from -1237, -1287, -1258; held-out seeds 100-104: -152, -146, -193,
-    -115, -170. Each seed must reach -400 and gain 400 over its initial actor."""
+    -115, -170. At least 4 of seeds 0-4 must reach -400 and gain 400 over their initial actor."""
     check_learns_pendulum(ERLWorkflow, "erl_pendulum")
