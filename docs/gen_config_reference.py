@@ -146,8 +146,8 @@ def page() -> str:
         factory = workflow.agent_factory
         out += [f"### {workflow.name()}", "",
                 f"`workflow_cls: evorl.workflows.{name}`, factory `{factory.__module__}.{factory.__name__}`. "
-                + "Loss hyperparameters taken from `training`: "
-                + ", ".join(f"`training.{k}` is `{v}`" for k, v in workflow.training_hparams.items()) + "."
+                + "Loss hyperparameters taken from `training` (the same name in its hyperparameters): "
+                + (", ".join(f"`training.{k}`" for k in workflow.training_hparams) or "none") + "."
                 + (" Its own training defaults (where the config does not set them): "
                    + ", ".join(f"`training.{k}: {v}`" for k, v in workflow.training_defaults.items()) + "."
                    if workflow.training_defaults else ""),

@@ -243,7 +243,7 @@ class ActorCriticAgent(Agent):
     r"""A policy network, a state-value network and optional observation normalisation.
 
     ``compute_targets`` computes GAE (:func:`evorl.utils.rl_toolkits.compute_gae`) with
-    the agent's ``discount`` and ``gae_lambda`` hyperparameters; subclasses add the loss.
+    the agent's ``gamma`` and ``gae_lambda`` hyperparameters; subclasses add the loss.
 
     With a ``core_network`` (a :class:`~evorl.networks.RecurrentCore`) the heads read the
     core's output :math:`y_t`, where :math:`(h_{t+1}, y_t) = \mathrm{core}(h_t, \mathrm{torso}(o_t))`
@@ -409,7 +409,7 @@ class ActorCriticAgent(Agent):
         _, values, next_values = self.unroll(agent_state, trajectory)  # [T, B] each
         advantages, returns = compute_gae(
             trajectory.rewards, values, next_values,
-            trajectory.terminated, trajectory.truncated, hp.discount, hp.gae_lambda,
+            trajectory.terminated, trajectory.truncated, hp.gamma, hp.gae_lambda,
         )
         extras = {**trajectory.extras, "advantages": advantages, "returns": returns, "values": values}
         return trajectory.replace(extras=extras)

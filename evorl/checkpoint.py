@@ -40,7 +40,9 @@ from evorl.distributed import host_copy
 from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
 
-FORMAT_VERSION = 1
+#: 2: the hyperparameters in the state are named as in the config (``gamma``, IMPALA's
+#: ``gae_lambda``; version 1 had ``discount`` and ``vtrace_lambda``).
+FORMAT_VERSION = 2
 #: The config sections that define the training trajectory: a resumed run must match the
 #: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
 TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "pbt")

@@ -153,6 +153,20 @@ def test_incompatible_checkpoint_names_the_differences(finished_run, tiny_cfg):
     assert snapshot(finished_run) == before
 
 
+def test_a_checkpoint_of_another_format_version_is_refused_naming_both(finished_run, tiny_cfg):
+    """Version 1 named the state's hyperparameters ``discount``/``vtrace_lambda``; it is
+    refused with the version that wrote it, before its arrays are read."""
+    meta_file = finished_run / "checkpoints" / "6" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    meta.update(format_version=1, evorl_version="0.0.1-old")
+    meta_file.write_text(json.dumps(meta))
+    before = snapshot(finished_run)
+    with pytest.raises(CheckpointError, match=r"checkpoints/6 has format version 1; this evorl .* reads version 2\. "
+                                              r"Resume it with evorl 0\.0\.1-old"):
+        run_experiment({**tiny_cfg, "resume": str(finished_run)})
+    assert snapshot(finished_run) == before
+
+
 def test_new_run_refuses_a_folder_with_checkpoints(finished_run, tiny_cfg):
     with pytest.raises(CheckpointError, match="already holds checkpoints.*resume="):
         run_experiment(tiny_cfg, output_dir=finished_run)

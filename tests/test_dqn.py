@@ -76,7 +76,7 @@ def test_dqn_loss_uses_the_double_q_target():
     from evorl.envs.spaces import Box, Discrete
 
     obs_space = Box(low=np.full((3,), -1.0, np.float32), high=np.full((3,), 1.0, np.float32))
-    agent = make_mlp_dqn_agent(Discrete(4), obs_space, q_hidden_layer_sizes=(8,), discount=0.99)
+    agent = make_mlp_dqn_agent(Discrete(4), obs_space, q_hidden_layer_sizes=(8,), gamma=0.99)
     state = agent.init(jax.random.PRNGKey(0))
     target = jax.tree.map(lambda x: x * 1.5, state.params)
     rng = np.random.default_rng(1)
@@ -97,7 +97,7 @@ def test_dqn_loss_uses_the_double_q_target():
 def test_epsilon_schedule_is_linear_then_flat():
     from evorl.algorithms.dqn import DQNHParams
 
-    hp = DQNHParams(discount=0.99, epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100.0, huber_delta=None)
+    hp = DQNHParams(gamma=0.99, epsilon_start=1.0, epsilon_end=0.1, epsilon_decay_steps=100.0, huber_delta=None)
     values = [float(epsilon_schedule(hp, jnp.asarray(s))) for s in (0, 50, 100, 1000)]
     np.testing.assert_allclose(values, [1.0, 0.55, 0.1, 0.1], rtol=1e-6)
 

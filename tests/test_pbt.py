@@ -146,7 +146,7 @@ def test_pbt_with_an_interval_longer_than_the_run_equals_the_plain_population(wo
 @pytest.mark.slow
 def test_impala_evolves_its_v_trace_hyperparameters():
     """Any hyperparameter that is data evolves, wherever the state holds it: IMPALA's
-    ``vtrace_c_bar`` and ``training.gae_lambda`` (its ``vtrace_lambda``)."""
+    ``vtrace_c_bar`` and ``training.gae_lambda`` (V-trace's lambda)."""
     from evorl.workflows import IMPALAWorkflow
 
     cfg = config(interval=1, exploit_fraction=0.25)
@@ -160,7 +160,7 @@ def test_impala_evolves_its_v_trace_hyperparameters():
     assert [r["iteration"] for r in w.last_pbt_records] == [1, 2]
     after = w.last_pbt_records[-1]["new_hyperparameters"]
     np.testing.assert_allclose(state.agent_state.hparams.vtrace_c_bar, after["agent.vtrace_c_bar"], rtol=1e-6)
-    np.testing.assert_allclose(state.agent_state.hparams.vtrace_lambda, after["training.gae_lambda"], rtol=1e-6)
+    np.testing.assert_allclose(state.agent_state.hparams.gae_lambda, after["training.gae_lambda"], rtol=1e-6)
     assert len(set(after["training.gae_lambda"])) > 1  # explored: no longer the initial 0.95 everywhere
 
 

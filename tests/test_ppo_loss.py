@@ -22,7 +22,7 @@ def make_case(value_clip_epsilon=None, normalize_gae=False):
         action_space=Discrete(2), obs_space=Box(np.zeros(2), np.ones(2)),
         policy_network=linear_policy, value_network=linear_value, normalize_gae=normalize_gae,
     )
-    hparams = PPOHParams(discount=0.99, gae_lambda=0.95, clip_epsilon=0.2, value_clip_epsilon=value_clip_epsilon,
+    hparams = PPOHParams(gamma=0.99, gae_lambda=0.95, clip_epsilon=0.2, value_clip_epsilon=value_clip_epsilon,
                          vf_coef=0.5, ent_coef=0.01, kl_coef=0.1, target_kl=None)
     state = AgentState(
         params={"policy": jnp.array([[0.5, -0.5], [0.0, 0.3]]), "value": jnp.array([2.0, -1.0])},

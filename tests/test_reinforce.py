@@ -33,7 +33,7 @@ COMPLETE = np.array([[1, 1], [1, 1], [0, 1], [0, 0]], float)
 def make_case(vf_coef=0.5, ent_coef=0.01):
     agent = REINFORCEAgent(action_space=Discrete(2), obs_space=Box(np.zeros(2), np.ones(2)),
                            policy_network=linear, value_network=linear)
-    hparams = REINFORCEHParams(discount=0.9, vf_coef=vf_coef, ent_coef=ent_coef)
+    hparams = REINFORCEHParams(gamma=0.9, vf_coef=vf_coef, ent_coef=ent_coef)
     state = AgentState(params={"policy": jnp.asarray(W_POLICY), "value": jnp.asarray(W_VALUE)},
                        obs_stats=None, hparams=hparams_as_arrays(hparams))
     batch = Trajectory(obs=jnp.asarray(OBS), actions=jnp.asarray(ACTIONS), rewards=jnp.asarray(REWARDS),

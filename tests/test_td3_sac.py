@@ -42,7 +42,7 @@ def test_td3_target_by_hand():
 
 def test_td3_critic_loss_against_numpy():
     agent = make_mlp_td3_agent(ACTIONS, OBS, actor_hidden_layer_sizes=(8,), critic_hidden_layer_sizes=(8,),
-                               target_noise=0.2, target_noise_clip=0.5, discount=0.99)
+                               target_noise=0.2, target_noise_clip=0.5, gamma=0.99)
     state = agent.init(jax.random.PRNGKey(0))
     target = {k: jax.tree.map(lambda x: 1.3 * x, state.params[k]) for k in agent.target_keys}
     batch, key = random_batch(), jax.random.PRNGKey(7)
@@ -99,7 +99,7 @@ def test_sac_soft_target_and_temperature_loss_by_hand():
 
 def test_sac_critic_loss_against_numpy():
     agent = make_mlp_sac_agent(ACTIONS, OBS, actor_hidden_layer_sizes=(8,), critic_hidden_layer_sizes=(8,),
-                               init_alpha=0.5, discount=0.99)
+                               init_alpha=0.5, gamma=0.99)
     state = agent.init(jax.random.PRNGKey(0))
     target = {"critic": jax.tree.map(lambda x: 0.7 * x, state.params["critic"])}
     batch, key = random_batch(), jax.random.PRNGKey(5)

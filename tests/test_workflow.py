@@ -129,7 +129,7 @@ def test_declared_capabilities_and_hyperparameters():
     hparams = [IMPALAWorkflow.hparams_of(dataclasses.replace(config.agent, vtrace_rho_bar=v), config.training)
                for v in (1.0, 2.0)]
     assert [h.pg_rho_bar for h in hparams] == [1.0, 2.0]
-    assert hparams[0].vtrace_lambda == config.training.gae_lambda
+    assert hparams[0].gae_lambda == config.training.gae_lambda
 
 
 def test_renamed_key_names_the_new_one():

@@ -20,7 +20,7 @@ class A2CHParams:
     """A2C's loss hyperparameters (data: a population may vary each field, see ``PPOHParams``)."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: GAE's :math:`\lambda` (``training.gae_lambda``; 1 gives n-step returns).
     gae_lambda: float
     #: :math:`c_v`, the value loss's weight.
@@ -81,14 +81,14 @@ def make_mlp_a2c_agent(
     normalize_gae: bool = False,
     vf_coef: float = 0.5,
     ent_coef: float = 0.01,
-    discount: float = 0.99,
+    gamma: float = 0.99,
     gae_lambda: float = 1.0,
     network_factory: NetworkFactory | None = None,
     **network_options,
 ) -> A2CAgent:
     """An A2C agent (see :class:`A2CAgent`); networks as in
     :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`."""
-    hparams = A2CHParams(discount=discount, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef).validated()
+    hparams = A2CHParams(gamma=gamma, gae_lambda=gae_lambda, vf_coef=vf_coef, ent_coef=ent_coef).validated()
     return build_actor_critic(A2CAgent, "make_mlp_a2c_agent", action_space, obs_space, network_factory,
                               network_options, hparams, normalize_gae=normalize_gae)
 

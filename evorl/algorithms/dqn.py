@@ -23,10 +23,10 @@ from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
 @struct.dataclass
 class DQNHParams:
     """DQN's hyperparameters, float32 data in the compiled program: a population may give
-    each agent its own value of any field (``agent.<field>``; ``discount`` is ``training.gamma``)."""
+    each agent its own value of any field (``agent.<field>``; ``gamma`` is ``training.gamma``)."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: Exploration rate at env step 0 (after the warm-up).
     epsilon_start: float
     #: Exploration rate from ``epsilon_decay_steps`` env steps on.
@@ -207,7 +207,7 @@ def make_mlp_dqn_agent(
     epsilon_end: float = 0.05,
     epsilon_decay_steps: float = 10_000.0,
     huber_delta: float | None = None,
-    discount: float = 0.99,
+    gamma: float = 0.99,
     tau: float = 1.0,
     network_factory: Any = None,
     **network_options,
@@ -224,7 +224,7 @@ def make_mlp_dqn_agent(
             f"agent.q_hidden_layer_sizes = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64].")
     require(options.network in NETWORKS, f"Unknown agent.network {options.network!r}; valid: {', '.join(NETWORKS)}.")
     get_activation(options.activation)
-    hparams = DQNHParams(discount=discount, epsilon_start=epsilon_start, epsilon_end=epsilon_end,
+    hparams = DQNHParams(gamma=gamma, epsilon_start=epsilon_start, epsilon_end=epsilon_end,
                          epsilon_decay_steps=epsilon_decay_steps, huber_delta=huber_delta, tau=tau).validated()
     q_network = (network_factory or make_q_network)(action_space, obs_space, options)
     return DQNAgent(action_space=action_space, obs_space=obs_space, q_network=q_network, double_q=double_q,

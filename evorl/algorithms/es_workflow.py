@@ -72,7 +72,7 @@ class ESWorkflow(ChunkedWorkflow):
     agent_factory = staticmethod(make_mlp_es_agent)
     agent_config_cls = ESPolicyOptions
     hparams_cls = None  # an ES agent has no loss, so no loss hyperparameters
-    training_hparams = {}
+    training_hparams = ()
 
     def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         self.variants, self.num_agents = [{}], 1

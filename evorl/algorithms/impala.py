@@ -107,13 +107,13 @@ def compute_pg_advantage(
 @struct.dataclass
 class IMPALAHParams:
     """IMPALA's loss hyperparameters (data: a population may vary each field, see
-    ``PPOHParams``; ``discount`` and ``vtrace_lambda`` are ``training.gamma`` and
+    ``PPOHParams``; ``gamma`` and ``gae_lambda`` are ``training.gamma`` and
     ``training.gae_lambda``). ``pg_rho_bar`` None means ``vtrace_rho_bar``."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: V-trace's :math:`\lambda` (``training.gae_lambda``; the paper uses 1).
-    vtrace_lambda: float
+    gae_lambda: float
     #: :math:`\bar\rho`, the clip of the importance ratio in the TD errors (``.inf``: no clip).
     vtrace_rho_bar: float
     #: :math:`\bar c`, the clip of the trace coefficients; at most ``vtrace_rho_bar``.
@@ -175,11 +175,11 @@ class IMPALAAgent(ActorCriticAgent):
         correction_log_rhos = log_rhos if self.vtrace_correction else jnp.zeros_like(log_rhos)
         vs = compute_vtrace(
             batch.rewards, values, next_values, batch.terminated, batch.truncated, correction_log_rhos,
-            hp.discount, hp.vtrace_lambda, hp.vtrace_rho_bar, hp.vtrace_c_bar,
+            hp.gamma, hp.gae_lambda, hp.vtrace_rho_bar, hp.vtrace_c_bar,
         )
         pg_advantages = compute_pg_advantage(
             batch.rewards, values, next_values, vs, batch.terminated, batch.truncated,
-            correction_log_rhos, hp.discount, hp.pg_rho_bar,
+            correction_log_rhos, hp.gamma, hp.pg_rho_bar,
         )
         policy_loss = -jnp.mean(log_prob * pg_advantages)
         value_loss = 0.5 * jnp.mean(jnp.square(vs - values))
@@ -216,8 +216,8 @@ def make_mlp_impala_agent(
     baseline_cost: float = 0.5,
     ent_coef: float = 0.01,
     kl_coef: float = 0.0,
-    discount: float = 0.99,
-    vtrace_lambda: float = 1.0,
+    gamma: float = 0.99,
+    gae_lambda: float = 1.0,
     network_factory: NetworkFactory | None = None,
     **network_options,
 ) -> IMPALAAgent:
@@ -228,7 +228,7 @@ def make_mlp_impala_agent(
     as the paper does. ``.inf`` disables a clip.
     """
     hparams = IMPALAHParams(
-        discount=discount, vtrace_lambda=vtrace_lambda, vtrace_rho_bar=vtrace_rho_bar, vtrace_c_bar=vtrace_c_bar,
+        gamma=gamma, gae_lambda=gae_lambda, vtrace_rho_bar=vtrace_rho_bar, vtrace_c_bar=vtrace_c_bar,
         pg_rho_bar=pg_rho_bar, baseline_cost=baseline_cost, ent_coef=ent_coef, kl_coef=kl_coef,
     ).validated()
     return build_actor_critic(IMPALAAgent, "make_mlp_impala_agent", action_space, obs_space, network_factory,
@@ -241,7 +241,6 @@ class IMPALAWorkflow(OnPolicyWorkflow):
     label = "IMPALA"
     agent_factory = staticmethod(make_mlp_impala_agent)
     hparams_cls = IMPALAHParams
-    training_hparams = {"gamma": "discount", "gae_lambda": "vtrace_lambda"}
 
 
 #: The ``agent:`` config section of IMPALA (derived from ``make_mlp_impala_agent``).

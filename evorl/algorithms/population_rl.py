@@ -161,7 +161,7 @@ def make_play(env: VectorEnv, agent: TD3Agent):
                                          hparams=agent_state.hparams.replace(exploration_noise=noise_std))
             _, _, trajectory, stats = rollout_with_policy_state(env, behaviour, member, env.reset(reset_key), None,
                                                                  rollout_key, length)  # [T, E, ...]
-            discounts = agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, E]
+            discounts = agent_state.hparams.gamma * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, E]
             transitions = replay.n_step_transitions(
                 trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
                 trajectory.terminated | trajectory.truncated, trajectory.next_obs, 1)  # [T, E]
@@ -267,7 +267,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     agent_factory = staticmethod(make_mlp_td3_agent)
     agent_options_cls = ContinuousNetworkOptions
     hparams_cls = TD3HParams
-    training_hparams = {"gamma": "discount"}
+    training_hparams = ("gamma",)
     training_defaults = {"learning_rate": 1e-3, "gamma": 0.99}
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):

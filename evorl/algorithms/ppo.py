@@ -18,11 +18,11 @@ from evorl.workflows.rl_workflow import OnPolicyWorkflow
 @struct.dataclass
 class PPOHParams:
     """PPO's loss hyperparameters, float32 data in the compiled program: a population may give
-    each agent its own value of any field (``agent.<field>``; ``discount`` and ``gae_lambda``
+    each agent its own value of any field (``agent.<field>``; ``gamma`` and ``gae_lambda``
     are ``training.gamma`` and ``training.gae_lambda``)."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: GAE's :math:`\lambda` (``training.gae_lambda``).
     gae_lambda: float
     #: :math:`\epsilon` of the clipped surrogate: the ratio is clipped to :math:`[1-\epsilon, 1+\epsilon]`.
@@ -123,7 +123,7 @@ def make_mlp_ppo_agent(
     ent_coef: float = 0.01,
     kl_coef: float = 0.0,
     target_kl: float | None = None,
-    discount: float = 0.99,
+    gamma: float = 0.99,
     gae_lambda: float = 0.95,
     network_factory: NetworkFactory | None = None,
     **network_options,
@@ -133,7 +133,7 @@ def make_mlp_ppo_agent(
     :class:`~evorl.agent.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
     ``network``, ``policy_distribution``, ``normalize_obs``, ...).
     """
-    hparams = PPOHParams(discount=discount, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
+    hparams = PPOHParams(gamma=gamma, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
                          value_clip_epsilon=value_clip_epsilon, vf_coef=vf_coef, ent_coef=ent_coef,
                          kl_coef=kl_coef, target_kl=target_kl).validated()
     return build_actor_critic(PPOAgent, "make_mlp_ppo_agent", action_space, obs_space, network_factory,

@@ -39,7 +39,7 @@ class REINFORCEHParams:
     """REINFORCE's loss hyperparameters (data: a population may vary each field)."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: :math:`c_v`, the baseline loss's weight.
     vf_coef: float
     #: :math:`c_e`, the entropy bonus's weight.
@@ -58,7 +58,7 @@ class REINFORCEAgent(ActorCriticAgent):
     def compute_targets(self, agent_state, trajectory):
         zeros = jnp.zeros_like(trajectory.rewards)  # [T, B]: no value enters the return
         returns, _ = compute_gae(trajectory.rewards, zeros, zeros, trajectory.terminated,
-                                 trajectory.truncated, agent_state.hparams.discount, 1.0)  # [T, B]
+                                 trajectory.truncated, agent_state.hparams.gamma, 1.0)  # [T, B]
         done = jnp.logical_or(trajectory.terminated, trajectory.truncated)  # [T, B]
         complete = jax.lax.cummax(done.astype(jnp.float32), axis=0, reverse=True)  # [T, B]: an end at or after t
         return trajectory.replace(extras={**trajectory.extras, "returns": returns, "complete": complete})
@@ -88,13 +88,13 @@ def make_mlp_reinforce_agent(
     obs_space: Box | None = None,
     vf_coef: float = 0.5,
     ent_coef: float = 0.01,
-    discount: float = 0.99,
+    gamma: float = 0.99,
     network_factory: NetworkFactory | None = None,
     **network_options,
 ) -> REINFORCEAgent:
     """A REINFORCE agent (see :class:`REINFORCEAgent`); networks as in
     :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`."""
-    hparams = REINFORCEHParams(discount=discount, vf_coef=vf_coef, ent_coef=ent_coef).validated()
+    hparams = REINFORCEHParams(gamma=gamma, vf_coef=vf_coef, ent_coef=ent_coef).validated()
     return build_actor_critic(REINFORCEAgent, "make_mlp_reinforce_agent", action_space, obs_space,
                               network_factory, network_options, hparams)
 
@@ -105,6 +105,6 @@ class REINFORCEWorkflow(OnPolicyWorkflow):
     label = "REINFORCE"
     agent_factory = staticmethod(make_mlp_reinforce_agent)
     hparams_cls = REINFORCEHParams
-    training_hparams = {"gamma": "discount"}
+    training_hparams = ("gamma",)
     training_defaults = {"num_epochs": 1, "num_minibatches": 1}
     one_gradient_step = True

@@ -45,10 +45,10 @@ from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
 @struct.dataclass
 class SACHParams:
     """SAC's hyperparameters, float32 data in the compiled program (``agent.<field>``;
-    ``discount`` is ``training.gamma``)."""
+    ``gamma`` is ``training.gamma``)."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: A fixed temperature :math:`\alpha` (null: learned, from ``init_alpha``).
     alpha: float | None = None
     #: The entropy the learned temperature aims for (null: minus the action dimension).
@@ -149,7 +149,7 @@ def make_sac_actor(obs_space: Box, action_dim: int, options: ContinuousNetworkOp
 
 
 def make_mlp_sac_agent(action_space: Space, obs_space: Box | None = None, alpha: float | None = None,
-                       init_alpha: float = 1.0, target_entropy: float | None = None, discount: float = 0.99,
+                       init_alpha: float = 1.0, target_entropy: float | None = None, gamma: float = 0.99,
                        tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None, **network_options) -> SACAgent:
     """A SAC agent (see the module docstring): twin critics, a learned temperature starting at
     ``init_alpha`` unless ``alpha`` fixes it. ``network_options``: :class:`ContinuousNetworkOptions`."""
@@ -161,7 +161,7 @@ def make_mlp_sac_agent(action_space: Space, obs_space: Box | None = None, alpha:
         critic = make_q_ensemble(obs_space, action_dim, options.critic_hidden_layer_sizes, options.activation, 2)
     else:
         actor, critic = network_factory(action_space, obs_space, options)
-    hparams = SACHParams(discount=discount, alpha=alpha, target_entropy=target_entropy, tau=tau).validated()
+    hparams = SACHParams(gamma=gamma, alpha=alpha, target_entropy=target_entropy, tau=tau).validated()
     return SACAgent(action_space=action_space, obs_space=obs_space, actor=actor, critic=critic,
                     normalize_obs=options.normalize_obs, hparams_defaults=hparams, init_alpha=init_alpha)
 

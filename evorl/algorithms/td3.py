@@ -37,10 +37,10 @@ from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
 @struct.dataclass
 class TD3HParams:
     """TD3's hyperparameters, float32 data in the compiled program (``agent.<field>``;
-    ``discount`` is ``training.gamma``). Noise scales are in the ``[-1, 1]`` action cube."""
+    ``gamma`` is ``training.gamma``). Noise scales are in the ``[-1, 1]`` action cube."""
 
     #: The discount :math:`\gamma` (``training.gamma``).
-    discount: float
+    gamma: float
     #: Std of the Gaussian noise added to the actor's action when exploring.
     exploration_noise: float
     #: Std :math:`\sigma` of the target policy smoothing noise (0: none, as DDPG).
@@ -132,20 +132,20 @@ def build_td3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HPar
 
 def make_mlp_td3_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
                        target_noise: float = 0.2, target_noise_clip: float = 0.5, policy_delay: int = 2,
-                       discount: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
+                       gamma: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
                        **network_options) -> TD3Agent:
     """A TD3 agent: twin critics, target policy smoothing, the actor updated every
     ``policy_delay`` gradient steps. ``network_options``: :class:`ContinuousNetworkOptions`."""
-    hparams = TD3HParams(discount, exploration_noise, target_noise, target_noise_clip, tau)
+    hparams = TD3HParams(gamma, exploration_noise, target_noise, target_noise_clip, tau)
     return build_td3_agent(action_space, obs_space, hparams, 2, policy_delay, network_factory, network_options,
                            "make_mlp_td3_agent")
 
 
 def make_mlp_ddpg_agent(action_space: Space, obs_space: Box | None = None, exploration_noise: float = 0.1,
-                        discount: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
+                        gamma: float = 0.99, tau: float = 0.005, network_factory: ContinuousNetworkFactory | None = None,
                         **network_options) -> TD3Agent:
     """A DDPG agent: one critic, the actor updated every gradient step, no target smoothing."""
-    hparams = DDPGHParams(discount, exploration_noise, tau=tau)
+    hparams = DDPGHParams(gamma, exploration_noise, tau=tau)
     return build_td3_agent(action_space, obs_space, hparams, 1, 1, network_factory, network_options,
                            "make_mlp_ddpg_agent")
 

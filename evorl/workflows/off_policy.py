@@ -209,7 +209,7 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
                        for k, v in M.over_steps(group_metrics, weights).items()}
 
     def update(state: OffPolicyState, trajectory: Trajectory, key: jax.Array) -> tuple[OffPolicyState, dict]:
-        discounts = state.agent_state.hparams.discount * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
+        discounts = state.agent_state.hparams.gamma * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
         transitions = replay.n_step_transitions(
             trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
             trajectory.terminated | trajectory.truncated, trajectory.next_obs, tc.n_step)  # [T, B]
@@ -274,7 +274,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
 
     #: ``training.gamma`` and ``training.tau`` are data in the agent's hyperparameters (a
     #: population may give each agent its own; PBT may evolve them).
-    training_hparams = {"gamma": "discount", "tau": "tau"}
+    training_hparams = ("gamma", "tau")
     training_config_cls = OffPolicyTrainingConfig
     replay_buffer_field = "buffer"
 

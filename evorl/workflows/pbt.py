@@ -87,8 +87,7 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
             require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
             require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
                                           f"the bounds; widen them or change the initial value.")
-        field = None if key == "training.learning_rate" else (
-            workflow_cls.training_hparams[short] if section == "training" else short)
+        field = None if key == "training.learning_rate" else short
         out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
     return tuple(out)
 

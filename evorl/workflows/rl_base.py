@@ -129,8 +129,8 @@ class RLWorkflow(Workflow):
     agent_options_cls: ClassVar[type] = ActorCriticOptions
     #: The loss hyperparameters' dataclass; None: the algorithm has no loss (ES).
     hparams_cls: ClassVar[type | None]
-    #: Training keys that are loss hyperparameters: ``{training key: hparams field}``.
-    training_hparams: ClassVar[dict[str, str]] = {"gamma": "discount", "gae_lambda": "gae_lambda"}
+    #: Training keys that are loss hyperparameters, each a field of ``hparams_cls`` under the same name.
+    training_hparams: ClassVar[tuple[str, ...]] = ("gamma", "gae_lambda")
     #: Builds the agent's networks (see :data:`evorl.agent.NetworkFactory`); None: the default MLPs/CNN.
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
@@ -151,7 +151,7 @@ class RLWorkflow(Workflow):
         if "agent_factory" in vars(cls) and "agent_config_cls" not in vars(cls):
             cls.agent_config_cls = dataclass_from_signature(
                 f"{cls.name()}AgentConfig", cls.agent_factory, include=cls.agent_options_cls,
-                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams.values()),
+                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams),
             )
 
     def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
@@ -172,7 +172,7 @@ class RLWorkflow(Workflow):
 
     @classmethod
     def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
-        hparams = {field: getattr(training, key) for key, field in cls.training_hparams.items()}
+        hparams = {key: getattr(training, key) for key in cls.training_hparams}
         return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                  **hparams, **vars(agent_cfg))
 
@@ -184,7 +184,7 @@ class RLWorkflow(Workflow):
             return None
         names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
         values = {name: getattr(agent_cfg, name) for name in names if hasattr(agent_cfg, name)}
-        values.update({field: getattr(training, key) for key, field in cls.training_hparams.items()})
+        values.update({key: getattr(training, key) for key in cls.training_hparams})
         return cls.hparams_cls(**values).validated()
 
     @classmethod
