@@ -72,26 +72,54 @@ def test_double_q_target_by_hand():
     np.testing.assert_allclose(double_q_targets(q_online_next, q_target_next, rewards, discounts), expected, rtol=1e-6)
 
 
-def test_dqn_loss_uses_the_double_q_target():
+def loss_case(huber_delta):
+    """A DQN agent, target parameters 1.5x its own and a batch of 5 transitions (rewards of
+    scale 3, so some TD errors pass a Huber threshold of 1), with the double-Q targets ``y``
+    and the taken actions' Q-values computed here in NumPy."""
     from evorl.envs.spaces import Box, Discrete
 
     obs_space = Box(low=np.full((3,), -1.0, np.float32), high=np.full((3,), 1.0, np.float32))
-    agent = make_mlp_dqn_agent(Discrete(4), obs_space, q_hidden_layer_sizes=(8,), gamma=0.99)
+    agent = make_mlp_dqn_agent(Discrete(4), obs_space, q_hidden_layer_sizes=(8,), gamma=0.99, huber_delta=huber_delta)
     state = agent.init(jax.random.PRNGKey(0))
     target = jax.tree.map(lambda x: x * 1.5, state.params)
     rng = np.random.default_rng(1)
     batch = replay.Transition(obs=jnp.asarray(rng.normal(size=(5, 3)), jnp.float32),
                               action=jnp.asarray([0, 1, 2, 3, 1], jnp.int32),
-                              reward=jnp.asarray(rng.normal(size=5), jnp.float32),
+                              reward=jnp.asarray(3 * rng.normal(size=5), jnp.float32),
                               discount=jnp.asarray([0.99, 0.0, 0.99, 0.99 ** 2, 0.99], jnp.float32),
                               next_obs=jnp.asarray(rng.normal(size=(5, 3)), jnp.float32))
-    loss, _ = agent.loss(state, target, batch, jax.random.PRNGKey(1))
     q = np.asarray(agent.q_values(state, state.params, batch.obs))
     q_next = np.asarray(agent.q_values(state, state.params, batch.next_obs))
     q_target = np.asarray(agent.q_values(state, target, batch.next_obs))
     y = np.asarray(batch.reward) + np.asarray(batch.discount) * q_target[np.arange(5), q_next.argmax(-1)]
-    expected = 0.5 * np.mean((q[np.arange(5), np.asarray(batch.action)] - y) ** 2)
+    return agent, state, target, batch, q[np.arange(5), np.asarray(batch.action)], y
+
+
+def test_dqn_loss_uses_the_double_q_target():
+    agent, state, target, batch, q_taken, y = loss_case(None)
+    loss, _ = agent.loss(state, target, batch, jax.random.PRNGKey(1))
+    expected = 0.5 * np.mean((q_taken - y) ** 2)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_dqn_huber_loss_and_its_gradient_match_optax():
+    """``huber_delta``: the loss and its gradient equal optax's ``huber_loss`` on the same
+    Q-values and (fixed) targets, with TD errors on both sides of the threshold."""
+    import optax
+
+    agent, state, target, batch, q_taken, y = loss_case(1.0)
+    assert np.any(np.abs(q_taken - y) > 1.0) and np.any(np.abs(q_taken - y) < 1.0)
+
+    def reference(params):
+        q = agent.q_values(state, params, batch.obs)[jnp.arange(5), batch.action]
+        return jnp.mean(optax.huber_loss(q, jnp.asarray(y), delta=1.0))
+
+    ours = jax.value_and_grad(lambda p: agent.loss(state.replace(params=p), target, batch, jax.random.PRNGKey(1))[0])
+    loss, grads = ours(state.params)
+    expected, expected_grads = jax.value_and_grad(reference)(state.params)
+    assert float(loss) == pytest.approx(float(expected), rel=1e-5)
+    for a, b in zip(jax.tree.leaves(grads), jax.tree.leaves(expected_grads)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-7)
 
 
 def test_epsilon_schedule_is_linear_then_flat():
