@@ -41,8 +41,10 @@ from evorl.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 from evorl.run_folder import NoSpaceLeft, is_disk_full, writing
 
 #: 2: the hyperparameters in the state are named as in the config (``gamma``, IMPALA's
-#: ``gae_lambda``; version 1 had ``discount`` and ``vtrace_lambda``).
-FORMAT_VERSION = 2
+#: ``gae_lambda``; version 1 had ``discount`` and ``vtrace_lambda``). 3: a replay buffer's
+#: arrays are stored in rows of one transition per environment (``[capacity / num_envs,
+#: num_envs, ...]``; version 2's were flat ``[capacity, ...]``).
+FORMAT_VERSION = 3
 #: The config sections that define the training trajectory: a resumed run must match the
 #: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
 TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "pbt")

@@ -10,6 +10,7 @@ from flax import struct
 from jax import lax
 
 from evorl import hardware
+from evorl.distributed import vary_like
 from evorl.envs.env import EnvState
 
 
@@ -110,7 +111,7 @@ def rollout_with_policy_state(
         env_keys = jax.vmap(jax.random.fold_in, in_axes=(None, 0))(step_key, env_ids)  # [B]
         policy_state = reset_policy_state(policy_state, env_state.done, initial)
         actions, extras, policy_state = agent.policy_step(agent_state, policy_state, env_state.obs, env_keys)
-        next_state = env.step(env_state, agent.to_env_action(actions))
+        next_state = vary_like(env.step(env_state, agent.to_env_action(actions)), env_state)  # split envs: see vary_like
         transition = Trajectory(
             obs=env_state.obs,
             actions=actions,

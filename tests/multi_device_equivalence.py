@@ -35,10 +35,36 @@ def steps_to_reach(workflow_cls, cfg, multi, seeds, threshold, max_iterations, e
     return reached
 
 
+def resumed_on_one_device(cfg, iterations, folder):
+    """Trains ``iterations // 2`` iterations split over the 2 devices (checkpointed), resumes
+    the run on 1 device to ``iterations``, and compares every leaf with a 1-device run never
+    stopped."""
+    from pathlib import Path
+
+    from evorl.experiment import run_experiment
+
+    cfg = {**cfg, "checkpoint": {"save_interval": iterations // 2}, "logging": {"recorders": [], "plot": False},
+           "training": {**cfg["training"], "num_iterations": iterations, "eval_interval": iterations // 2}}
+    split = {**cfg, "distributed": {**cfg.get("distributed", {}), "multi_devices": True},
+             "training": {**cfg["training"], "num_iterations": iterations // 2}}
+    first = run_experiment(split, output_dir=Path(folder) / "split")
+    resumed = run_experiment({**cfg, "resume": str(Path(folder) / "split")})
+    straight = run_experiment(cfg, output_dir=Path(folder) / "straight")
+    leaves = list(zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)))
+    return {"first_devices": len(jax.tree.leaves(first.state.buffer.data)[0].sharding.device_set),
+            "resumed_devices": len(jax.tree.leaves(resumed.state.buffer.data)[0].sharding.device_set),
+            "iterations": int(resumed.state.iteration),
+            "leaves_equal": sum(bool(np.array_equal(np.asarray(a), np.asarray(b))) for a, b in leaves),
+            "leaves": len(leaves)}
+
+
 def main():
     workflow_cls, cfg_json, iterations = sys.argv[1], sys.argv[2], int(sys.argv[3])
     cfg = json.loads(cfg_json)
     assert jax.device_count() == 2, jax.devices()
+    if len(sys.argv) > 4 and sys.argv[4] == "resume":  # checkpointed on 2 devices, resumed on 1
+        print(json.dumps(resumed_on_one_device(cfg, iterations, sys.argv[5])))
+        return
     if len(sys.argv) > 4 and sys.argv[4] == "learn":
         print(json.dumps({
             f"{n}_devices": steps_to_reach(workflow_cls, cfg, n == 2, 3, 475.0, iterations, 10) for n in (1, 2)
@@ -63,6 +89,11 @@ def main():
     else:
         sharding = multi.env_state.obs.sharding
         placement = {"env_devices": len(sharding.device_set), "partition": str(sharding.spec)}
+        if hasattr(multi, "buffer"):  # off-policy: the replay buffer as stored, and its difference to 1 device's
+            placement["buffer_partition"] = str(multi.buffer.data.obs.sharding.spec)
+            placement["buffer_shard_shape"] = list(multi.buffer.data.obs.addressable_shards[0].data.shape)
+            placement["max_buffer_diff"] = max(float(np.max(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64))))
+                                               for a, b in zip(jax.tree.leaves(single.buffer), jax.tree.leaves(multi.buffer)))
     print(json.dumps({
         **placement,
         "max_param_diff": max(jax.tree.leaves(diffs)),

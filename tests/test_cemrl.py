@@ -79,7 +79,7 @@ def test_cem_sample_has_the_distribution_moments():
 
 def fill(buffer, key, count):
     """``buffer`` with ``count`` random transitions."""
-    example = jax.tree.map(lambda x: x[0], buffer.data)
+    example = jax.tree.map(lambda x: x[0, 0], buffer.data)
     keys = iter(jax.random.split(key, 5))
     batch = jax.tree.map(lambda x: jax.random.normal(next(keys), (count,) + x.shape), example)
     return replay.add(buffer, batch.replace(discount=jnp.full((count,), 0.99)))

@@ -161,7 +161,7 @@ def test_a_checkpoint_of_another_format_version_is_refused_naming_both(finished_
     meta.update(format_version=1, evorl_version="0.0.1-old")
     meta_file.write_text(json.dumps(meta))
     before = snapshot(finished_run)
-    with pytest.raises(CheckpointError, match=r"checkpoints/6 has format version 1; this evorl .* reads version 2\. "
+    with pytest.raises(CheckpointError, match=r"checkpoints/6 has format version 1; this evorl .* reads version 3\. "
                                               r"Resume it with evorl 0\.0\.1-old"):
         run_experiment({**tiny_cfg, "resume": str(finished_run)})
     assert snapshot(finished_run) == before

@@ -148,13 +148,39 @@ def test_buffer_is_circular_and_samples_only_the_filled_part():
     np.testing.assert_array_equal(np.asarray(drawn["x"])[:, 0], np.asarray(drawn["i"]))  # rows stay together
 
     buffer = replay.add(buffer, batch(3, 4))  # 3, 4 into slots 3, 4; 5, 6 overwrite slots 0, 1
-    np.testing.assert_array_equal(np.asarray(buffer.data["i"]), [5, 6, 2, 3, 4])
+    np.testing.assert_array_equal(np.asarray(buffer.data["i"]).ravel(), [5, 6, 2, 3, 4])
     assert int(buffer.size) == 5 and int(buffer.position) == 2
     drawn = np.asarray(replay.sample(buffer, jax.random.PRNGKey(1), 5000)["i"])
     counts = np.array([np.sum(drawn == v) for v in (2, 3, 4, 5, 6)])
     assert counts.sum() == 5000 and np.all(np.abs(counts / 5000 - 0.2) < 0.03)
     with pytest.raises(ValueError, match="does not fit"):
         replay.add(buffer, batch(0, 6))
+
+
+def test_buffer_in_rows_of_environments_is_the_flat_buffer():
+    """A buffer stored in rows of one transition per environment (width 3, as a rollout of 3
+    environments fills it) holds and samples exactly what a flat list of slots does: slot ``g``
+    at row ``g // 3``, column ``g % 3``, written circularly in whole rows."""
+    example = {"i": jnp.zeros((), jnp.int32)}
+    buffer = replay.init(example, capacity=12, width=3)
+    assert (buffer.rows, buffer.width, buffer.capacity) == (4, 3, 12)
+    flat, written = [None] * 12, 0  # the reference: a Python list of 12 slots
+    for rows in (2, 1, 3, 2):  # 24 transitions into 12 slots: wraps twice
+        ids = np.arange(written, written + 3 * rows, dtype=np.int32)  # time-major [rows x 3 environments]
+        buffer = replay.add(buffer, {"i": jnp.asarray(ids)})
+        for i in ids:
+            flat[int(i) % 12] = int(i)
+        written += len(ids)
+        filled = min(written, 12)
+        assert int(buffer.size) == filled and int(buffer.position) == written % 12
+        np.testing.assert_array_equal(np.asarray(buffer.data["i"]).ravel()[:filled], flat[:filled])
+        key = jax.random.PRNGKey(written)
+        slots = np.asarray(jax.random.randint(key, (64,), 0, filled))  # the draw sample makes
+        np.testing.assert_array_equal(np.asarray(replay.sample(buffer, key, 64)["i"]), [flat[g] for g in slots])
+    with pytest.raises(ValueError, match="not whole rows of 3"):
+        replay.add(buffer, {"i": jnp.zeros((4,), jnp.int32)})
+    with pytest.raises(ValueError, match="multiple of its row width 3"):
+        replay.init(example, capacity=10, width=3)
 
 
 TINY = {

@@ -65,6 +65,49 @@ def test_sac_population_on_two_devices_equals_one_device():
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.parametrize("workflow_cls, env, agent, training", [
+    ("evorl.workflows.DQNWorkflow", CARTPOLE, {"q_hidden_layer_sizes": [16], "epsilon_decay_steps": 200}, {}),
+    pytest.param("evorl.workflows.SACWorkflow", {"env_name": "Pendulum-v1", "env_type": "gymnax"},
+                 {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16], "normalize_obs": True},
+                 {"warmup_steps": 32}, marks=pytest.mark.slow),
+    pytest.param("evorl.workflows.DQNWorkflow", CARTPOLE, {"q_hidden_layer_sizes": [16]},  # 4 agents, each split
+                 {"num_seeds": 2, "learning_rate": [1e-3, 3e-4]}, marks=pytest.mark.slow),
+])
+def test_off_policy_agent_split_over_two_devices_equals_one_device(workflow_cls, env, agent, training):
+    """``distributed.layout=envs`` splits one agent's environments and its replay buffer's
+    columns over 2 devices: each device holds half the buffer, the buffer as a whole and the
+    parameters equal the 1-device run's (every device draws the 1-device batch), across the
+    buffer's wrap-around (6 iterations x 32 transitions into 64 slots)."""
+    cfg = {"env": env, "agent": agent,
+           "training": {"num_envs": 4, "rollout_length": 8, "buffer_size": 64, "batch_size": 16, "num_updates": 2,
+                        "learning_starts": 32, "target_update_period": 3, **training},
+           "distributed": {"layout": "envs"}}
+    result = run_two_devices(workflow_cls, cfg, iterations=6)
+    population = "num_seeds" in training
+    assert result["env_devices"] == 2, result
+    assert result["buffer_partition"].replace('"', "'") == ("P(None, None, 'devices')" if population
+                                                           else "P(None, 'devices')"), result
+    # this device's half: 16 rows x 2 of the 4 environments' columns (then the observation's shape)
+    assert result["buffer_shard_shape"][:3 if population else 2] == ([4] if population else []) + [16, 2], result
+    assert result["episodes"][0] == result["episodes"][1]
+    assert result["max_buffer_diff"] <= 1e-4, result  # SAC: actions from parameters equal up to rounding
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
+@pytest.mark.slow  # three runs in one process
+def test_off_policy_checkpoint_of_two_devices_resumes_on_one(tmp_path):
+    """The split buffer is stored as the one-device buffer (its columns are the environments):
+    a DQN run checkpointed at iteration 3 on 2 devices and resumed on 1 ends with every leaf
+    equal to a 1-device run never stopped."""
+    cfg = {"env": CARTPOLE, "workflow_cls": "evorl.workflows.DQNWorkflow",
+           "agent": {"q_hidden_layer_sizes": [16], "epsilon_decay_steps": 200},
+           "training": {"num_envs": 4, "rollout_length": 8, "buffer_size": 64, "batch_size": 16, "num_updates": 2,
+                        "learning_starts": 32, "target_update_period": 3}}
+    result = run_two_devices("evorl.workflows.DQNWorkflow", cfg, 6, "resume", str(tmp_path))
+    assert (result["first_devices"], result["resumed_devices"], result["iterations"]) == (2, 1, 6), result
+    assert result["leaves_equal"] == result["leaves"], result
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("workflow_cls", ["evorl.workflows.PPOWorkflow", "evorl.workflows.IMPALAWorkflow"])
 def test_async_learner_on_two_devices_equals_one_device(workflow_cls):

@@ -111,7 +111,8 @@ class OffPolicyTrainingConfig:
     gamma: float = 0.99
     #: Steps per transition: the target sums up to n discounted rewards, then bootstraps.
     n_step: int = 1
-    #: Transitions the replay buffer holds (per agent); the oldest are overwritten.
+    #: Transitions the replay buffer holds (per agent; a multiple of ``num_envs``: one row per
+    #: env step of all environments); the oldest are overwritten.
     buffer_size: int = 10_000
     #: Transitions per gradient step, sampled uniformly from the buffer.
     batch_size: int = 128
@@ -144,6 +145,10 @@ class OffPolicyTrainingConfig:
         require(self.buffer_size >= self.env_steps_per_iteration,
                 f"{where}.buffer_size={self.buffer_size} must hold one iteration's transitions, num_envs x "
                 f"rollout_length = {self.env_steps_per_iteration}.")
+        require(self.buffer_size % self.num_envs == 0,
+                f"{where}.buffer_size={self.buffer_size} must be a multiple of {where}.num_envs={self.num_envs}: the "
+                f"buffer stores rows of one transition per environment (e.g. {where}.buffer_size="
+                f"{-(-self.buffer_size // self.num_envs) * self.num_envs}).")
         require(self.learning_starts <= self.buffer_size,
                 f"{where}.learning_starts={self.learning_starts} exceeds {where}.buffer_size={self.buffer_size}: "
                 f"the buffer would never hold enough transitions to start learning.")

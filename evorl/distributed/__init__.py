@@ -62,6 +62,20 @@ def vary(tree: Any, axis_name: str | None = None) -> Any:
     return jax.tree.map(varying, tree)
 
 
+def vary_like(tree: Any, like: Any) -> Any:
+    """``tree`` with each leaf marked varying over the device axes its counterpart in ``like``
+    (a tree of the same structure) varies over. A loop's new carry computed partly from
+    constants, e.g. the ``terminated`` flags of an env that never terminates (gymnax
+    Pendulum), is the same on every device, so JAX types it invariant while the carry that went
+    in varies; outside ``jax.shard_map`` nothing varies and ``tree`` is returned as it is."""
+
+    def cast(x, ref):
+        missing = jax.typeof(ref).manual_axis_type.varying - jax.typeof(x).manual_axis_type.varying
+        return lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
+
+    return jax.tree.map(cast, tree, like)
+
+
 def axis_index(axis_name: str | None = None) -> jax.Array | int:
     """This device's index on the axis (0 when ``axis_name`` is None)."""
     return 0 if axis_name is None else lax.axis_index(axis_name)

@@ -7,7 +7,8 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   the step is ``vmap``-ed over it;
 * **placement** over a device mesh (``jax.shard_map``), in one of two layouts:
   ``"envs"`` splits each agent's environments across the devices (the state's
-  ``env_fields``; parameters replicated; the step reduces gradients and metrics over the
+  ``env_fields``, along their environments' axis: e.g. an off-policy replay buffer's columns;
+  parameters replicated; the step reduces gradients and metrics over the
   device axis :data:`DEVICE_AXIS`), ``"population"`` puts whole agents on different
   devices (``N / D`` agents each, no communication between devices);
 * **chunks**: ``run(state, n)`` runs ``n`` iterations in compiled calls of a
@@ -38,7 +39,7 @@ import contextlib
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import jax
@@ -159,10 +160,14 @@ class PopulationStep(Protocol):
 class Executor:
     """Runs ``step`` (one agent, one iteration) for a population on a placement, in chunks."""
 
-    def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] = (),
+    def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] | Mapping[str, Any] = (),
                  final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None,
                  population_step: PopulationStep | None = None):
-        """``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
+        """``env_fields``: the state's fields that ``layout="envs"`` splits across the devices,
+        by name (the leading axis of every leaf is the environments') or as ``{name: axes}``,
+        ``axes`` a prefix tree of the field giving each part's environments' axis (None:
+        the part is the same on every device), e.g. ``ReplayBuffer(data=1, position=None,
+        size=None)``. ``final_metrics(state)``: metrics of the state a chunk returns (e.g. its health),
         computed once at the end of each compiled call inside the same program.
         ``freeze(old, new, metrics, alive) -> (state, alive)``: applied after every iteration
         of one agent (e.g. :func:`evorl.workflows.health.freeze_diverged`); None: no agent is
@@ -182,7 +187,7 @@ class Executor:
         #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every chunk.
         self.alive = np.ones(placement.num_agents if placement.population else (), bool)
         self.placement = placement
-        self.env_fields = env_fields
+        self.env_fields = dict(env_fields) if isinstance(env_fields, Mapping) else dict.fromkeys(env_fields, 0)
         self.compile_seconds: float | None = None
         #: Seconds the last compiled call took per iteration (None before the first).
         self._seconds_per_iteration: float | None = None
@@ -191,13 +196,19 @@ class Executor:
         self._init_jit = None
 
     # --- placement --------------------------------------------------------------------
-    def _field_spec(self, name: str) -> P:
+    def _field_spec(self, name: str) -> Any:
+        """The partition spec of field ``name`` (a prefix tree of the field for a field whose
+        parts split differently)."""
         pl = self.placement
         if pl.layout == "population":
             return P(DEVICE_AXIS)
-        if name in self.env_fields:
-            return P(None, DEVICE_AXIS) if pl.population else P(DEVICE_AXIS)
-        return P()
+        if name not in self.env_fields:
+            return P()
+
+        def spec(axis):  # the environments' axis, after the population axis if any
+            return P() if axis is None else P(*([None] * (axis + pl.population)), DEVICE_AXIS)
+
+        return jax.tree.map(spec, self.env_fields[name], is_leaf=lambda axis: axis is None)
 
     def specs(self, state: Any) -> Any:
         """Partition specs, one per field of the state dataclass ``state`` (a prefix tree)."""
@@ -209,10 +220,13 @@ class Executor:
             device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
             return jax.tree.map(lambda _: device, state)
         mesh = self.placement.mesh
-        return type(state)(**{
-            f.name: jax.tree.map(lambda _, s=self._field_spec(f.name): NamedSharding(mesh, s), getattr(state, f.name))
-            for f in dataclasses.fields(state)
-        })
+
+        def field_shardings(spec, value):  # ``spec`` a prefix tree of ``value``
+            return jax.tree.map(lambda s, part: jax.tree.map(lambda _: NamedSharding(mesh, s), part), spec, value,
+                                is_leaf=lambda x: isinstance(x, P))
+
+        return type(state)(**{f.name: field_shardings(self._field_spec(f.name), getattr(state, f.name))
+                              for f in dataclasses.fields(state)})
 
     def place(self, state: Any) -> Any:
         """``state`` on the devices the compiled programs expect (a no-op when it already is)."""

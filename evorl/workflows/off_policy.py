@@ -30,8 +30,13 @@ vmapped over a population (``training.num_seeds`` x hyperparameter lists); the h
 :class:`~evorl.workflows.host_loop.ChunkedWorkflow` evaluates the greedy policy, logs and
 checkpoints (the buffer is part of the state, so a resumed run continues exactly, unless
 ``checkpoint.save_buffer: false`` leaves it out). Each agent of a population keeps its own
-buffer: ``distributed.layout=population`` puts whole agents on each device, and PBT's step
-copies a replaced agent's networks, Adam states and targets but not its buffer.
+buffer, and PBT's step copies a replaced agent's networks, Adam states and targets but not its
+buffer. On several devices, ``distributed.layout=population`` puts whole agents on each device;
+``distributed.layout=envs`` (the default) splits each agent's environments and its buffer's
+columns (:mod:`evorl.replay`: one column per environment) over the devices: each device steps
+its environments and stores their transitions, every device draws the same batch from the
+whole buffer and takes the same gradient steps (:func:`make_learner_update`), so the run
+equals the 1-device run and its checkpoints resume on any device count.
 An algorithm supplies an agent with ``init``, ``update_groups`` (each a params key, a loss
 ``(agent_state, target_params, batch, key) -> (loss, metrics)`` and a period), ``target_keys``,
 ``behaviour(agent_state, env_steps, random_actions)`` and ``evaluate_actions``
@@ -61,7 +66,7 @@ from evorl.config import (
 )
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
-from evorl.distributed import agent_gradient_update
+from evorl.distributed import agent_gradient_update, axis_index
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
 from evorl.evaluator import make_evaluator
@@ -118,15 +123,19 @@ def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
 
 #: What a diverged agent of a population keeps from its last finite iteration.
 FROZEN_FIELDS = ("agent_state", "opt_state", "target_params")
+#: The state's parts that ``distributed.layout=envs`` splits over the devices, by their
+#: environments' axis: the envs, and the buffer's columns (its rows stay whole on each device).
+ENV_AXES = {"env_state": 0, "buffer": replay.ReplayBuffer(data=1, position=None, size=None)}
 #: What an agent replaced by PBT takes from its source (its buffer and environments stay its own).
 PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate")
 
 
-def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: jax.Array, hparams: Any,
-               learning_rate: jax.Array) -> OffPolicyState:
+def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_envs: int, key: jax.Array,
+               hparams: Any, learning_rate: jax.Array) -> OffPolicyState:
     """A fresh training state: agent with ``hparams``, one optimiser state per update group,
-    targets = online parameters, an empty buffer of ``buffer_size`` transitions, reset
-    environments (none for a host env: the actors that own them reset them)."""
+    targets = online parameters, an empty buffer of ``buffer_size`` transitions in rows of one
+    per environment (``num_envs`` wide, the axis several devices split), reset environments
+    (none for a host env: the actors that own them reset them)."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
     env_state = None if env.on_host else env.reset(env_key)  # a host env's actors reset their own
@@ -138,7 +147,7 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, key: j
     return OffPolicyState(
         key=key, agent_state=agent_state,
         opt_state={group.key: optimizer.init(agent_state.params[group.key]) for group in agent.update_groups},
-        target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, buffer_size), env_state=env_state,
+        target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, buffer_size, num_envs), env_state=env_state,
         learning_rate=jnp.asarray(learning_rate, jnp.float32), iteration=jnp.zeros((), jnp.int32),
         gradient_steps=jnp.zeros((), jnp.int32),
     )
@@ -173,10 +182,16 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
     return step
 
 
-def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
+def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
     docstring. Returns ``update(state, trajectory, key) -> (state, metrics)`` (``state.iteration``
     counts the update; ``key`` drives the minibatch sampling and the losses).
+
+    With ``axis_name`` (``distributed.layout=envs`` on several devices) the trajectory and the
+    buffer's columns are this device's environments': each device adds its own transitions,
+    every device draws the same batch from the whole buffer (:func:`evorl.replay.sample`) and
+    computes the same gradient steps on it, so the parameters stay equal on every device and
+    equal to the 1-device run's.
 
     The fused iteration (:func:`make_iteration`) and the asynchronous learner
     (:mod:`evorl.workflows.actor_learner`) both call it: one buffer, one update."""
@@ -187,7 +202,7 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
     def update_step(buffer, carry, key):
         agent_state, opt_state, target_params, gradient_steps = carry
         sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
-        batch = replay.sample(buffer, sample_key, tc.batch_size)  # [batch_size, ...]
+        batch = replay.sample(buffer, sample_key, tc.batch_size, axis_name)  # [batch_size, ...], the same on every device
         metrics, applied = [], []
         for step, group_key in zip(steps, group_keys):  # in the agent's order: a later group sees the earlier updated
             opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch,
@@ -213,8 +228,9 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
         transitions = replay.n_step_transitions(
             trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
             trajectory.terminated | trajectory.truncated, trajectory.next_obs, tc.n_step)  # [T, B]
-        buffer = replay.add(state.buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), transitions))
-        agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs)
+        buffer = replay.add(state.buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), transitions),
+                            axis_name)  # T rows of this device's B environments
+        agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
 
         if tc.anneal_lr:  # linear decay to 0 at num_iterations
             frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
@@ -243,20 +259,23 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
     return update
 
 
-def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig):
+def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None):
     """One training iteration (see the module docstring): the behaviour policy's rollout, then
-    :func:`make_learner_update` on it; metrics are scalars."""
-    learner_update = make_learner_update(agent, optimizer, tc)
+    :func:`make_learner_update` on it; metrics are scalars, reduced over ``axis_name`` (the
+    device axis when the environments are split, :func:`make_learner_update`)."""
+    learner_update = make_learner_update(agent, optimizer, tc, axis_name)
     policy = BehaviourPolicy(agent, tc.warmup_steps)
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
         key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
         acting = policy.behaviour(acting_state(state, tc))
+        local_envs = state.env_state.reward.shape[0]
+        env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
         env_state, _, trajectory, episodes = rollout_with_policy_state(
-            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length)  # [T, B, ...]
+            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length, env_ids)  # [T, B, ...]
         state, metrics = learner_update(state, trajectory, update_key)
         state = state.replace(key=hardware.raw_key(key), env_state=env_state)
-        return state, {**metrics, **episode_metrics(episodes, None)}
+        return state, {**metrics, **episode_metrics(episodes, axis_name)}
 
     return iteration
 
@@ -282,7 +301,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)
         self.placement = Placement(self.num_agents, None) if self.asynchronous else \
-            Placement.create(self.num_agents, enable_multi_devices, "population")
+            Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
@@ -303,10 +322,10 @@ class OffPolicyWorkflow(ChunkedWorkflow):
                                                  acting=acting, num_agents=self.num_agents, freeze=freeze,
                                                  population_step=self.pbt)
         else:
-            step = make_iteration(env, agent, self.optimizer, tc)
+            step = make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name)
             if self.pbt is not None:
                 step = self.pbt.summing_fitness_episodes(step)
-            self.executor = Executor(step, self.placement, ("env_state",), final_metrics=chunk_health, freeze=freeze,
+            self.executor = Executor(step, self.placement, ENV_AXES, final_metrics=chunk_health, freeze=freeze,
                                      population_step=self.pbt)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
@@ -320,7 +339,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
         return self.init_agents(
-            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size), key)
+            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size,
+                              self.config.training.num_envs), key)
 
     # --- config ---------------------------------------------------------------------------
     @classmethod
@@ -347,14 +367,11 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
                 f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
                 f"distributed.auto unset.")
-        require(not base["distributed"].multi_devices or base["distributed"].layout == "population",
-                f"{cls.name()} on several devices places whole agents, each with its replay buffer, on each device "
-                f"(its buffer is not split): set distributed.layout=population with training.num_seeds a multiple "
-                f"of the device count, or distributed.multi_devices=false.")
         config = ExperimentConfig(**{**base, "training": off_policy})
         if config.pbt.enabled:
             check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
-                             asynchronous=asynchronous, split_envs=False)
+                             asynchronous=asynchronous,
+                             split_envs=config.distributed.multi_devices and config.distributed.layout == "envs")
         return config
 
     @classmethod
@@ -366,11 +383,16 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices
         tc = config.training
         num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        require(not enable_multi_devices or (config.distributed.layout == "population"
-                                             and num_agents % jax.device_count() == 0),
-                f"{cls.name()} on {jax.device_count()} devices places whole agents on each device: set "
-                f"distributed.layout=population (got {config.distributed.layout}) with the {num_agents} agents "
-                f"(training.num_seeds x hyperparameter variants) a multiple of {jax.device_count()}.")
+        devices = jax.device_count()
+        require(not enable_multi_devices or config.distributed.layout == "envs" or num_agents % devices == 0,
+                f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
+                f"{num_agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
+                f"{devices} devices.")
+        require(not enable_multi_devices or config.distributed.layout == "population" or tc.num_envs % devices == 0,
+                f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
+                f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({devices}).")
+        if enable_multi_devices and config.distributed.layout == "envs" and config.pbt.enabled:
+            check_pbt_config(config, cls, num_agents, asynchronous=False, split_envs=True)
         initialize_distributed(config.distributed)
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=tc.num_envs)
         agent = cls.build_agent(env, config.agent, tc)
