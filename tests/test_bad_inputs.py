@@ -202,6 +202,7 @@ BAD_INPUTS = {
     "memory_over_the_limit": (edit("runner", max_memory_gb=1e-6), "runner.max_memory_gb"),
     # DQN's off-policy training section
     "dqn_buffer_size_zero": (dqn(buffer_size=0), "training.buffer_size"),
+    "dqn_actor_lag_negative": (dqn(actor_lag=-1), "training.actor_lag must be >= 0"),
     "dqn_buffer_size_not_rows": (dqn(buffer_size=258), "training.buffer_size=258 must be a multiple of training.num_envs=4"),
     "dqn_batch_size_zero": (dqn(batch_size=0), "training.batch_size"),
     "dqn_n_step_zero": (dqn(n_step=0), "training.n_step"),

@@ -196,6 +196,33 @@ def tiny(agent=None, **training):
     return {**TINY, "agent": {**TINY["agent"], **(agent or {})}, "training": {**TINY["training"], **training}}
 
 
+def test_rollout_acts_with_params_actor_lag_iterations_old():
+    """``training.actor_lag=2`` (the actor-learner's policy lag in the fused runner): the
+    iteration that starts after ``i`` iterations acts with the parameters of ``i - 2``. The
+    transitions it adds equal those of a lag-0 iteration from the same state with those
+    parameters put in, and differ from acting with the current ones."""
+    lag = 2
+    lagged = DQNWorkflow.build_from_config(tiny(actor_lag=lag, learning_starts=32), recorders=[])
+    plain = DQNWorkflow.build_from_config(tiny(learning_starts=32), recorders=[])
+    state = lagged.init(jax.random.PRNGKey(0))
+    history = [jax.device_get(state.agent_state.params)]  # the parameters after i iterations
+    differs = []
+    copy = lambda tree: jax.tree.map(lambda x: jnp.array(x, copy=True), tree)  # noqa: E731 (step donates its input)
+    for i in range(1, 7):
+        before = copy(state)
+        state, _ = lagged.step(state)
+        history.append(jax.device_get(state.agent_state.params))
+        acted = history[max(i - 1 - lag, 0)]
+        with_acted = before.replace(agent_state=before.agent_state.replace(params=acted), lagged_params=None)
+        reference, _ = plain.step(copy(with_acted))
+        np.testing.assert_array_equal(np.asarray(state.buffer.data.action), np.asarray(reference.buffer.data.action))
+        current, _ = plain.step(copy(before.replace(lagged_params=None)))
+        differs.append(not np.array_equal(np.asarray(state.buffer.data.action), np.asarray(current.buffer.data.action)))
+        oldest = jax.tree.map(lambda x: x[0], jax.device_get(state.lagged_params))
+        jax.tree.map(np.testing.assert_array_equal, oldest, history[max(i - lag, 0)])
+    assert any(differs), "the lag never changed an action: the test would not see a missing lag"
+
+
 def test_population_of_two_seeds_equals_the_solo_runs():
     population = DQNWorkflow.build_from_config(tiny(num_seeds=2), recorders=[])
     state, metrics = population.run_iterations(population.init(jax.random.PRNGKey(3)), 6)

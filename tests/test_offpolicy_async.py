@@ -80,6 +80,7 @@ def test_sac_on_a_host_env_trains_fills_the_buffer_and_evaluates(env_type):  # ~
 @pytest.mark.parametrize("runner, training, message", [
     ({"mode": "fused"}, {}, "steps its environments on the host"),
     ({"mode": "async", "num_actors": 3}, {}, "divisible by runner.num_actors=3"),
+    ({"mode": "async"}, {"actor_lag": 2}, "the lag is real .* set training.actor_lag=0"),
 ])
 def test_config_errors_name_the_key(runner, training, message):
     cfg = config(SAC_TINY, runner, env={"env_type": "gymnasium"}, **training)

@@ -135,12 +135,16 @@ class OffPolicyTrainingConfig:
     #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``); the
     #: cut is a truncation, bootstrapped from the final observation.
     train_episode_length: int | None = None
+    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (``actor_lag x
+    #: num_updates`` gradient steps): the actor-learner's policy lag, reproduced in the fused
+    #: runner. 0 acts with the current parameters.
+    actor_lag: int = 0
 
     def validate(self, where: str = "training") -> None:
         for key in ("num_iterations", "rollout_length", "num_envs", "n_step", "buffer_size", "batch_size",
                     "num_updates", "target_update_period", "eval_interval", "eval_episodes", "num_seeds"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        for key in ("learning_starts", "warmup_steps"):
+        for key in ("learning_starts", "warmup_steps", "actor_lag"):
             require(getattr(self, key) >= 0, f"{where}.{key} must be >= 0, got {getattr(self, key)}.")
         require(self.buffer_size >= self.env_steps_per_iteration,
                 f"{where}.buffer_size={self.buffer_size} must hold one iteration's transitions, num_envs x "

@@ -5,7 +5,9 @@
 
 1. roll out ``T = rollout_length`` steps in the ``B = num_envs`` environments with the
    agent's behaviour policy (``agent.behaviour``: epsilon-greedy for DQN; uniformly random
-   actions for the first ``warmup_steps`` env steps; :class:`~evorl.workflows.behaviour.BehaviourPolicy`);
+   actions for the first ``warmup_steps`` env steps; :class:`~evorl.workflows.behaviour.BehaviourPolicy`),
+   with the parameters of ``training.actor_lag`` iterations ago when it is > 0 (the
+   actor-learner's policy lag, reproduced on the fused runner);
 2. turn the ``[T, B]`` rollout into ``n_step`` transitions (:func:`evorl.replay.n_step_transitions`,
    truncation-aware) and add them to the replay buffer in the state;
 3. once the buffer holds ``learning_starts`` transitions: ``num_updates`` gradient steps,
@@ -77,7 +79,8 @@ from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.health import freeze_diverged
 from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
-from evorl.workflows.on_policy import episode_metrics
+from evorl.workflows.on_policy import acting_state as lagged_agent_state
+from evorl.workflows.on_policy import episode_metrics, init_lagged_params
 from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
 from evorl.workflows.rl_base import ExperimentConfig
 
@@ -109,6 +112,10 @@ class OffPolicyState:
     #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
     #: train``); None without PBT (see :mod:`evorl.workflows.pbt`).
     fitness_episodes: Any = None
+    #: The agent's parameters at the start of the last ``training.actor_lag`` iterations,
+    #: oldest first (leaves ``[actor_lag, ...]``); the rollout acts with the oldest. None
+    #: without lag (see :func:`evorl.workflows.on_policy.acting_state`).
+    lagged_params: Any = None
 
 
 def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
@@ -122,16 +129,16 @@ def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
 
 
 #: What a diverged agent of a population keeps from its last finite iteration.
-FROZEN_FIELDS = ("agent_state", "opt_state", "target_params")
+FROZEN_FIELDS = ("agent_state", "opt_state", "target_params", "lagged_params")
 #: The state's parts that ``distributed.layout=envs`` splits over the devices, by their
 #: environments' axis: the envs, and the buffer's columns (its rows stay whole on each device).
 ENV_AXES = {"env_state": 0, "buffer": replay.ReplayBuffer(data=1, position=None, size=None)}
 #: What an agent replaced by PBT takes from its source (its buffer and environments stay its own).
-PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate")
+PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate", "lagged_params")
 
 
-def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_envs: int, key: jax.Array,
-               hparams: Any, learning_rate: jax.Array) -> OffPolicyState:
+def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_envs: int, actor_lag: int,
+               key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OffPolicyState:
     """A fresh training state: agent with ``hparams``, one optimiser state per update group,
     targets = online parameters, an empty buffer of ``buffer_size`` transitions in rows of one
     per environment (``num_envs`` wide, the axis several devices split), reset environments
@@ -149,7 +156,7 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_en
         opt_state={group.key: optimizer.init(agent_state.params[group.key]) for group in agent.update_groups},
         target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, buffer_size, num_envs), env_state=env_state,
         learning_rate=jnp.asarray(learning_rate, jnp.float32), iteration=jnp.zeros((), jnp.int32),
-        gradient_steps=jnp.zeros((), jnp.int32),
+        gradient_steps=jnp.zeros((), jnp.int32), lagged_params=init_lagged_params(agent_state.params, actor_lag),
     )
 
 
@@ -268,13 +275,15 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
         key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
-        acting = policy.behaviour(acting_state(state, tc))
+        actor_state, lagged_params = lagged_agent_state(state.agent_state, state.lagged_params)  # training.actor_lag
+        acting = acting_state(state, tc).replace(agent_state=actor_state)
         local_envs = state.env_state.reward.shape[0]
         env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
         env_state, _, trajectory, episodes = rollout_with_policy_state(
-            env, acting, state.agent_state, state.env_state, None, rollout_key, tc.rollout_length, env_ids)  # [T, B, ...]
+            env, policy.behaviour(acting), actor_state, state.env_state, None, rollout_key, tc.rollout_length,
+            env_ids)  # [T, B, ...]
         state, metrics = learner_update(state, trajectory, update_key)
-        state = state.replace(key=hardware.raw_key(key), env_state=env_state)
+        state = state.replace(key=hardware.raw_key(key), env_state=env_state, lagged_params=lagged_params)
         return state, {**metrics, **episode_metrics(episodes, axis_name)}
 
     return iteration
@@ -340,7 +349,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
         return self.init_agents(
             functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size,
-                              self.config.training.num_envs), key)
+                              self.config.training.num_envs, self.config.training.actor_lag), key)
 
     # --- config ---------------------------------------------------------------------------
     @classmethod
@@ -360,6 +369,9 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         off_policy = base["training"]
         off_policy.validate("training")
         asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+        require(not asynchronous or off_policy.actor_lag == 0,
+                f"training.actor_lag={off_policy.actor_lag} simulates actors in the fused runner; with runner.mode=async "
+                f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
         require(not asynchronous or not base["distributed"].multi_devices,
                 f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
                 f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
