@@ -50,6 +50,20 @@ def test_two_devices_equal_one_device(workflow_cls, agent, training, layout):
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow
+def test_an_env_that_never_terminates_splits_over_two_devices():
+    """gymnax Pendulum never terminates: its ``terminated`` flags are constants, which JAX
+    types as the same on every device while the rollout's carry varies; the rollout marks
+    them varying (it failed to trace before), and PPO on 2 devices equals 1."""
+    cfg = {"env": {"env_name": "Pendulum-v1", "env_type": "gymnax"},
+           "agent": {"actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16]},
+           "training": {"num_envs": 4, "rollout_length": 16, "num_epochs": 1, "num_minibatches": 1},
+           "distributed": {"layout": "envs"}}
+    result = run_two_devices("evorl.workflows.PPOWorkflow", cfg, iterations=3)
+    assert result["env_devices"] == 2, result
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+
+
 @pytest.mark.slow  # two processes of 4 SAC agents: compile-bound
 def test_sac_population_on_two_devices_equals_one_device():
     """Off-policy agents on several devices are whole agents per device (each with its buffer):
