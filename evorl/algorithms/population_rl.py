@@ -277,7 +277,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         super().__init__(config, env, agent, recorders)
         tc = config.training
         self.optimizer = optax.adam(tc.learning_rate)
-        self.hparams = hparams_as_arrays(self.hparams_of(config.agent, tc).replace(tau=self.section_config.tau))
+        self.hparams = hparams_as_arrays(agent.hparams_defaults.replace(tau=self.section_config.tau))
         generation = type(self).generation_builder(env, agent, self.optimizer, self.section_config)
         self.executor = Executor(generation, self.placement, final_metrics=chunk_health)
         self.evaluator = make_evaluator(env, agent, tc.eval_episodes)

@@ -13,6 +13,7 @@ off-policy RL and evolution strategies run on it.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -107,11 +108,21 @@ class ChunkedWorkflow(RLWorkflow):
         return each_agent(evaluate, self.num_agents) if self.population else evaluate
 
     def variant_data(self, config) -> list[tuple]:
-        """``(hyperparameters, learning rate)`` of each variant of the population (``self.variants``)."""
+        """``(hyperparameters, learning rate)`` of each variant of the population (``self.variants``).
+
+        The hyperparameters are built once, by the agent's factory from the config
+        (``agent.hparams_defaults``, under the config's names); a variant replaces the values
+        of the keys it sweeps, checked as the factory checks them (:meth:`hparams_of` checked
+        them before anything was built)."""
+        defaults = None if self.hparams_cls is None else self.agent.hparams_defaults
+        names = set() if defaults is None else {f.name for f in dataclasses.fields(defaults)}
         out = []
         for variant in self.variants:
-            agent_cfg, training = apply_variant(config.agent, config.training, variant)
-            out.append((self.hparams_of(agent_cfg, training), training.learning_rate))
+            _, training = apply_variant(config.agent, config.training, variant)
+            swept = {key.split(".", 1)[1]: value for key, value in variant.items()}
+            hparams = None if defaults is None else \
+                dataclasses.replace(defaults, **{k: v for k, v in swept.items() if k in names}).validated()
+            out.append((hparams, training.learning_rate))
         return out
 
     def init_agents(self, init_one, key: jax.Array):

@@ -179,7 +179,9 @@ class RLWorkflow(Workflow):
     @classmethod
     def hparams_of(cls, agent_cfg: Any, training: TrainingConfig) -> Any:
         """The loss hyperparameters (data) of an agent and training config, validated (None
-        for an algorithm without them)."""
+        for an algorithm without them): the check of every variant's values before anything is
+        built; training uses the ones the agent's factory built (``agent.hparams_defaults``,
+        :meth:`ChunkedWorkflow.variant_data`)."""
         if cls.hparams_cls is None:
             return None
         names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
