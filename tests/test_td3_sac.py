@@ -215,7 +215,7 @@ def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
     workflow = SACWorkflow.build_from_config(cfg, recorders=[])
     state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(1)), 3)
     pbt = workflow.pbt
-    assert pbt.copied == ("agent_state", "opt_state", "target_params", "learning_rate")
+    assert pbt.copied == ("agent_state", "opt_state", "target_params", "learning_rate", "lagged_params")
     fitness = jnp.array([3.0, 1.0, 4.0, 0.0])  # agents 1 and 3 are replaced by copies of 0 and 2
     new, record = jax.jit(pbt.step)(state.replace(env_state=None, buffer=None, fitness_episodes=None), fitness)
     source = np.asarray(record["source"])
