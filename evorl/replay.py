@@ -123,7 +123,7 @@ def sample(buffer: ReplayBuffer, key: jax.Array, batch_size: int, axis_name: str
     its columns (the others' entries are zeros in its sum)."""
     slots = jax.random.randint(key, (batch_size,), 0, jnp.maximum(buffer.size, 1))  # [batch_size]
     width = buffer.width
-    rows, columns = slots // (width * _devices(axis_name)), slots % (width * _devices(axis_name))
+    rows, columns = jnp.divmod(slots, width * _devices(axis_name))  # in the whole buffer
     if axis_name is None:
         return jax.tree.map(lambda stored: stored[rows, columns], buffer.data)
     held = columns // width == lax.axis_index(axis_name)  # [batch_size]

@@ -97,6 +97,9 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
     tc, rc = config.training, config.runner
     require(not config.distributed.multi_process,
             "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
+    require(tc.actor_lag == 0,
+            f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async "
+            f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
     require(tc.num_envs % rc.num_actors == 0,
             f"training.num_envs={tc.num_envs} must be divisible by runner.num_actors={rc.num_actors} "
             f"(each actor owns num_envs / num_actors environments).")

@@ -369,9 +369,6 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         off_policy = base["training"]
         off_policy.validate("training")
         asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
-        require(not asynchronous or off_policy.actor_lag == 0,
-                f"training.actor_lag={off_policy.actor_lag} simulates actors in the fused runner; with runner.mode=async "
-                f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
         require(not asynchronous or not base["distributed"].multi_devices,
                 f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
                 f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "

@@ -126,9 +126,6 @@ class OnPolicyWorkflow(ChunkedWorkflow):
                     f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
         if asynchronous:
             check_async_config(config, agent, num_devices)
-            require(tc.actor_lag == 0,
-                    f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async "
-                    f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
             learner_devices = learner_device_count(num_devices, config.runner.learner_devices)
             check_minibatches(tc, agent, tc.num_envs // learner_devices)
             return
