@@ -15,11 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out_dir="${OUT:-benchmarks/results}"
 mkdir -p "$out_dir"
-backend=$(python -c "import jax; print(jax.default_backend())" 2>/dev/null)
+backend=$(python3 -c "import jax; print(jax.default_backend())" 2>/dev/null)
 out="$out_dir/device_check_${backend}_$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 echo "device check on $backend: $(uptime)"
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,utilization.gpu --format=csv,noheader || true
 limit="${DEVICE_CHECK_TIMEOUT:-470}"
 case " $* " in *" --quick "*) limit="${DEVICE_CHECK_TIMEOUT:-1800}";; esac  # a CPU takes longer
-timeout "$limit" python benchmarks/device_check.py --out "$out" "$@"
+timeout -k 5 "$limit" python3 benchmarks/device_check.py --out "$out" "$@"
 echo "results: $out"

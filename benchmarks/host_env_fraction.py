@@ -15,10 +15,13 @@ sides, so the fraction is the same in frames. Cases: ``inverted_pendulum_ppo`` (
 MuJoCo InvertedPendulum-v5, ``configs/ppo_gymnasium_inverted_pendulum.yaml``),
 ``inverted_pendulum_sac`` (``configs/sac_gymnasium_inverted_pendulum.yaml``: 32 gradient steps
 per 32 env steps, so the learner bounds it), ``breakout_envpool`` (envpool ALE/Breakout-v5,
-``configs/impala_atari_breakout.yaml`` with ``env.env_type=envpool``: a Nature CNN learner).
+``configs/impala_atari_breakout.yaml`` with ``env.env_type=envpool``: a Nature CNN learner),
+``breakout_gymnasium`` (the same config as it is: gymnasium + ale-py, one env per copy).
+``--set section.key=value`` overrides the configs (``runner.num_actors=8``,
+``training.num_envs=64``): the env-only side steps the same ``num_envs`` copies.
 
     python benchmarks/host_env_fraction.py [--cases inverted_pendulum_ppo,breakout_envpool]
-        [--iterations 20] [--seconds 5] [--rounds 2]
+        [--iterations 20] [--seconds 5] [--rounds 2] [--set runner.num_actors=8 ...]
 """
 
 from __future__ import annotations
@@ -27,20 +30,27 @@ import argparse
 import time
 
 import numpy as np
-from _common import load_config, train
+from _common import load_config, parse_value, train
 
 #: case -> (config, env overrides, frames per agent step)
 CASES = {
     "inverted_pendulum_ppo": ("ppo_gymnasium_inverted_pendulum", {}, 1),
     "inverted_pendulum_sac": ("sac_gymnasium_inverted_pendulum", {}, 1),
     "breakout_envpool": ("impala_atari_breakout", {"env_type": "envpool"}, 4),
+    "breakout_gymnasium": ("impala_atari_breakout", {}, 4),
 }
 
 
-def case_config(case: str, iterations: int) -> dict:
+def case_config(case: str, iterations: int, overrides: list[str] = ()) -> dict:
     name, env, _ = CASES[case]
     cfg = load_config(name, num_iterations=iterations, eval_interval=max(1, iterations // 4), eval_episodes=1)
     cfg["env"].update(env)
+    for item in overrides:  # section.key=value
+        key, _, value = item.partition("=")
+        section, _, leaf = key.partition(".")
+        if not leaf or not value:
+            raise SystemExit(f"--set takes section.key=value, got {item!r}")
+        cfg.setdefault(section, {})[leaf] = parse_value(value)
     cfg["logging"] = {"plot": False}
     return cfg
 
@@ -82,12 +92,13 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=20, help="learner updates per training run")
     parser.add_argument("--seconds", type=float, default=5.0, help="env-only stepping time")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--set", nargs="*", default=[], metavar="SECTION.KEY=VALUE", help="config overrides")
     args = parser.parse_args()
     cases = args.cases.split(",")
     results: dict[str, dict[str, list[float]]] = {c: {"env": [], "train": []} for c in cases}
     for r in range(args.rounds):
         for case in cases:
-            cfg = case_config(case, args.iterations)
+            cfg = case_config(case, args.iterations, args.set)
             order = ("env", "train") if r % 2 == 0 else ("train", "env")
             for side in order:
                 rate = env_only(cfg, args.seconds) if side == "env" else training(cfg)

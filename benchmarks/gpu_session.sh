@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One GPU session's checks in one command (issues 32, 33, 34), for a machine lent for minutes:
+# every part runs with its own time limit and writes as it goes, so a cut-short run keeps what
+# it measured. Parts, side by side on one GPU (their figures say so):
+#   sac, td3   SAC and TD3 on brax hopper (mjx), configs/{sac,td3}_brax_hopper.yaml with
+#              5 seeds in one program (training.num_seeds=5, seed 2026: not a tuning seed) in
+#              the GPU shape 32 envs x 1 step with 32 gradient steps per iteration (the
+#              configs' one gradient step per env step), 1M env steps, evaluated every 50k
+#   check      benchmarks/device_check.sh: PPO CartPole with 1 and 1024 seeds, MinAtar CNN,
+#              brax ant; evorl's plain and fast paths against the single-function reference
+#   atari      benchmarks/host_env_fraction.py breakout_gymnasium: IMPALA on ALE/Breakout-v5
+#              (gymnasium + ale-py) with 8 actor threads x 64 envs; training frames/s against
+#              the env alone's
+#
+#   OUT=/some/folder benchmarks/gpu_session.sh [SECONDS]    # SECONDS: whole budget, default 480
+#
+# Wheels for what the machine lacks can sit in .whl/ (installed into /tmp/site first).
+set -u
+cd "$(dirname "$0")/.."
+budget="${1:-480}"
+out="${OUT:-benchmarks/results/gpu_session}"
+mkdir -p "$out" /tmp/runs
+start=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - start) )); }
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    2>&1 | grep -v -i warning | tail -3
+  export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MUJOCO_GL=egl
+export XLA_PYTHON_CLIENT_MEM_FRACTION=0.2  # four programs share the GPU
+{
+  date -u; uptime; nproc
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
+  python3 -c "import sys, jax, flax, optax, brax, mujoco; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__, 'brax', brax.__version__, 'mujoco', mujoco.__version__)" 2>&1 | tail -3
+} > "$out/env.log" 2>&1
+cat "$out/env.log"
+
+offpolicy() {  # name config
+  timeout -k 5 "$(( $(left) - 10 ))" python3 scripts/train.py --config-name "$2" seed=2026 training.num_seeds=5 \
+    training.num_envs=32 training.rollout_length=1 training.num_updates=32 training.num_iterations=31250 \
+    training.eval_interval=1563 training.eval_episodes=10 logging.plot=false hydra.run.dir="/tmp/runs/$1" \
+    > "$out/$1.log" 2>&1
+  echo "$1 exit $? after $(( $(date +%s) - start )) s" >> "$out/$1.log"
+}
+offpolicy sac sac_brax_hopper &
+sac=$!
+offpolicy td3 td3_brax_hopper &
+td3=$!
+( while sleep 15; do for r in sac td3; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done; done ) &
+copier=$!
+
+OUT="$out" DEVICE_CHECK_TIMEOUT=$(( $(left) - 150 )) benchmarks/device_check.sh --timeout 110 --cases cartpole-seeds ant minatar-cnn cartpole > "$out/device_check.log" 2>&1
+echo "device check exit $? after $(( $(date +%s) - start )) s" >> "$out/device_check.log"
+
+timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/host_env_fraction.py --cases breakout_gymnasium --iterations 20 \
+  --seconds 5 --rounds 1 --set runner.num_actors=8 training.num_envs=64 > "$out/atari.log" 2>&1
+echo "atari exit $? after $(( $(date +%s) - start )) s" >> "$out/atari.log"
+
+wait "$sac" "$td3"
+kill "$copier" 2>/dev/null
+for r in sac td3; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done
+for f in "$out"/*.log; do echo "== $f"; grep -v "^Using JAX\|UserWarning\|warnings.warn" "$f" | tail -25; done
