@@ -74,6 +74,9 @@ def train(cfg: Any) -> dict[str, float]:
         summary = (f"final evaluation of {agents} x {episodes} episodes: mean return "
                    f"{final['eval/episode_return']:.2f} +- {final['eval/episode_return/std']:.2f} across agents "
                    f"(agents' min {final['eval/episode_return/min']:.1f}, max {final['eval/episode_return/max']:.1f})")
+        per_agent = (result.final_per_agent or {}).get("eval/episode_return")
+        if per_agent and len(per_agent) <= 16:  # a few seeds: each one's (run.json has them all)
+            summary += "; each: " + ", ".join("frozen" if v is None else f"{v:.1f}" for v in per_agent)
     else:
         summary = (f"final evaluation over {episodes} episodes: return {final['eval/episode_return']:.2f} "
                    f"+- {final['eval/episode_return_std']:.2f} (min {final['eval/episode_return_min']:.1f}, "

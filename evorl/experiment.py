@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 
 from evorl.checkpoint import CheckpointError, Checkpointer
 from evorl.config import ConfigError, to_plain
@@ -55,6 +56,23 @@ class ExperimentResult:
     state: Any
     final_metrics: dict[str, float]
     run_dir: Path | None
+    #: A population's final greedy return of each agent (:func:`final_returns_per_agent`), else None.
+    final_per_agent: dict[str, list] | None = None
+
+
+def final_returns_per_agent(workflow: Any) -> dict[str, list] | None:
+    """A population's last greedy evaluation, agent by agent: ``{"agents": labels [N],
+    "eval/episode_return": [N]}`` (each agent's mean over ``eval_episodes``; a frozen agent's is
+    None), which run.json records as ``final_eval_per_agent``. The aggregated metrics keep only
+    the spread (mean, std, min, max across agents); this says which seed ended where. None for
+    a single agent or a workflow that keeps no per-agent metrics."""
+    returns = getattr(workflow, "last_metrics_per_agent", {}).get("eval/episode_return")
+    if not getattr(workflow, "population", False) or returns is None:
+        return None
+    alive = getattr(workflow, "alive_agents", lambda: None)()
+    values = [float(v) if np.isfinite(v) and (alive is None or alive[i]) else None
+              for i, v in enumerate(np.ravel(np.asarray(returns, np.float64)))]
+    return {"agents": workflow.agent_labels(), "eval/episode_return": values}
 
 
 def resolved_config(config: Any) -> dict:
@@ -214,6 +232,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
             final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
             final = final or workflow.evaluate(state)
+            per_agent = final_returns_per_agent(workflow)
             if plot:  # while the last checkpoint is being written
                 from evorl.plotting import plot_runs
 
@@ -244,7 +263,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         raise
     finally:
         if files_dir is not None:
-            outcome = ({"final_eval": final} if status == "finished"
+            outcome = ({"final_eval": final, **({"final_eval_per_agent": per_agent} if per_agent else {})}
+                       if status == "finished"
                        else {"reason": f"{type(error).__name__}: {error}"} if error is not None else {})
             try:
                 finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
@@ -257,7 +277,7 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                 else:  # the run's own error is the one to raise
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
-    return ExperimentResult(workflow, state, final, run_dir)
+    return ExperimentResult(workflow, state, final, run_dir, per_agent)
 
 
 def _take_over(run_dir: Path, lock: RunFolderLock | None, stale: str | None, unreadable: Exception | None,

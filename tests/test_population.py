@@ -72,3 +72,22 @@ def test_population_init_factorises_one_agent_at_a_time(tiny_cfg):
     qr_calls = [line for line in hlo.splitlines() if "geqrf" in line and "custom_call" in line]
     assert qr_calls, "the orthogonal initialisers factorise with LAPACK's geqrf"
     assert all('num_batch_dims = "0"' in line for line in qr_calls)
+
+
+def test_run_json_records_each_agents_final_return(tmp_path):
+    """run.json's ``final_eval_per_agent`` names every agent and its final greedy return; the
+    aggregated ``final_eval`` (mean, min, max across agents) is computed from the same values."""
+    import json
+
+    from evorl.experiment import run_experiment
+
+    cfg = {**config(num_seeds=3, num_iterations=2, eval_interval=2), "logging": {"plot": False, "recorders": []}}
+    result = run_experiment(cfg, output_dir=tmp_path / "run")
+    info = json.loads((tmp_path / "run" / "run.json").read_text())
+    per_agent = info["final_eval_per_agent"]
+    returns = np.array(per_agent["eval/episode_return"])
+    assert per_agent["agents"] == ["agent 0 (seed 0)", "agent 1 (seed 1)", "agent 2 (seed 2)"]
+    assert returns.shape == (3,) and result.final_per_agent == per_agent
+    final = info["final_eval"]
+    np.testing.assert_allclose(returns.mean(), final["eval/episode_return"], rtol=1e-6)
+    assert (returns.min(), returns.max()) == (final["eval/episode_return/min"], final["eval/episode_return/max"])
