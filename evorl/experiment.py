@@ -192,8 +192,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
                 if resumed_from >= config.training.num_iterations else "")
         if not checkpointer.buffer_saved(meta):
-            done += (f"; its checkpoint has no replay buffer (checkpoint.save_buffer=false): the buffer restarts "
-                     f"empty, and learning waits for training.learning_starts transitions")
+            done += ("; its checkpoint has no replay buffer (checkpoint.save_buffer=false): the buffer restarts "
+                     "empty, and learning waits for training.learning_starts transitions")
         print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
     if files_dir is not None:
         _take_over(run_dir, lock, stale, unreadable, config.resume)
