@@ -217,7 +217,7 @@ def make_mlp_dqn_agent(
     the keys of :class:`QNetworkOptions` (``q_hidden_layer_sizes``, ``activation``, ``network``)."""
     require(obs_space is not None, "make_mlp_dqn_agent needs obs_space (e.g. obs_space=env.obs_space).")
     require(isinstance(action_space, Discrete),
-            f"DQN acts in a discrete action space; this env's is {action_space} (use PPO for continuous actions).")
+            f"DQN acts in a discrete action space; this env's is {action_space} (for continuous actions: SAC, TD3, DDPG or PPO).")
     options = parse_section(QNetworkOptions, network_options, "agent")
     sizes: Sequence[int] = options.q_hidden_layer_sizes
     require(len(sizes) >= 1 and all(s >= 1 for s in sizes),
