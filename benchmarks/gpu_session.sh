@@ -13,6 +13,7 @@
 #              the env alone's
 #
 #   OUT=/some/folder benchmarks/gpu_session.sh [SECONDS]    # SECONDS: whole budget, default 480
+#   PARTS="sac td3" benchmarks/gpu_session.sh 540             # some parts only (default: all four)
 #
 # Wheels for what the machine lacks can sit in .whl/ (installed into /tmp/site first).
 set -u
@@ -37,27 +38,35 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION=0.2  # four programs share the GPU
 cat "$out/env.log"
 
 offpolicy() {  # name config
+  rm -rf "/tmp/runs/$1"
   timeout -k 5 "$(( $(left) - 10 ))" python3 scripts/train.py --config-name "$2" seed=2026 training.num_seeds=5 \
     training.num_envs=32 training.rollout_length=1 training.num_updates=32 training.num_iterations=31250 \
     training.eval_interval=1563 training.eval_episodes=10 logging.plot=false hydra.run.dir="/tmp/runs/$1" \
     > "$out/$1.log" 2>&1
   echo "$1 exit $? after $(( $(date +%s) - start )) s" >> "$out/$1.log"
 }
-offpolicy sac sac_brax_hopper &
-sac=$!
-offpolicy td3 td3_brax_hopper &
-td3=$!
-( while sleep 15; do for r in sac td3; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done; done ) &
+parts=" ${PARTS:-sac td3 check atari} "
+has() { [[ "$parts" == *" $1 "* ]]; }
+sac="" td3=""
+if has sac; then offpolicy sac sac_brax_hopper & sac=$!; fi
+if has td3; then offpolicy td3 td3_brax_hopper & td3=$!; fi
+runs=$(for r in sac td3; do has $r && echo $r; done)
+( while sleep 15; do for r in $runs; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done; done ) &
 copier=$!
 
-OUT="$out" DEVICE_CHECK_TIMEOUT=$(( $(left) - 150 )) benchmarks/device_check.sh --timeout 110 --cases cartpole-seeds ant minatar-cnn cartpole > "$out/device_check.log" 2>&1
-echo "device check exit $? after $(( $(date +%s) - start )) s" >> "$out/device_check.log"
+if has check; then
+  reserve=10  # seconds left for what follows
+  if has atari; then reserve=150; fi
+  OUT="$out" DEVICE_CHECK_TIMEOUT=$(( $(left) - reserve )) benchmarks/device_check.sh --timeout 110 --cases cartpole-seeds ant minatar-cnn cartpole > "$out/device_check.log" 2>&1
+  echo "device check exit $? after $(( $(date +%s) - start )) s" >> "$out/device_check.log"
+fi
+if has atari; then
+  timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/host_env_fraction.py --cases breakout_gymnasium --iterations 20 \
+    --seconds 5 --rounds 1 --set runner.num_actors=8 training.num_envs=64 > "$out/atari.log" 2>&1
+  echo "atari exit $? after $(( $(date +%s) - start )) s" >> "$out/atari.log"
+fi
 
-timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/host_env_fraction.py --cases breakout_gymnasium --iterations 20 \
-  --seconds 5 --rounds 1 --set runner.num_actors=8 training.num_envs=64 > "$out/atari.log" 2>&1
-echo "atari exit $? after $(( $(date +%s) - start )) s" >> "$out/atari.log"
-
-wait "$sac" "$td3"
+[ -n "$sac$td3" ] && wait $sac $td3
 kill "$copier" 2>/dev/null
-for r in sac td3; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done
+for r in $runs; do cp -f /tmp/runs/$r/metrics.jsonl "$out/${r}_metrics.jsonl" 2>/dev/null; done
 for f in "$out"/*.log; do echo "== $f"; grep -v "^Using JAX\|UserWarning\|warnings.warn" "$f" | tail -25; done
