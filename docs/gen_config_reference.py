@@ -94,6 +94,7 @@ def config_header(path: Path) -> str:
 
 def page() -> str:
     from evorl.config import CheckpointConfig, DistributedConfig, LoggingConfig, RunnerConfig, TrainingConfig
+    from evorl.config.training import OffPolicyTrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.config.groups import CONFIG_DIR, GROUPS, config_names, group_options
     from evorl.workflows import WORKFLOWS
@@ -133,6 +134,13 @@ def page() -> str:
         to_markdown(inspect.getdoc(TrainingConfig) or ""),
         "",
         *section_table(TrainingConfig, field_comments(TrainingConfig), "training."),
+        "",
+        "### training (off-policy)",
+        "",
+        "DQN, DDPG, TD3 and SAC read this `training:` section instead of the one above. "
+        + to_markdown(inspect.getdoc(OffPolicyTrainingConfig) or "").replace("\n", " "),
+        "",
+        *section_table(OffPolicyTrainingConfig, field_comments(OffPolicyTrainingConfig), "training."),
         "",
         "## agent",
         "",

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evorl.cli_args import allow_new_keys, check_config_name, hydra_settings, option_value
+from evorl.cli_args import allow_new_keys, check_config_name, hydra_settings, option_value, overrides_last
 from evorl.cli_errors import missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line
 from evorl.config import ConfigError
 from evorl.config.groups import CONFIG_DIR as _CONFIG_PATH
@@ -355,7 +355,7 @@ def train_main() -> None:
     if LIST_ENVS_OPTION in args:
         sys.exit(status)
     check_config_name(args)
-    sys.argv = allow_new_keys(sys.argv)
+    sys.argv = [sys.argv[0], *overrides_last(allow_new_keys(sys.argv[1:]))]
     sys.argv += hydra_settings(sys.argv[1:])
     # Hydra prints errors raised while it composes the config (a YAML syntax error in a config
     # file) as tracebacks and exits 1; let them reach us instead, to report them in one line.

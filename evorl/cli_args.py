@@ -27,6 +27,34 @@ def allow_new_keys(argv: list[str]) -> list[str]:
     ]
 
 
+#: Hydra's command-line options that take the next argument as their value.
+VALUE_OPTIONS = frozenset({"--config-name", "-cn", "--config-path", "-cp", "--config-dir", "-cd", "--cfg", "-c",
+                           "--package", "-p", "--experimental-rerun"})
+#: ``--info``'s optional value.
+INFO_CHOICES = frozenset({"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"})
+
+
+def overrides_last(args: list[str]) -> list[str]:
+    """``args`` (the command line after the program) with the options and their values first,
+    in their order, and then the overrides, in theirs.
+
+    Hydra parses its command line with ``argparse``, which takes the overrides as one run of
+    positional arguments. ``seed=1 --cfg job`` followed by the settings evorl appends would be
+    two runs, and the second one is refused as "unrecognized arguments". So would
+    ``algo=sac --config-name X seed=1``, typed by hand. With the overrides gathered at the
+    end, both mean what they say."""
+    options, overrides, takes_value = [], [], False
+    for arg in args:
+        if takes_value or arg.startswith("-"):
+            options.append(arg)
+            takes_value = not takes_value and arg in VALUE_OPTIONS
+        elif options and options[-1] in ("--info", "-i") and arg in INFO_CHOICES:
+            options.append(arg)
+        else:
+            overrides.append(arg)
+    return options + overrides
+
+
 def option_value(argv: list[str], *names: str) -> str | None:
     """The value of the command-line option ``--name=value`` or ``--name value`` (the last one)."""
     value = None

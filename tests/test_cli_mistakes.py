@@ -142,3 +142,21 @@ def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy,
     assert_one_line(train([f"resume={run_copy}", "training.num_iterations=1"], tmp_path),
                     "config error: ", "training.num_iterations=1", "iteration 2", "nothing")
     assert (run_copy / "config.yaml").read_bytes() == before
+
+
+def test_options_after_overrides_keep_their_meaning(tmp_path):
+    """``algo=sac env=pendulum --cfg job`` as typed: Hydra's argparse takes one run of overrides,
+    so evorl gathers them after the options (it appends its own settings too)."""
+    from evorl.cli_args import overrides_last
+
+    assert overrides_last(["algo=sac", "--cfg", "job", "env=pendulum", "-m", "--info", "config", "seed=1"]) == [
+        "--cfg", "job", "-m", "--info", "config", "algo=sac", "env=pendulum", "seed=1"]
+    assert overrides_last(["--info", "seed=1", "--config-name=dqn_cartpole", "--config-name", "x"]) == [
+        "--info", "--config-name=dqn_cartpole", "--config-name", "x", "seed=1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), "algo=sac", "env=pendulum", "--cfg",
+                           "job", "training.num_iterations=7"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "workflow_cls: evorl.workflows.SACWorkflow" in proc.stdout and "env_name: Pendulum-v1" in proc.stdout
+    assert "num_iterations: 7" in proc.stdout and not list(tmp_path.iterdir())

@@ -244,10 +244,14 @@ def test_config_reference_documents_every_key():
     undocumented = [row.split("|")[1].strip() for row in rows if row.rstrip().endswith("|  |")]
     assert not undocumented, f"config keys without a #: comment in their dataclass: {undocumented}"
     from evorl.config import TrainingConfig
+    from evorl.config.training import OffPolicyTrainingConfig
     import dataclasses
 
     for field in dataclasses.fields(TrainingConfig):
         assert f"`training.{field.name}`" in page
+    off_policy = page[page.index("### training (off-policy)"):page.index("## agent")]
+    for field in dataclasses.fields(OffPolicyTrainingConfig):
+        assert f"`training.{field.name}`" in off_policy
 
 
 # --------------------------------------------------------------------------------------
