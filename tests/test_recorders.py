@@ -170,3 +170,13 @@ def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_p
                                           r"pip install 'evorl\[tensorboard\]'.$"):
         run_experiment(tiny_cfg, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
+
+
+def test_console_line_says_a_populations_steps_per_s_are_all_agents():
+    from evorl.recorders.console import ConsoleRecorder
+
+    line = ConsoleRecorder(prefix="[PPO] ").line
+    single = {"iteration": 2, "env_steps": 100, "steps_per_s": 50.0, "eval/episode_return": 9.0}
+    assert line(single) == "[PPO] iter=2 env_steps=100 steps/s=50.00 eval_return=9.00"
+    population = {**single, "eval/episode_return/std": 1.0}
+    assert line(population) == "[PPO] iter=2 env_steps=100 steps/s=50.00 (all agents) eval_return=9.00±1.00"

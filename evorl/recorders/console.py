@@ -30,8 +30,12 @@ class ConsoleRecorder:
         self.prefix = prefix
 
     def line(self, metrics: dict[str, float]) -> str:
-        parts = [  # a population (training.num_seeds) shows its spread across agents
+        # a population (training.num_seeds) shows its spread across agents; its env_steps are
+        # one agent's and its steps_per_s all agents' together
+        population = any(key.endswith("episode_return/std") for key in metrics)
+        parts = [
             f"{label}={_fmt(metrics[key])}" + (f"±{_fmt(metrics[key + '/std'])}" if key + "/std" in metrics else "")
+            + (" (all agents)" if population and key == "steps_per_s" else "")
             for key, label in self.COLUMNS.items() if key in metrics
         ]
         return f"{self.prefix}{' '.join(parts)}"
