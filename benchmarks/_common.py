@@ -40,6 +40,22 @@ def parse_value(text: str):
     return OmegaConf.to_container(OmegaConf.create(f"v: {text}"))["v"]
 
 
+def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
+    """``cfg`` with ``section.key=value`` overrides applied (a dotted path of any depth, a
+    top-level key too; values read by :func:`parse_value`), as the benchmarks' ``--set``
+    options take them."""
+    for item in overrides:
+        path, equals, value = item.partition("=")
+        if not equals or not path:
+            raise SystemExit(f"--set takes section.key=value, got {item!r}")
+        *parents, leaf = path.split(".")
+        node = cfg
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = parse_value(value)
+    return cfg
+
+
 def build(cfg: dict, recorders=None):
     return resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=recorders)
 

@@ -51,7 +51,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _common import build, load_config, parse_value  # noqa: E402
+from _common import apply_overrides, build, load_config  # noqa: E402
 
 PARTS = ("obs -> device", "policy call", "policy wait", "actions -> host", "env step (backend)",
          "env restarts (backend)", "env step (evorl)", "trajectory writes", "queue put")
@@ -194,10 +194,7 @@ def main() -> None:
     from evorl.workflows.actor_learner import GIL_SWITCH_SECONDS
 
     cfg = load_config(args.config, num_iterations=10, eval_interval=10)
-    for item in args.set:
-        path, _, value = item.partition("=")
-        section, key = path.split(".", 1)
-        cfg.setdefault(section, {})[key] = parse_value(value)
+    apply_overrides(cfg, args.set)
     cfg["logging"] = {"recorders": []}
     workflow = build(cfg, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))

@@ -23,23 +23,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def apply_overrides(cfg: dict, overrides: list[str]) -> dict:
-    """``section.key=value`` overrides (values parsed as YAML) applied to ``cfg``."""
-    sys.path.insert(0, str(HERE))
-    from _common import parse_value
-
-    for item in overrides:
-        path, _, value = item.partition("=")
-        section, key = path.split(".", 1)
-        cfg.setdefault(section, {})[key] = parse_value(value)
-    return cfg
-
-
 def run_one(config: str, lockstep: bool, updates: int, overrides: list[str]) -> dict:
     import jax
 
     sys.path.insert(0, str(HERE))
-    from _common import build, load_config
+    from _common import apply_overrides, build, load_config
 
     cfg = load_config(config, num_iterations=updates, eval_interval=updates)
     cfg = apply_overrides(cfg, overrides)

@@ -30,7 +30,7 @@ import argparse
 import time
 
 import numpy as np
-from _common import load_config, parse_value, train
+from _common import apply_overrides, load_config, train
 
 #: case -> (config, env overrides, frames per agent step)
 CASES = {
@@ -45,12 +45,7 @@ def case_config(case: str, iterations: int, overrides: list[str] = ()) -> dict:
     name, env, _ = CASES[case]
     cfg = load_config(name, num_iterations=iterations, eval_interval=max(1, iterations // 4), eval_episodes=1)
     cfg["env"].update(env)
-    for item in overrides:  # section.key=value
-        key, _, value = item.partition("=")
-        section, _, leaf = key.partition(".")
-        if not leaf or not value:
-            raise SystemExit(f"--set takes section.key=value, got {item!r}")
-        cfg.setdefault(section, {})[leaf] = parse_value(value)
+    apply_overrides(cfg, overrides)
     cfg["logging"] = {"plot": False}
     return cfg
 

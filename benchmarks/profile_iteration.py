@@ -173,7 +173,7 @@ def main(argv=None) -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="dotted overrides")
     parser.add_argument("--plain", action="store_true", help="evorl.hardware's fast paths off")
     args = parser.parse_args(argv)
-    from _common import parse_value
+    from _common import apply_overrides
 
     from evorl import hardware
 
@@ -185,13 +185,7 @@ def main(argv=None) -> None:
         from run import load_config
 
         cfg = load_config(args.config, {})
-    for item in args.set:
-        dotted, value = item.split("=", 1)
-        node = cfg
-        *parents, leaf = dotted.split(".")
-        for k in parents:
-            node = node.setdefault(k, {})
-        node[leaf] = parse_value(value)
+    apply_overrides(cfg, args.set)
     with hardware.use_fast_paths(not args.plain):
         workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
         rows = profile(workflow, args.reps)

@@ -16,13 +16,12 @@ TINY_OVERRIDES = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_lay
 
 
 def train(args, cwd):
-    """``scripts/train.py`` with ``args`` (Hydra's options first), as a user runs it."""
-    options = [a for a in args if a.startswith("--")]
+    """``scripts/train.py`` with ``args`` in the order given, as a user runs it (evorl puts
+    Hydra's options before the overrides itself: ``test_options_after_overrides_keep_their_meaning``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "EVORL_COMPILATION_CACHE": "0"}
     env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *options,
-                           *[a for a in args if a not in options]],
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
 
 
