@@ -12,7 +12,8 @@ greedy return (16 episodes); then the per-round ratios. A side ``MODE:K`` runs e
 ``runner.num_actors=K`` (the config's 2 otherwise): 32 / K envs per policy call. The side
 ``envpool`` (``envpool[:K]``) steps envpool's CartPole-v1 instead (``env.env_type=envpool``);
 ``envpool@T[:K]`` with ``T`` threads in envpool's pool (``env.kwargs.num_threads=T``; envpool's
-default 0 is one thread per core).
+default 0 is one thread per core). A side ending in ``+p`` runs each actor in a process of its
+own (``runner.actor_processes=true``), e.g. ``vector_entry_point:1+p``.
 
     python benchmarks/host_vectorization.py [--steps 491520] [--rounds 3] [--seed 0]
         [--sides none,vector_entry_point,sb3]
@@ -36,7 +37,11 @@ def run_evorl(side: str, steps: int, seed: int) -> dict:
     from sb3_cartpole import evorl_config, run_evorl_config
 
     cfg = evorl_config("evorl-impala")
-    vectorization, _, actors = side.partition(":")
+    spec, _, suffix = side.partition("+")
+    if suffix not in ("", "p"):
+        raise SystemExit(f"side {side!r}: the only suffix is +p (actor processes)")
+    cfg["runner"]["actor_processes"] = suffix == "p"
+    vectorization, _, actors = spec.partition(":")
     vectorization, _, threads = vectorization.partition("@")
     if vectorization == "envpool":
         cfg["env"]["env_type"] = "envpool"

@@ -75,19 +75,26 @@ def cached_policy_step(agent, num_agents: int = 1) -> PolicyStep:
 
 
 class TimedSteps:
-    """A host env whose ``step`` records when the step in progress started (None between
-    steps), so that another thread can notice a stuck step."""
+    """A host env whose ``step`` records when the step in progress started (``time.monotonic``;
+    None between steps), so that another thread can notice a stuck step. ``clock`` is where
+    the time is kept, in ``clock[0]`` (NaN between steps): by default a private array; an
+    actor process (:mod:`evorl.workflows.actor_processes`) passes one its parent reads."""
 
-    def __init__(self, env: Any):
+    def __init__(self, env: Any, clock: np.ndarray | None = None):
         self._env = env
-        self.step_started: float | None = None
+        self._clock = np.full((1,), np.nan) if clock is None else clock
+
+    @property
+    def step_started(self) -> float | None:
+        started = float(self._clock[0])
+        return None if np.isnan(started) else started
 
     def step(self, actions):
-        self.step_started = time.monotonic()
+        self._clock[0] = time.monotonic()
         try:
             return self._env.step(actions)
         finally:
-            self.step_started = None
+            self._clock[0] = np.nan
 
     def __getattr__(self, name):
         return getattr(self._env, name)

@@ -21,6 +21,12 @@ class RunnerConfig:
     mode: str = "auto"
     #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
     num_actors: int = 2
+    #: Each actor in a child process of its own (host envs, ``runner.mode=async``): envs whose
+    #: step holds Python's GIL (gymnasium's Atari and MuJoCo, pure-Python envs) then step in
+    #: parallel with each other and the learner. Each child imports JAX and compiles the
+    #: policy when training starts (a few seconds) and acts on the CPU
+    #: (:mod:`evorl.workflows.actor_processes`).
+    actor_processes: bool = False
     #: Rollouts that may wait for the learner; actors block while the queue is full.
     queue_size: int = 4
     #: Actors wait for the parameters of every update (no lag): the synchronous baseline.
@@ -53,6 +59,14 @@ class RunnerConfig:
         require(self.max_memory_gb is None or self.max_memory_gb > 0,
                 f"{where}.max_memory_gb must be > 0, .inf (no check) or null (the machine's memory), "
                 f"got {self.max_memory_gb}.")
+
+    def check_against(self, env_on_host: bool) -> None:
+        """Checks against the env: actor processes step host envs through the actor-learner."""
+        require(not self.actor_processes or (env_on_host and self.asynchronous(env_on_host)),
+                f"runner.actor_processes=true puts each actor's host envs in a process of its own: it needs a host "
+                f"env (env.env_type gymnasium or envpool) and runner.mode async or auto (got mode={self.mode!r}"
+                f"{'' if env_on_host else ' and a JAX env'}). A JAX env's rollout is one compiled call: set "
+                f"runner.actor_processes=false.")
 
     def asynchronous(self, env_on_host: bool) -> bool:
         return self.mode == "async" or (self.mode == "auto" and env_on_host)

@@ -63,8 +63,9 @@ from evorl.evaluator import HostEnvFault
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.actors import (  # the faults are defined there, raised here
     POLL_SECONDS, Actor, ActorFailed, ChunkLog, EnvStepTimeout, EvaluationFailed, HostEnvActorRollout,
-    JaxEnvActorRollout, ParameterStore, Rollout, trajectory_like,
+    JaxEnvActorRollout, ParameterStore, Rollout, stop_actors, trajectory_like,
 )
+from evorl.workflows.actor_processes import ProcessActorRollout
 from evorl.workflows.execution import (
     DEVICE_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
 )
@@ -258,8 +259,11 @@ class ActorLearnerExecutor:
             for key in (state.key if self.population else [state.key]):
                 seed_key = jax.random.fold_in(key, 0x5EED)
                 seeds.append(int(jax.random.randint(seed_key, (), 0, 2**31 - 1 - self.training.num_envs)) + index * b)
-            return HostEnvActorRollout([self.env.with_num_envs(b) for _ in seeds], self.acting.policy,
-                                       self.training.rollout_length, env_ids, seeds)
+            args = ([self.env.with_num_envs(b) for _ in seeds], self.acting.policy, self.training.rollout_length,
+                    env_ids, seeds)
+            if self.runner.actor_processes:
+                return ProcessActorRollout(*args, name=f"evorl-actor-{index}")
+            return HostEnvActorRollout(*args)
         env_state = self._initial_env_state
         if env_state is None or int(np.max(to_host(state.iteration))) > 0:  # resumed: fresh episodes
             reset = self._agents(lambda key: self.env.reset(jax.random.fold_in(key, 0xE5E7)))
@@ -299,13 +303,8 @@ class ActorLearnerExecutor:
                       f"thread(s), they end with the process.", file=sys.stderr, flush=True)
 
     def stop_actors(self, timeout: float = 10.0) -> list[str]:
-        """Stops and joins the actors; returns the names of any still alive after ``timeout``
-        (an env step that never returns: daemon threads, gone with the process)."""
-        self._stop.set()
-        deadline = time.monotonic() + timeout
-        for actor in self._actors:
-            actor.join(max(0.0, deadline - time.monotonic()))
-        return [a.name for a in self._actors if a.is_alive()]
+        """Stops and joins the actors (:func:`~evorl.workflows.actors.stop_actors`)."""
+        return stop_actors(self._actors, self._stop, self.runner.env_step_timeout_seconds, timeout)
 
     def _take(self, state: Any) -> Rollout:
         """The next rollout; every actor is checked first (a failed or stuck actor ends the

@@ -134,6 +134,9 @@ class JaxEnvActorRollout:
             agent_state, self.env_state, self.policy_state, key, self.env_ids)
         return trajectory, episodes
 
+    def interrupt(self):
+        """Nothing to interrupt: a compiled rollout does not hang."""
+
     def close(self):
         pass
 
@@ -169,12 +172,15 @@ class HostEnvActorRollout:
     one rollout to the next (from ``policy.initial_policy_state`` when the envs are reset).
     Trajectories are ``[T, B]``, or ``[N, T, B]`` for a population."""
 
-    def __init__(self, envs: list, policy: Any, rollout_length: int, env_ids: np.ndarray, seeds: list[int]):
+    def __init__(self, envs: list, policy: Any, rollout_length: int, env_ids: np.ndarray, seeds: list[int],
+                 clock: np.ndarray | None = None):
+        """``clock``: where the start of the env step in progress is kept (see
+        :class:`~evorl.host_rollout.TimedSteps`)."""
         from evorl.host_rollout import TimedSteps, cached_policy_step, host_rollout_with_policy_state
 
         self._host_rollout = host_rollout_with_policy_state
         self.num_agents = len(envs)
-        self.env = TimedSteps(AgentEnvs(envs) if self.num_agents > 1 else envs[0])
+        self.env = TimedSteps(AgentEnvs(envs) if self.num_agents > 1 else envs[0], clock)
         self.act = cached_policy_step(policy, self.num_agents)
         self.policy, self.rollout_length, self.env_ids = policy, rollout_length, np.asarray(env_ids)
         self.env_state = self.policy_state = None
@@ -197,6 +203,9 @@ class HostEnvActorRollout:
         if population:  # [T, N, B] -> [N, T, B]
             trajectory = jax.tree.map(lambda x: np.swapaxes(x, 0, 1), trajectory)
         return trajectory, episodes
+
+    def interrupt(self):
+        """Nothing: a thread inside an env step cannot be stopped (it ends with the process)."""
 
     def close(self):
         self.env.close()
@@ -258,6 +267,27 @@ class Actor(threading.Thread):
                     continue
             self.wait_seconds += time.monotonic() - done
             self.rollouts_done += 1
+
+
+def stop_actors(actors: list[Actor], stop: threading.Event, step_timeout: float, timeout: float = 10.0) -> list[str]:
+    """Sets ``stop`` and joins the actors; returns the names of any still alive after
+    ``timeout``. An actor whose env step has run past ``step_timeout`` is interrupted at once,
+    any other still alive after ``timeout`` then: an actor process is killed; a thread inside
+    an env step that never returns cannot be (a daemon thread, gone with the process)."""
+    stop.set()
+    now = time.monotonic()
+    for actor in actors:
+        started = actor.act.step_started
+        if started is not None and now - started > step_timeout:
+            actor.act.interrupt()
+    deadline = time.monotonic() + timeout
+    for actor in actors:
+        actor.join(max(0.0, deadline - time.monotonic()))
+    stuck = [a for a in actors if a.is_alive()]
+    for actor in stuck:
+        actor.act.interrupt()
+        actor.join(1.0)
+    return [a.name for a in actors if a.is_alive()]
 
 
 def trajectory_like(policy: Any, acting_state: Any, obs: jax.Array) -> Trajectory:

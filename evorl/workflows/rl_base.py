@@ -246,6 +246,7 @@ class RLWorkflow(Workflow):
                 f"checkpoint.save_buffer=false applies to runs with a replay buffer (DQN, DDPG, TD3, SAC, CEM-RL); "
                 f"{cls.name()} keeps none: remove the key.")
         config.pbt.check_against(config.training.eval_interval)
+        config.runner.check_against(config.env.env_type in HOST_ENV_TYPES)
         for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
             agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
             training_cfg.validate("training")

@@ -1,0 +1,138 @@
+"""The peer of ``configs/dqn_minatar_breakout.yaml``: Stable-Baselines3's DQN (PyTorch) on
+MinAtar's own Breakout (``pip install minatar``, Young & Tian's Python package, not gymnax's
+port), with the config's network and hyperparameters, at its budget.
+
+Both sides, matched setting by setting:
+- **env**: Breakout, MinAtar's minimal action set (no-op, left, right), observations
+  ``[10, 10, 4]`` in {0, 1}, no sticky actions and a 1,000-step time limit (gymnax's
+  ``Breakout-MinAtar``, which evorl trains, has neither sticky actions nor another limit);
+- **network**: one 16-channel 3x3 convolution (stride 1, no padding), ReLU, 128 ReLU units,
+  one Q-value per action (MinAtar's reference network; evorl's ``network: cnn``);
+- **DQN**: max-target (no double Q), Huber loss (delta 1), Adam 2.5e-4 (epsilon 1e-8),
+  gradient norm clipped at 10, gamma 0.99, batch 32, buffer 100k, 8 envs with one gradient step
+  per 4 env steps (8 per 32 transitions), target network copied every 1,000 env steps, 5,000
+  uniformly random env steps before learning, epsilon 1 -> 0.1 over the first 100k env steps;
+- **budget**: 500k env steps; evaluation every 100k env steps, 16 greedy episodes.
+SB3's side runs torch on 1 thread. Printed per seed: the evaluations, the final greedy return,
+env steps/s and the wall time; ``--json`` appends one line per seed.
+
+    pip install stable-baselines3 minatar   # (minatar: --no-deps is enough; it imports numpy)
+    python benchmarks/sb3_minatar_dqn.py --seeds 100 101 102 103 104 [--steps 500000] [--json out.jsonl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+TIME_LIMIT = 1000
+EVAL_EPISODES = 16
+EVAL_EVERY = 100_000
+
+
+def make_env(seed: int):
+    """MinAtar Breakout as a gymnasium env (see the module docstring)."""
+    import gymnasium as gym
+    from minatar import Environment
+
+    class MinAtarBreakout(gym.Env):
+        def __init__(self):
+            self.game = Environment("breakout", sticky_action_prob=0.0)
+            self.actions = self.game.minimal_action_set()  # [0, 1, 3]: no-op, left, right
+            self.action_space = gym.spaces.Discrete(len(self.actions))
+            self.observation_space = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            if seed is not None:
+                self.game.seed(seed)
+            self.game.reset()
+            return self.game.state().astype(np.float32), {}
+
+        def step(self, action):
+            reward, done = self.game.act(self.actions[int(action)])
+            return self.game.state().astype(np.float32), float(reward), bool(done), False, {}
+
+    env = gym.wrappers.TimeLimit(MinAtarBreakout(), TIME_LIMIT)
+    env.reset(seed=seed)
+    return env
+
+
+def greedy_return(model, seed: int) -> float:
+    env, returns = make_env(seed), []
+    for episode in range(EVAL_EPISODES):
+        obs, _ = env.reset(seed=seed + episode)
+        total, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns))
+
+
+def run(seed: int, steps: int) -> dict:
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    torch.set_num_threads(1)
+
+    class MinAtarConv(BaseFeaturesExtractor):
+        """[N, 10, 10, 4] -> relu(conv 16 x 3x3) flattened: [N, 1024]."""
+
+        def __init__(self, observation_space):
+            super().__init__(observation_space, features_dim=16 * 8 * 8)
+            self.conv = torch.nn.Conv2d(4, 16, 3, stride=1)
+
+        def forward(self, obs):
+            return torch.relu(self.conv(obs.permute(0, 3, 1, 2))).flatten(1)
+
+    evaluations = []
+
+    class Evaluate(BaseCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps // EVAL_EVERY > len(evaluations):
+                evaluations.append((self.num_timesteps, greedy_return(self.model, 10_000 + seed)))
+            return True
+
+    env = DummyVecEnv([lambda i=i: make_env(seed * 100 + i) for i in range(8)])
+    model = DQN("MlpPolicy", env, learning_rate=2.5e-4, buffer_size=100_000, learning_starts=5_000, batch_size=32,
+                tau=1.0, gamma=0.99, train_freq=4, gradient_steps=8, target_update_interval=1_000,
+                exploration_fraction=100_000 / steps, exploration_initial_eps=1.0, exploration_final_eps=0.1,
+                max_grad_norm=10, seed=seed, device="cpu", verbose=0,
+                policy_kwargs={"features_extractor_class": MinAtarConv, "net_arch": [128],
+                               "activation_fn": torch.nn.ReLU, "normalize_images": False})
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps, callback=Evaluate())
+    seconds = time.perf_counter() - start
+    final = evaluations[-1][1] if evaluations and evaluations[-1][0] >= steps else greedy_return(model, 10_000 + seed)
+    return {"side": "sb3-dqn", "env": "MinAtar Breakout (minatar package)", "seed": seed, "steps": steps,
+            "evaluations": evaluations, "final_greedy_return": final, "seconds": round(seconds, 1),
+            "env_steps_per_s": round(steps / seconds, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[100, 101, 102, 103, 104])
+    parser.add_argument("--steps", type=int, default=500_000)
+    parser.add_argument("--json", default=None, help="append one JSON line per seed to this file")
+    args = parser.parse_args()
+    for seed in args.seeds:
+        row = run(seed, args.steps)
+        evals = ", ".join(f"{t // 1000}k: {r:.2f}" for t, r in row["evaluations"])
+        print(f"seed {seed}: {evals}; final {row['final_greedy_return']:.2f}; {row['env_steps_per_s']:,.0f} env "
+              f"steps/s, {row['seconds']:.0f} s", flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    main()

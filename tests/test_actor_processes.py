@@ -1,0 +1,153 @@
+"""Actor processes (``runner.actor_processes=true``): a rollout in a child process is the
+rollout a thread acts, the learner's updates are the same, and a child's failure, hang or
+death ends the run as an actor thread's would, leaving no process behind."""
+
+import copy
+import os
+import sys
+import time
+from pathlib import Path
+
+import gymnasium
+import jax
+import numpy as np
+import pytest
+from conftest import TINY
+
+from evorl.config import ConfigError
+from evorl.experiment import run_experiment
+from evorl.run_folder import checkpoint_dir
+from evorl.workflows import PPOWorkflow
+from evorl.workflows.actor_learner import ActorFailed, EnvStepTimeout
+from evorl.workflows.actor_processes import ACTOR_VARIABLE, CHILD_COMMAND, ProcessActorRollout
+from evorl.workflows.actors import HostEnvActorRollout
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child processes")
+
+
+def children() -> list[int]:
+    """This process's live actor processes (Linux: from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == os.getpid() and CHILD_COMMAND in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def config(env_name="CartPole-v1", **runner):
+    cfg = copy.deepcopy(TINY)
+    cfg["env"] = {"env_name": env_name, "env_type": "gymnasium"}
+    cfg["training"].update(num_envs=8, num_epochs=2, rollout_length=8)
+    cfg["runner"] = {"mode": "async", "num_actors": 1, "actor_processes": True, **runner}
+    return cfg
+
+
+def test_a_rollout_in_a_process_is_the_rollout_a_thread_acts():
+    workflow = PPOWorkflow.build_from_config(config(), recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    env = workflow.env.with_num_envs(4)
+    args = (workflow.agent, 8, np.arange(4, 8), [123])
+    thread, process = HostEnvActorRollout([env], *args), ProcessActorRollout([env.with_num_envs(4)], *args)
+    try:
+        for key in jax.random.split(jax.random.PRNGKey(7), 3):  # the envs carry on across rollouts
+            expected, expected_episodes = thread(state.agent_state, key)
+            got, episodes = process(state.agent_state, key)
+            jax.tree.map(np.testing.assert_array_equal, got, jax.tree.map(np.asarray, expected))
+            jax.tree.map(np.testing.assert_array_equal, episodes, expected_episodes)
+    finally:
+        thread.close()
+        process.close()
+    assert not children()
+
+
+@pytest.mark.slow  # ~10 s on 2 cores (2026-12-04)
+def test_lockstep_learner_updates_with_processes_equal_those_with_threads():
+    """One actor in lockstep on a host env is deterministic: the same updates either way."""
+    states = []
+    for processes in (False, True):
+        workflow = PPOWorkflow.build_from_config(config(lockstep=True, actor_processes=processes), recorders=[])
+        state = workflow.init(jax.random.PRNGKey(0))
+        with workflow.executor.running(state):
+            state, _ = workflow.executor.run(state, 3)
+        states.append(state.agent_state)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(np.asarray(a), np.asarray(b)), *states)
+    assert not children()
+
+
+def test_actor_processes_need_a_host_env():
+    cfg = config()
+    cfg["env"] = {"env_name": "CartPole-v1", "env_type": "gymnax"}
+    with pytest.raises(ConfigError, match="needs a host env"):
+        PPOWorkflow.build_from_config(cfg, recorders=[])
+    cfg = config(mode="fused")
+    with pytest.raises(ConfigError, match="runner.actor_processes=true"):
+        PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+class Breaks(gymnasium.Env):
+    """In an actor process (``EVORL_ACTOR_PROCESS`` set), its 20th step raises, hangs for
+    ``hang`` seconds, or ends the process (``die``); the evaluation plays it normally."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self, hang: float = 0.0, die: bool = False):
+        self.hang, self.die, self.calls = hang, die, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.calls += ACTOR_VARIABLE in os.environ
+        if self.calls == 20:
+            if self.die:
+                os._exit(7)
+            if not self.hang:
+                raise RuntimeError("the simulator exploded in its process")
+            time.sleep(self.hang)
+        return np.full(2, 0.5, np.float32), 1.0, False, False, {}
+
+
+gymnasium.register(id="BreaksInProcess-v0", entry_point=Breaks, max_episode_steps=50)
+
+
+def fault_config(**kwargs):
+    cfg = config("BreaksInProcess-v0", num_actors=2)
+    cfg["env"]["kwargs"] = kwargs
+    cfg["training"].update(num_iterations=1000)
+    return cfg
+
+
+def test_an_exception_in_an_actor_process_ends_the_run_with_its_traceback(tmp_path):
+    with pytest.raises(ActorFailed, match="the simulator exploded in its process") as failure:
+        run_experiment(fault_config(), output_dir=tmp_path)
+    assert "evorl-actor-" in str(failure.value) and "in step" in str(failure.value)
+    assert "checkpointed" in str(failure.value)
+    assert list(checkpoint_dir(tmp_path).iterdir())
+    assert not children()
+
+
+def test_an_actor_process_that_dies_ends_the_run_with_its_exit_code(tmp_path):
+    with pytest.raises(ActorFailed, match="exited with code 7"):
+        run_experiment(fault_config(die=True), output_dir=tmp_path)
+    assert list(checkpoint_dir(tmp_path).iterdir())
+    assert not children()
+
+
+def test_a_stuck_step_in_an_actor_process_ends_the_run_and_the_process(tmp_path):
+    cfg = fault_config(hang=60.0)
+    cfg["runner"]["env_step_timeout_seconds"] = 1.0
+    start = time.monotonic()
+    with pytest.raises(EnvStepTimeout, match="has not returned for 1 s"):
+        run_experiment(cfg, output_dir=tmp_path)
+    assert time.monotonic() - start < 40  # the 60 s step is killed, not waited for
+    assert list(checkpoint_dir(tmp_path).iterdir())
+    assert not children()
