@@ -11,9 +11,11 @@
 #   atari      benchmarks/host_env_fraction.py breakout_gymnasium: IMPALA on ALE/Breakout-v5
 #              (gymnasium + ale-py) with 8 actor threads x 64 envs; training frames/s against
 #              the env alone's
+#   atari_processes  the same with runner.actor_processes=true: 8 actor processes (ALE's step
+#              holds the GIL, so 8 threads step no faster than one: benchmarks/ale_threads.py)
 #
 #   OUT=/some/folder benchmarks/gpu_session.sh [SECONDS]    # SECONDS: whole budget, default 480
-#   PARTS="sac td3" benchmarks/gpu_session.sh 540             # some parts only (default: all four)
+#   PARTS="sac td3" benchmarks/gpu_session.sh 540             # some parts only (default: all five)
 #
 # Wheels for what the machine lacks can sit in .whl/ (installed into /tmp/site first).
 set -u
@@ -45,7 +47,7 @@ offpolicy() {  # name config
     > "$out/$1.log" 2>&1
   echo "$1 exit $? after $(( $(date +%s) - start )) s" >> "$out/$1.log"
 }
-parts=" ${PARTS:-sac td3 check atari} "
+parts=" ${PARTS:-sac td3 check atari atari_processes} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 sac="" td3=""
 if has sac; then offpolicy sac sac_brax_hopper & sac=$!; fi
@@ -57,14 +59,18 @@ copier=$!
 if has check; then
   reserve=10  # seconds left for what follows
   if has atari; then reserve=150; fi
+  if has atari_processes; then reserve=$(( reserve + 150 )); fi
   OUT="$out" DEVICE_CHECK_TIMEOUT=$(( $(left) - reserve )) benchmarks/device_check.sh --timeout 110 --cases cartpole-seeds ant minatar-cnn cartpole > "$out/device_check.log" 2>&1
   echo "device check exit $? after $(( $(date +%s) - start )) s" >> "$out/device_check.log"
 fi
-if has atari; then
+atari() {  # name processes
   timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/host_env_fraction.py --cases breakout_gymnasium --iterations 20 \
-    --seconds 5 --rounds 1 --set runner.num_actors=8 training.num_envs=64 > "$out/atari.log" 2>&1
-  echo "atari exit $? after $(( $(date +%s) - start )) s" >> "$out/atari.log"
-fi
+    --seconds 5 --rounds 1 --set runner.num_actors=8 training.num_envs=64 runner.actor_processes="$2" \
+    > "$out/$1.log" 2>&1
+  echo "$1 exit $? after $(( $(date +%s) - start )) s" >> "$out/$1.log"
+}
+if has atari; then atari atari false; fi
+if has atari_processes; then atari atari_processes true; fi
 
 [ -n "$sac$td3" ] && wait $sac $td3
 kill "$copier" 2>/dev/null

@@ -13,11 +13,13 @@ Both sides, matched setting by setting:
   per 4 env steps (8 per 32 transitions), target network copied every 1,000 env steps, 5,000
   uniformly random env steps before learning, epsilon 1 -> 0.1 over the first 100k env steps;
 - **budget**: 500k env steps; evaluation every 100k env steps, 16 greedy episodes.
+``--env gymnax`` runs SB3 on gymnax's ``Breakout-MinAtar`` itself (wrapped as a gymnasium env,
+one jitted step per env step): the same env on both sides, so a gap is the learner's.
 SB3's side runs torch on 1 thread. Printed per seed: the evaluations, the final greedy return,
 env steps/s and the wall time; ``--json`` appends one line per seed.
 
     pip install stable-baselines3 minatar   # (minatar: --no-deps is enough; it imports numpy)
-    python benchmarks/sb3_minatar_dqn.py --seeds 100 101 102 103 104 [--steps 500000] [--json out.jsonl]
+    python benchmarks/sb3_minatar_dqn.py --seeds 100 101 102 103 104 [--steps 500000] [--env gymnax] [--json out.jsonl]
 """
 
 from __future__ import annotations
@@ -33,9 +35,50 @@ EVAL_EPISODES = 16
 EVAL_EVERY = 100_000
 
 
-def make_env(seed: int):
-    """MinAtar Breakout as a gymnasium env (see the module docstring)."""
+class GymnaxBreakout:
+    """gymnax's ``Breakout-MinAtar`` (the env evorl trains) as a gymnasium env: its jitted
+    ``reset_env`` / ``step_env`` (no auto-reset), the key split per call."""
+
+    def __new__(cls, seed: int):
+        import gymnasium as gym
+        import gymnax
+        import jax
+
+        env, params = gymnax.make("Breakout-MinAtar")
+        reset = jax.jit(lambda key: env.reset_env(key, params))
+        step = jax.jit(lambda key, state, action: env.step_env(key, state, action, params)[:4])
+
+        class Wrapped(gym.Env):
+            action_space = gym.spaces.Discrete(env.num_actions)
+            observation_space = gym.spaces.Box(0.0, 1.0, (10, 10, 4), np.float32)
+
+            def __init__(self):
+                self.key, self.state = jax.random.PRNGKey(seed), None
+
+            def reset(self, seed=None, options=None):
+                if seed is not None:
+                    self.key = jax.random.PRNGKey(seed)
+                self.key, key = jax.random.split(self.key)
+                obs, self.state = reset(key)
+                return np.asarray(obs, np.float32), {}
+
+            def step(self, action):
+                self.key, key = jax.random.split(self.key)
+                obs, self.state, reward, done = step(key, self.state, int(action))
+                return np.asarray(obs, np.float32), float(reward), bool(done), False, {}
+
+        return Wrapped()
+
+
+def make_env(seed: int, backend: str = "minatar"):
+    """MinAtar Breakout as a gymnasium env (see the module docstring); ``backend="gymnax"``:
+    gymnax's port of it (:class:`GymnaxBreakout`)."""
     import gymnasium as gym
+
+    if backend == "gymnax":
+        env = gym.wrappers.TimeLimit(GymnaxBreakout(seed), TIME_LIMIT)
+        env.reset(seed=seed)
+        return env
     from minatar import Environment
 
     class MinAtarBreakout(gym.Env):
@@ -61,8 +104,8 @@ def make_env(seed: int):
     return env
 
 
-def greedy_return(model, seed: int) -> float:
-    env, returns = make_env(seed), []
+def greedy_return(model, seed: int, backend: str) -> float:
+    env, returns = make_env(seed, backend), []
     for episode in range(EVAL_EPISODES):
         obs, _ = env.reset(seed=seed + episode)
         total, done = 0.0, False
@@ -75,7 +118,7 @@ def greedy_return(model, seed: int) -> float:
     return float(np.mean(returns))
 
 
-def run(seed: int, steps: int) -> dict:
+def run(seed: int, steps: int, backend: str = "minatar") -> dict:
     import torch
     from stable_baselines3 import DQN
     from stable_baselines3.common.callbacks import BaseCallback
@@ -99,10 +142,10 @@ def run(seed: int, steps: int) -> dict:
     class Evaluate(BaseCallback):
         def _on_step(self) -> bool:
             if self.num_timesteps // EVAL_EVERY > len(evaluations):
-                evaluations.append((self.num_timesteps, greedy_return(self.model, 10_000 + seed)))
+                evaluations.append((self.num_timesteps, greedy_return(self.model, 10_000 + seed, backend)))
             return True
 
-    env = DummyVecEnv([lambda i=i: make_env(seed * 100 + i) for i in range(8)])
+    env = DummyVecEnv([lambda i=i: make_env(seed * 100 + i, backend) for i in range(8)])
     model = DQN("MlpPolicy", env, learning_rate=2.5e-4, buffer_size=100_000, learning_starts=5_000, batch_size=32,
                 tau=1.0, gamma=0.99, train_freq=4, gradient_steps=8, target_update_interval=1_000,
                 exploration_fraction=100_000 / steps, exploration_initial_eps=1.0, exploration_final_eps=0.1,
@@ -112,8 +155,8 @@ def run(seed: int, steps: int) -> dict:
     start = time.perf_counter()
     model.learn(total_timesteps=steps, callback=Evaluate())
     seconds = time.perf_counter() - start
-    final = evaluations[-1][1] if evaluations and evaluations[-1][0] >= steps else greedy_return(model, 10_000 + seed)
-    return {"side": "sb3-dqn", "env": "MinAtar Breakout (minatar package)", "seed": seed, "steps": steps,
+    final = evaluations[-1][1] if evaluations and evaluations[-1][0] >= steps else greedy_return(model, 10_000 + seed, backend)
+    return {"side": "sb3-dqn", "env": f"MinAtar Breakout ({backend})", "seed": seed, "steps": steps,
             "evaluations": evaluations, "final_greedy_return": final, "seconds": round(seconds, 1),
             "env_steps_per_s": round(steps / seconds, 1)}
 
@@ -123,9 +166,11 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[100, 101, 102, 103, 104])
     parser.add_argument("--steps", type=int, default=500_000)
     parser.add_argument("--json", default=None, help="append one JSON line per seed to this file")
+    parser.add_argument("--env", choices=("minatar", "gymnax"), default="minatar",
+                        help="MinAtar's own Breakout, or gymnax's port (the env evorl trains)")
     args = parser.parse_args()
     for seed in args.seeds:
-        row = run(seed, args.steps)
+        row = run(seed, args.steps, args.env)
         evals = ", ".join(f"{t // 1000}k: {r:.2f}" for t, r in row["evaluations"])
         print(f"seed {seed}: {evals}; final {row['final_greedy_return']:.2f}; {row['env_steps_per_s']:,.0f} env "
               f"steps/s, {row['seconds']:.0f} s", flush=True)
