@@ -2,8 +2,11 @@
 rollout a thread acts, the learner's updates are the same, and a child's failure, hang or
 death ends the run as an actor thread's would, leaving no process behind."""
 
+import contextlib
 import copy
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,20 +28,25 @@ from evorl.workflows.actors import HostEnvActorRollout
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child processes")
 
 
-def children() -> list[int]:
-    """This process's live actor processes (Linux: from /proc)."""
+def processes() -> list[tuple[int, int, int, str]]:
+    """``(pid, parent pid, process group, command line)`` of the live processes (Linux: /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
         except (OSError, IndexError, ValueError):
             continue
-        if ppid == os.getpid() and CHILD_COMMAND in cmdline:
-            found.append(int(entry.name))
+        if fields[0] != "Z":
+            found.append((int(entry.name), int(fields[1]), int(fields[2]), cmdline))
     return found
+
+
+def children() -> list[int]:
+    """This process's live actor processes."""
+    return [pid for pid, ppid, _, cmdline in processes() if ppid == os.getpid() and CHILD_COMMAND in cmdline]
 
 
 def config(env_name="CartPole-v1", **runner):
@@ -151,3 +159,36 @@ def test_a_stuck_step_in_an_actor_process_ends_the_run_and_the_process(tmp_path)
     assert time.monotonic() - start < 40  # the 60 s step is killed, not waited for
     assert list(checkpoint_dir(tmp_path).iterdir())
     assert not children()
+
+
+def test_ctrl_c_to_the_process_group_stops_an_actor_process_run_with_a_checkpoint(tmp_path):
+    """Ctrl-C in a terminal signals every process of the group: the children ignore it and
+    the learner's process stops them after its current update, as with threads."""
+    run_dir = tmp_path / "run"
+    overrides = ["env.env_type=gymnasium", "agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
+                 "runner.actor_processes=true", "runner.num_actors=2", "training.num_envs=8",
+                 "training.rollout_length=16", "training.num_minibatches=2", "training.num_epochs=1",
+                 "training.eval_episodes=2", "training.eval_interval=5", "training.num_iterations=100000",
+                 "checkpoint.save_interval=1000", "logging.console=lines", "logging.plot=false",
+                 f"hydra.run.dir={run_dir}"]
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, str(root / "scripts" / "train.py"), *overrides], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        for line in proc.stdout:
+            if "iter=10 " in line:
+                break
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "evorl: SIGINT: training stopped after iteration " in err, err
+    assert "ActorFailed" not in err and "raised" not in err, err
+    assert list(checkpoint_dir(run_dir).iterdir())
+    time.sleep(1.5)  # an orphaned child would notice its parent's end within a second
+    leftover = [pid for pid, _, group, _ in processes() if group == proc.pid]
+    assert not leftover, leftover

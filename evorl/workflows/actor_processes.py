@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -66,6 +67,9 @@ class ProcessActorRollout:
         import gymnasium
 
         self.name = name
+        # Pickled before the child starts: what cannot be sent fails here, with no process to clean up.
+        registry = cloudpickle.dumps(dict(gymnasium.registry))
+        payload = cloudpickle.dumps((envs, policy, rollout_length, np.asarray(env_ids), list(seeds)))
         self._clock_file = tempfile.TemporaryFile()
         self._clock_file.write(np.full((1,), np.nan).tobytes())
         self._clock_file.flush()
@@ -81,8 +85,8 @@ class ProcessActorRollout:
         os.close(from_child_w)
         self._send, self._receive = Connection(to_child_w, readable=False), Connection(from_child_r, writable=False)
         self._send.send(list(sys.path))  # first: unpickling the rest may import the user's modules
-        self._send.send_bytes(cloudpickle.dumps(dict(gymnasium.registry)))
-        self._send.send_bytes(cloudpickle.dumps((envs, policy, rollout_length, np.asarray(env_ids), list(seeds))))
+        self._send.send_bytes(registry)
+        self._send.send_bytes(payload)
         self._sent_state: Any = None
         self._lock = threading.Lock()
 
@@ -172,6 +176,9 @@ def _serve(to_child: Connection, from_child: Connection, clock: np.ndarray) -> N
 
 
 def main(argv: list[str]) -> int:
+    # Ctrl-C reaches the whole process group: the learner's process stops its actors itself
+    # (after its current update, with a checkpoint), so the child does not stop on its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     to_child_fd, from_child_fd, clock_fd, parent = map(int, argv)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     clock = np.frombuffer(mmap.mmap(clock_fd, 8), np.float64)
