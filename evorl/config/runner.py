@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from evorl.config.errors import require
@@ -62,6 +63,9 @@ class RunnerConfig:
 
     def check_against(self, env_on_host: bool) -> None:
         """Checks against the env: actor processes step host envs through the actor-learner."""
+        require(not self.actor_processes or os.name == "posix",
+                f"runner.actor_processes=true hands each actor's pipes to its process by file descriptor, which "
+                f"needs Linux or macOS (this is {os.name!r}): set runner.actor_processes=false (actor threads).")
         require(not self.actor_processes or (env_on_host and self.asynchronous(env_on_host)),
                 f"runner.actor_processes=true puts each actor's host envs in a process of its own: it needs a host "
                 f"env (env.env_type gymnasium or envpool) and runner.mode async or auto (got mode={self.mode!r}"
