@@ -22,7 +22,7 @@ from evorl.experiment import run_experiment
 from evorl.run_folder import checkpoint_dir
 from evorl.workflows import PPOWorkflow
 from evorl.workflows.actor_learner import ActorFailed, EnvStepTimeout
-from evorl.workflows.actor_processes import ACTOR_VARIABLE, CHILD_COMMAND, ProcessActorRollout
+from evorl.workflows.actor_processes import ACTOR_VARIABLE, CHILD_COMMAND, ActorProcessFailed, ProcessActorRollout
 from evorl.workflows.actors import HostEnvActorRollout
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child processes")
@@ -192,3 +192,29 @@ def test_ctrl_c_to_the_process_group_stops_an_actor_process_run_with_a_checkpoin
     time.sleep(1.5)  # an orphaned child would notice its parent's end within a second
     leftover = [pid for pid, _, group, _ in processes() if group == proc.pid]
     assert not leftover, leftover
+
+
+def _rebuild_outside_actor_processes():
+    if ACTOR_VARIABLE in os.environ:
+        raise RuntimeError("this env cannot be rebuilt in an actor process")
+    return Unbuildable()
+
+
+class Unbuildable:
+    """Unpickles in the learner's process only."""
+
+    def __reduce__(self):
+        return _rebuild_outside_actor_processes, ()
+
+
+def test_what_the_child_cannot_unpickle_ends_the_first_rollout_with_its_traceback():
+    """The child fails before its first rollout (it cannot rebuild the envs it was sent) and
+    exits: the first call raises with the child's own traceback, not a broken pipe."""
+    rollout = ProcessActorRollout([Unbuildable()], None, 8, np.arange(2), [0])
+    try:
+        time.sleep(3.0)  # the child has failed and exited before the call
+        with pytest.raises(ActorProcessFailed, match="cannot be rebuilt in an actor process"):
+            rollout({"w": np.zeros(100_000)}, np.zeros(2, np.uint32))  # larger than a pipe's buffer
+    finally:
+        rollout.close()
+    assert not children()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -67,16 +68,21 @@ class ProcessActorRollout:
         import gymnasium
 
         self.name = name
-        # Pickled before the child starts: what cannot be sent fails here, with no process to clean up.
-        registry = cloudpickle.dumps(dict(gymnasium.registry))
-        payload = cloudpickle.dumps((envs, policy, rollout_length, np.asarray(env_ids), list(seeds)))
+        # What the child starts from, pickled before it starts (what cannot be sent fails here,
+        # with no process to clean up) and read from a file (no child holds up the next one's
+        # start): sys.path first, since unpickling the rest may import the user's modules.
+        start = pickle.dumps((list(sys.path), cloudpickle.dumps(dict(gymnasium.registry)),
+                              cloudpickle.dumps((envs, policy, rollout_length, np.asarray(env_ids), list(seeds)))))
+        self._start_file = tempfile.TemporaryFile()
+        self._start_file.write(start)
+        self._start_file.flush()
         self._clock_file = tempfile.TemporaryFile()
         self._clock_file.write(np.full((1,), np.nan).tobytes())
         self._clock_file.flush()
         self._clock = np.frombuffer(mmap.mmap(self._clock_file.fileno(), 8), np.float64)
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
-        fds = (to_child_r, from_child_w, self._clock_file.fileno())
+        fds = (to_child_r, from_child_w, self._clock_file.fileno(), self._start_file.fileno())
         env = {**os.environ, "JAX_PLATFORMS": "cpu", ACTOR_VARIABLE: name}
         self._process = subprocess.Popen(
             [sys.executable, "-c", CHILD_COMMAND, *map(str, fds), str(os.getpid())],
@@ -84,9 +90,6 @@ class ProcessActorRollout:
         os.close(to_child_r)
         os.close(from_child_w)
         self._send, self._receive = Connection(to_child_w, readable=False), Connection(from_child_r, writable=False)
-        self._send.send(list(sys.path))  # first: unpickling the rest may import the user's modules
-        self._send.send_bytes(registry)
-        self._send.send_bytes(payload)
         self._sent_state: Any = None
         self._lock = threading.Lock()
 
@@ -98,8 +101,9 @@ class ProcessActorRollout:
     def __call__(self, agent_state, key):
         """One rollout in the child: ``(trajectory [T, B] or [N, T, B], episode sums)``."""
         acting = None if agent_state is self._sent_state else _host_tree(agent_state)
-        try:
+        with contextlib.suppress(OSError):  # a child that ended has left its traceback in the pipe
             self._send.send(("rollout", acting, np.asarray(key)))
+        try:
             reply = self._receive.recv()
         except (EOFError, OSError):
             raise ActorProcessFailed(self._died()) from None
@@ -134,6 +138,7 @@ class ProcessActorRollout:
             for conn in (self._send, self._receive):
                 conn.close()
             self._clock_file.close()
+            self._start_file.close()
 
 
 # --- the child --------------------------------------------------------------------------
@@ -145,20 +150,20 @@ def _exit_with_parent(parent: int) -> None:
             os._exit(3)
 
 
-def _serve(to_child: Connection, from_child: Connection, clock: np.ndarray) -> None:
+def _serve(to_child: Connection, from_child: Connection, clock: np.ndarray, start: bytes) -> None:
     import cloudpickle
 
-    sys.path[:] = to_child.recv()
+    sys.path[:], registry, payload = pickle.loads(start)
     import gymnasium
     import jax
 
-    for env_id, spec in cloudpickle.loads(to_child.recv_bytes()).items():
+    for env_id, spec in cloudpickle.loads(registry).items():
         gymnasium.registry.setdefault(env_id, spec)
     from evorl.workflows.actors import HostEnvActorRollout
 
     rollout = None
     try:
-        envs, policy, rollout_length, env_ids, seeds = cloudpickle.loads(to_child.recv_bytes())
+        envs, policy, rollout_length, env_ids, seeds = cloudpickle.loads(payload)
         rollout = HostEnvActorRollout(envs, policy, rollout_length, env_ids, seeds, clock=clock)
         agent_state = None
         while True:
@@ -179,12 +184,15 @@ def main(argv: list[str]) -> int:
     # Ctrl-C reaches the whole process group: the learner's process stops its actors itself
     # (after its current update, with a checkpoint), so the child does not stop on its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    to_child_fd, from_child_fd, clock_fd, parent = map(int, argv)
+    to_child_fd, from_child_fd, clock_fd, start_fd, parent = map(int, argv)
     threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
     clock = np.frombuffer(mmap.mmap(clock_fd, 8), np.float64)
     to_child, from_child = Connection(to_child_fd, writable=False), Connection(from_child_fd, readable=False)
+    with os.fdopen(start_fd, "rb") as f:
+        f.seek(0)  # the offset is shared with the parent's copy, left at the end by its write
+        start = f.read()
     try:
-        _serve(to_child, from_child, clock)
+        _serve(to_child, from_child, clock, start)
     except EOFError:  # the learner's process closed the pipe: nothing to report to
         return 0
     except BaseException as e:  # noqa: BLE001: every failure is reported to the learner
