@@ -11,14 +11,14 @@ one a thread would have acted (tested). What crosses the pipe per rollout: the a
 when its version changed, the key, and the trajectory.
 
 The child is a fresh ``python`` running :func:`main` (not ``multiprocessing``'s spawn,
-which would run the user's ``__main__`` again), with the learner process's ``sys.path`` and
-the gymnasium envs registered there (an env registered by the user's script steps in the
-child too), and ``EVORL_ACTOR_PROCESS`` set to the actor's name. JAX runs on the CPU in the
-child (it holds no accelerator memory). The start of
-the env step in progress is kept in a shared 8-byte file, so the learner still ends a run
-whose env hangs (``runner.env_step_timeout_seconds``); a child whose learner process died
-exits within a second; a child that raises or dies ends the run with its traceback or exit
-code (:class:`ActorProcessFailed`, reported as the actor's failure).
+which would run the user's ``__main__`` again). It starts with the learner process's
+``sys.path`` and registered gymnasium envs (an env the user's script registers steps there
+too), ``EVORL_ACTOR_PROCESS`` set to the actor's name, and JAX on the CPU (it holds no
+accelerator memory). The start of the env step in progress is kept in a shared 8-byte file,
+so the learner still ends a run whose env hangs (``runner.env_step_timeout_seconds``); a
+child whose learner process died exits within a second; a child that raises or dies ends the
+run with its traceback or exit code (:class:`ActorProcessFailed`, reported as the actor's
+failure).
 """
 
 from __future__ import annotations
