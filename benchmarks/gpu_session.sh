@@ -13,11 +13,16 @@
 #              the env alone's
 #   atari_processes  the same with runner.actor_processes=true: 8 actor processes (ALE's step
 #              holds the GIL, so 8 threads step no faster than one: benchmarks/ale_threads.py)
+#   atari_envpool  benchmarks/host_env_fraction.py breakout_envpool in impala_atari_breakout_gpu's
+#              shape (4 actor threads x 64 envs): training frames/s against envpool's alone.
+#              Not in the default parts: envpool needs its own carry, .whl-envpool/ (see below)
 #
 #   OUT=/some/folder benchmarks/gpu_session.sh [SECONDS]    # SECONDS: whole budget, default 480
 #   PARTS="sac td3" benchmarks/gpu_session.sh 540             # some parts only (default: all five)
 #
-# Wheels for what the machine lacks can sit in .whl/ (installed into /tmp/site first).
+# Wheels for what the machine lacks sit in .whl/ and .whl-envpool/ (python benchmarks/gpu_wheels.py
+# base|envpool; each under the 64 MiB a call carries, so one per call), installed into /tmp/site:
+#   PARTS=atari_envpool OUT=$OUT benchmarks/gpu_session.sh 420    # with carry [".whl-envpool"]
 set -u
 cd "$(dirname "$0")/.."
 budget="${1:-480}"
@@ -25,8 +30,8 @@ out="${OUT:-benchmarks/results/gpu_session}"
 mkdir -p "$out" /tmp/runs
 start=$(date +%s)
 left() { echo $(( budget - ($(date +%s) - start) )); }
-if compgen -G ".whl/*.whl" >/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+if compgen -G ".whl*/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl*/*.whl \
     2>&1 | grep -v -i warning | tail -3
   export PYTHONPATH="/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
@@ -35,7 +40,15 @@ export XLA_PYTHON_CLIENT_MEM_FRACTION=0.2  # four programs share the GPU
 {
   date -u; uptime; nproc
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1
-  python3 -c "import sys, jax, flax, optax, brax, mujoco; print(sys.version.split()[0], 'jax', jax.__version__, jax.devices(), 'flax', flax.__version__, 'optax', optax.__version__, 'brax', brax.__version__, 'mujoco', mujoco.__version__)" 2>&1 | tail -3
+  python3 -c "
+import importlib, sys, jax
+print(sys.version.split()[0], jax.devices())
+for m in ('jax', 'flax', 'optax', 'brax', 'mujoco', 'gymnasium', 'ale_py', 'envpool'):
+    try:
+        print(m, importlib.import_module(m).__version__)
+    except Exception as e:
+        print(m, 'not importable:', type(e).__name__)
+" 2>&1 | tail -12
 } > "$out/env.log" 2>&1
 cat "$out/env.log"
 
@@ -60,6 +73,7 @@ if has check; then
   reserve=10  # seconds left for what follows
   if has atari; then reserve=150; fi
   if has atari_processes; then reserve=$(( reserve + 150 )); fi
+  if has atari_envpool; then reserve=$(( reserve + 150 )); fi
   OUT="$out" DEVICE_CHECK_TIMEOUT=$(( $(left) - reserve )) benchmarks/device_check.sh --timeout 110 --cases cartpole-seeds ant minatar-cnn cartpole > "$out/device_check.log" 2>&1
   echo "device check exit $? after $(( $(date +%s) - start )) s" >> "$out/device_check.log"
 fi
@@ -71,6 +85,11 @@ atari() {  # name processes
 }
 if has atari; then atari atari false; fi
 if has atari_processes; then atari atari_processes true; fi
+if has atari_envpool; then
+  timeout -k 5 "$(( $(left) - 10 ))" python3 benchmarks/host_env_fraction.py --cases breakout_envpool --iterations 20 \
+    --seconds 5 --rounds 1 --set runner.num_actors=4 training.num_envs=256 > "$out/atari_envpool.log" 2>&1
+  echo "atari_envpool exit $? after $(( $(date +%s) - start )) s" >> "$out/atari_envpool.log"
+fi
 
 [ -n "$sac$td3" ] && wait $sac $td3
 kill "$copier" 2>/dev/null
