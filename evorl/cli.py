@@ -321,8 +321,20 @@ def print_untuned_note() -> None:
 
 def train_command() -> None:
     """The ``evorl-train`` command (and ``scripts/train.py``): :func:`train_main`, then
-    :func:`exit_without_teardown` once it returns (errors exit as usual)."""
-    train_main()
+    :func:`exit_without_teardown` once it returns (errors exit as usual). SIGINT / SIGTERM
+    outside the training loop (starting up, compiling, the final evaluation) end it with one
+    line and the shell's status for the signal (:mod:`evorl.stop_signals`)."""
+    from evorl.stop_signals import StoppedOutsideTraining, pending_signal, stopping_outside_training
+
+    with stopping_outside_training():
+        try:
+            train_main()
+            stopped = pending_signal()  # one whose exception Python swallowed after training
+            if stopped is not None:
+                raise stopped
+        except StoppedOutsideTraining as e:
+            print(f"evorl: {e}", file=sys.stderr, flush=True)
+            sys.exit(e.status)
     exit_without_teardown(0)
 
 

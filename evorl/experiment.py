@@ -23,7 +23,6 @@ import importlib
 import json
 import os
 import shutil
-import signal
 import sys
 import threading
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from evorl.run_folder import (
     load_run_config, load_run_info, run_folder_of, settle_stale_run, start_run_info, truncate_records, write_yaml,
     writing,
 )
+from evorl.stop_signals import stop_on_signals
 
 #: Keys of the experiment config that locate a run rather than define it.
 RUN_LOCATION_KEYS = ("output_dir", "resume")
@@ -178,6 +178,9 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     _import_in_background(["orbax.checkpoint"] * use_checkpoints
                           + ["matplotlib.figure", "matplotlib.backends.backend_agg"] * plot)
 
+    if is_main_process():
+        for note in workflow.config_notes():
+            print(f"evorl: note: {note}", file=sys.stderr, flush=True)
     state = workflow.init(jax.random.PRNGKey(config.seed))  # compiles while those imports run
     checkpointer = None
     if use_checkpoints:
@@ -358,36 +361,6 @@ def _closer(checkpointer: Checkpointer):
         if not peer_lost(error):
             checkpointer.close()
     return close
-
-
-#: Signals that stop training at the next safe point (the end of the current compiled call).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-
-@contextlib.contextmanager
-def stop_on_signals(workflow: Any, label: str | None = None):
-    """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current compiled call
-    (a few seconds, :data:`~evorl.workflows.execution.CALL_SECONDS`; it evaluates the partial
-    chunk, checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
-    (the signal's default action). Only in the main thread of a single-process run: the
-    processes of a multi-process run would stop at different chunks and wait for each other."""
-    if threading.current_thread() is not threading.main_thread() or jax.process_count() > 1:
-        yield
-        return
-
-    def request_stop(signum, frame):
-        for s in STOP_SIGNALS:
-            signal.signal(s, signal.SIG_DFL)
-        workflow.stop_requested = signal.Signals(signum).name
-        print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current compiled call "
-              f"of iterations, with a checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)
-
-    previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _import_in_background(modules: list[str]) -> None:

@@ -146,9 +146,11 @@ def check_exact_resume(tiny: dict, uninterrupted, tmp_path) -> None:
 
 @pytest.mark.parametrize("section, values, message", [
     ("cemrl", {"num_elites": 9}, "num_elites=9 exceeds"),
-    ("cemrl", {"buffer_size": 10}, "must hold one generation"),
+    ("cemrl", {"buffer_size": 10, "learning_starts": 10}, "must hold one generation"),
     ("training", {"num_envs": 4}, "does not apply to CEMRLWorkflow"),
     ("agent", {"normalize_obs": True}, "normalize_obs"),
+    ("cemrl", {"batch_size": 401}, "cemrl.batch_size=401 exceeds cemrl.buffer_size=400"),
+    ("agent", {"tau": 0.5}, "'agent.tau' is not an agent key of CEM-RL: set 'cemrl.tau'"),
 ])
 def test_config_errors_name_the_key(section, values, message):
     cfg = copy.deepcopy(TINY)

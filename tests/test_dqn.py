@@ -247,6 +247,23 @@ def test_no_update_before_learning_starts():
     assert int(state.gradient_steps) == 2 and metrics["train/loss"] > 0
 
 
+@pytest.mark.parametrize("training, note", [
+    ({"learning_starts": 193}, "training.learning_starts=193 exceeds the run's 192 env steps per agent"),
+    ({"warmup_steps": 192}, "training.warmup_steps=192 covers the run's 192 env steps per agent"),
+    ({}, None),
+])
+def test_a_run_too_short_to_learn_says_so_before_it_starts(tmp_path, capsys, training, note):
+    """6 iterations x 4 envs x 8 steps = 192 env steps: a learning start past them leaves every
+    gradient step out, a warm-up over them every action of the policy. Legal (a short run may
+    fill the buffer for a longer one to resume), so a note, not an error."""
+    from evorl.experiment import run_experiment
+
+    run_experiment({**tiny(**training), "workflow_cls": "evorl.workflows.DQNWorkflow",
+                    "logging": {"recorders": [], "plot": False}}, output_dir=tmp_path)
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("evorl: note:")]
+    assert notes == ([] if note is None else [notes[0]]) and (note is None or note in notes[0]), notes
+
+
 def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="'training.num_minibatches' does not apply to DQN"):
         DQNWorkflow.build_from_config(tiny(num_minibatches=2))

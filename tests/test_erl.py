@@ -188,10 +188,14 @@ def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tmp_path):
 @pytest.mark.parametrize("section, values, message", [
     ("erl", {"num_elites": 4}, "num_elites=4 must be in"),
     ("erl", {"mutation_prob": 1.5}, "mutation_prob must be in"),
-    ("erl", {"buffer_size": 10}, "must hold one generation"),
+    ("erl", {"buffer_size": 10, "learning_starts": 10}, "must hold one generation"),
     ("erl", {"cross_prob": 0.1}, "cross_prob"),
     ("erl", {"deploy": "best"}, "deploy must be"),
     ("training", {"num_envs": 4}, "does not apply to ERLWorkflow"),
+    ("erl", {"batch_size": 401}, "erl.batch_size=401 exceeds erl.buffer_size=400"),
+    ("erl", {"learning_starts": 401}, "erl.learning_starts=401 exceeds erl.buffer_size=400"),
+    # the section's tau is the one used: an agent.tau would be ignored
+    ("agent", {"tau": 0.5}, "'agent.tau' is not an agent key of ERL: set 'erl.tau'"),
 ])
 def test_config_errors_name_the_key(section, values, message):
     cfg = copy.deepcopy(TINY)

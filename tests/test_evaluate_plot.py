@@ -136,3 +136,41 @@ def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
     assert "16 greedy episodes: return mean" in lines["greedy"]
     assert lines["sampled"] == lines[None]  # the run's own mode, same key: the same episodes
     assert lines["greedy"].split("return")[1] != lines[None].split("return")[1]
+
+
+def test_evaluate_a_population_says_so_and_gives_each_agent(tiny_cfg, tmp_path, capsys):
+    """A run of 2 seeds: one line for the spread across agents, then each agent's episodes
+    (the std of the first line is across agents; it used to read as if over episodes)."""
+    from evorl.scripts.evaluate import main
+
+    tiny_cfg["training"]["num_seeds"] = 2
+    run_dir = str(_tiny_cartpole_run(tiny_cfg, tmp_path / "run"))
+    capsys.readouterr()
+    main([run_dir, "--episodes", "3"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert "3 greedy episodes per agent, 2 agents: mean return" in lines[0] and "across agents" in lines[0]
+    assert [line.split(":")[0] for line in lines[1:]] == ["  agent 0 (seed 0)", "  agent 1 (seed 1)"], lines
+    means = [float(line.split("return mean ")[1].split()[0]) for line in lines[1:]]
+    assert float(lines[0].split("mean return ")[1].split()[0]) == pytest.approx(np.mean(means), abs=0.01)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--episodes", "0"], "--episodes must be >= 1, got 0"),
+    # DQN evaluates its greedy actions: its training section has no eval_deterministic to set
+    (["--actions", "sampled"], "--actions applies to runs that evaluate a stochastic policy"),
+])
+def test_evaluate_usage_errors_are_one_line_and_status_2(tmp_path, capsys, args, message):
+    from evorl.experiment import run_experiment
+    from evorl.scripts.evaluate import main
+
+    run_experiment({"workflow_cls": "evorl.workflows.DQNWorkflow", "env": {"env_name": "CartPole-v1"},
+                    "agent": {"q_hidden_layer_sizes": [8]},
+                    "training": {"num_iterations": 2, "num_envs": 4, "buffer_size": 64, "batch_size": 8,
+                                 "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2},
+                    "logging": {"recorders": [], "plot": False}}, output_dir=tmp_path)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as info:
+        main([str(tmp_path), *args])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("evorl-eval: ") and message in err and "\n" not in err, err

@@ -176,3 +176,77 @@ def test_sigterm_inside_a_long_chunk_stops_within_seconds_and_resumes_bit_identi
     assert int(resumed.state.iteration) == saved + 3
     for a, b in zip(jax.tree.leaves(resumed.state), jax.tree.leaves(straight.state)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+SLOW_START = '''
+import pathlib, time
+import gymnasium as gym
+import numpy as np
+
+
+class Slow(gym.Env):
+    """An env whose construction takes a minute: the run is still starting up."""
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        pathlib.Path("building").touch()
+        time.sleep(60)
+
+
+gym.register(id="Slow-v0", entry_point=Slow, max_episode_steps=10)
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_run_starts_is_one_line_and_the_signals_status(tmp_path, signum):
+    """Ctrl-C (or SIGTERM) while the env is being built: one line and exit 130 (143), no
+    traceback, no process left training."""
+    (tmp_path / "slowstart.py").write_text(SLOW_START)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "train.py"), "--config-name=impala_gymnasium_cartpole",
+                             "env.env_name=slowstart:Slow-v0", f"hydra.run.dir={tmp_path / 'run'}"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "building").exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert (tmp_path / "building").exists(), proc.communicate(timeout=10)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)  # not the env's 60 s
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + signum, err
+    assert "Traceback" not in err, err
+    name = signal.Signals(signum).name
+    assert [line for line in err.splitlines() if line.startswith("evorl:")] == [
+        f"evorl: {name}: stopped before training started"], err
+
+
+def test_a_signal_python_swallowed_before_learn_stops_learn_at_once():
+    """Python ignores an exception raised in a garbage-collection callback (JAX registers one),
+    which is where a Ctrl-C in the first second of a run landed, and the run trained to its end.
+    The signal is remembered: ``learn``, when it starts, stops at its first safe point."""
+    import gc
+
+    from evorl.stop_signals import stop_on_signals, stopping_outside_training
+
+    class Workflow:
+        stop_requested = None
+
+        def name(self):
+            return "W"
+
+    def signal_inside_gc(phase, info):
+        gc.callbacks.remove(signal_inside_gc)
+        signal.raise_signal(signal.SIGINT)  # its handler raises here, inside the callback
+
+    with stopping_outside_training():
+        gc.callbacks.append(signal_inside_gc)
+        gc.collect()  # no exception reaches this frame
+        workflow = Workflow()
+        with stop_on_signals(workflow):
+            assert workflow.stop_requested == "SIGINT"
+        second = Workflow()
+        with stop_on_signals(second):  # taken once
+            assert second.stop_requested is None
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

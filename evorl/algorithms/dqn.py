@@ -14,7 +14,7 @@ from flax import struct
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import parse_section, require
 from evorl.envs.spaces import Box, Discrete, Space
-from evorl.networks import MLP, NETWORKS, Network, conv_channels_for, get_activation
+from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
 from evorl.replay import Transition
 from evorl.utils.running_statistics import init_running_statistics, normalize, update_running_statistics
 from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
@@ -223,6 +223,8 @@ def make_mlp_dqn_agent(
     require(len(sizes) >= 1 and all(s >= 1 for s in sizes),
             f"agent.q_hidden_layer_sizes = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64].")
     require(options.network in NETWORKS, f"Unknown agent.network {options.network!r}; valid: {', '.join(NETWORKS)}.")
+    require(options.network not in IMAGE_NETWORKS or len(obs_space.shape) == 3,
+            f"agent.network={options.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
     get_activation(options.activation)
     hparams = DQNHParams(gamma=gamma, epsilon_start=epsilon_start, epsilon_end=epsilon_end,
                          epsilon_decay_steps=epsilon_decay_steps, huber_delta=huber_delta, tau=tau).validated()

@@ -31,6 +31,7 @@ buffer, the critic and the Adam states are in the state, so a resumed run contin
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import jax
@@ -232,6 +233,9 @@ class PopulationRLConfig:
         require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
         require(self.learning_starts >= 0 and self.warmup_steps >= 0,
                 f"{where}.learning_starts and {where}.warmup_steps must be >= 0.")
+        for key in ("batch_size", "learning_starts"):
+            require(getattr(self, key) <= self.buffer_size,
+                    f"{where}.{key}={getattr(self, key)} exceeds {where}.buffer_size={self.buffer_size}.")
 
 
 @dataclass(frozen=True)
@@ -268,6 +272,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     agent_options_cls = ContinuousNetworkOptions
     hparams_cls = TD3HParams
     training_hparams = ("gamma",)
+    section_hparams = ("tau",)
     training_defaults = {"learning_rate": 1e-3, "gamma": 0.99}
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
@@ -284,6 +289,23 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
         self._evaluation_compiled = True
         self._params_finite = None
+
+    def config_notes(self) -> list[str]:
+        cfg, steps = self.section_config, self.config.training.num_iterations * self.env_steps_per_iteration
+        if cfg.learning_starts <= steps:
+            return []
+        return [f"{self.section}.learning_starts={cfg.learning_starts} exceeds the run's {steps} env steps "
+                f"(training.num_iterations x {self.env_steps_per_iteration} per generation): it takes no gradient step."]
+
+    @classmethod
+    def keys_set_elsewhere(cls) -> dict[str, str]:
+        return {**super().keys_set_elsewhere(), **{key: f"{cls.section}.{key}" for key in cls.section_hparams}}
+
+    @classmethod
+    def hparams_of(cls, agent_cfg, training):
+        """TD3's hyperparameters of the ``agent:`` keys, with the section's default ``tau`` in
+        the place of its own (checked by the section's ``validate``)."""
+        return super().hparams_of(SimpleNamespace(**vars(agent_cfg), tau=cls.section_cls.tau), training)
 
     @property
     def section_config(self):

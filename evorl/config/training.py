@@ -156,11 +156,33 @@ class OffPolicyTrainingConfig:
         require(self.learning_starts <= self.buffer_size,
                 f"{where}.learning_starts={self.learning_starts} exceeds {where}.buffer_size={self.buffer_size}: "
                 f"the buffer would never hold enough transitions to start learning.")
+        require(self.batch_size <= self.buffer_size,
+                f"{where}.batch_size={self.batch_size} exceeds {where}.buffer_size={self.buffer_size}: a batch is "
+                f"drawn from the buffer's transitions.")
+        require(self.n_step <= self.rollout_length,
+                f"{where}.n_step={self.n_step} exceeds {where}.rollout_length={self.rollout_length}: an n-step "
+                f"window stays inside one rollout (evorl.replay.n_step_transitions), so n_step can be at most "
+                f"rollout_length.")
         require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
+        require(self.max_grad_norm is None or self.max_grad_norm > 0,
+                f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
         require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
         require(self.train_episode_length is None or self.train_episode_length >= 1,
                 f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
+
+    def run_length_notes(self, where: str = "training") -> list[str]:
+        """What this run's length leaves undone (no gradient step, no action of the policy):
+        notes, not errors, since a short run may fill the buffer for a longer one to resume."""
+        steps, notes = self.num_iterations * self.env_steps_per_iteration, []
+        if self.learning_starts > steps:
+            notes.append(f"{where}.learning_starts={self.learning_starts} exceeds the run's {steps} env steps per "
+                         f"agent (num_iterations x num_envs x rollout_length): it takes no gradient step.")
+        if self.warmup_steps >= steps:
+            notes.append(f"{where}.warmup_steps={self.warmup_steps} covers the run's {steps} env steps per agent: "
+                         f"every action is random.")
+        return notes
 
     @property
     def env_steps_per_iteration(self) -> int:

@@ -38,12 +38,21 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     from evorl.experiment import load_run
 
     if args.episodes < 1:
-        sys.exit("evorl-eval: --episodes must be >= 1")
+        print(f"evorl-eval: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        sys.exit(2)
     try:
         overrides = {"eval_episodes": args.episodes}
         if args.actions is not None:
             overrides["eval_deterministic"] = args.actions == "greedy"
-        workflow, state, iteration = load_run(args.run_dir, args.checkpoint, overrides)
+        try:
+            workflow, state, iteration = load_run(args.run_dir, args.checkpoint, overrides)
+        except ConfigError:
+            if args.actions is None:
+                raise
+            workflow, _, _ = load_run(args.run_dir, args.checkpoint, {"eval_episodes": args.episodes})
+            raise ConfigError(f"--actions applies to runs that evaluate a stochastic policy's mode or samples "
+                              f"(training.eval_deterministic: PPO, A2C, IMPALA, REINFORCE); {workflow.name()} "
+                              f"evaluates its greedy actions: leave --actions out.") from None
     except (CheckpointError, ConfigError) as e:
         print(f"evorl-eval: {e}", file=sys.stderr)
         sys.exit(2)
@@ -64,18 +73,28 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
         sys.exit(2)
     metrics = workflow.evaluate(state)
     actions = "greedy" if workflow.evaluator.deterministic else "sampled-action"
-    print(
-        f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} {actions} episodes: "
-        f"return mean {metrics['eval/episode_return']:.2f} std {metrics['eval/episode_return_std']:.2f} "
-        f"min {metrics['eval/episode_return_min']:.2f} max {metrics['eval/episode_return_max']:.2f}",
-        flush=True,
-    )
+    head = f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} {actions} episodes"
+    if "eval/episode_return/std" in metrics:  # a population: the spread across agents, then each agent's episodes
+        print(f"{head} per agent, {len(labels)} agents: mean return {metrics['eval/episode_return']:.2f} +- "
+              f"{metrics['eval/episode_return/std']:.2f} across agents (agents' min "
+              f"{metrics['eval/episode_return/min']:.2f}, max {metrics['eval/episode_return/max']:.2f})", flush=True)
+        for i, label in enumerate(labels):
+            print(f"  {label}: " + episode_summary({k: v[i] for k, v in workflow.last_metrics_per_agent.items()}),
+                  flush=True)
+    else:
+        print(f"{head}: {episode_summary(metrics)}", flush=True)
     if args.render:
         from evorl.rendering import render_episode
 
         path = render_episode(workflow, state, args.render, max_steps=args.max_frames)
         print(f"rendering: {path}")
     return metrics
+
+
+def episode_summary(metrics: dict) -> str:
+    """One agent's evaluation: the mean, std, min and max return over its episodes."""
+    return (f"return mean {float(metrics['eval/episode_return']):.2f} std {float(metrics['eval/episode_return_std']):.2f} "
+            f"min {float(metrics['eval/episode_return_min']):.2f} max {float(metrics['eval/episode_return_max']):.2f}")
 
 
 if __name__ == "__main__":

@@ -306,6 +306,9 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     training_config_cls = OffPolicyTrainingConfig
     replay_buffer_field = "buffer"
 
+    def config_notes(self) -> list[str]:
+        return self.config.training.run_length_notes("training")
+
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)

@@ -131,6 +131,8 @@ class RLWorkflow(Workflow):
     hparams_cls: ClassVar[type | None]
     #: Training keys that are loss hyperparameters, each a field of ``hparams_cls`` under the same name.
     training_hparams: ClassVar[tuple[str, ...]] = ("gamma", "gae_lambda")
+    #: Factory keywords the algorithm's own config section sets (ERL's ``erl.tau``): not ``agent:`` keys.
+    section_hparams: ClassVar[tuple[str, ...]] = ()
     #: Builds the agent's networks (see :data:`evorl.agent.NetworkFactory`); None: the default MLPs/CNN.
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
@@ -151,7 +153,7 @@ class RLWorkflow(Workflow):
         if "agent_factory" in vars(cls) and "agent_config_cls" not in vars(cls):
             cls.agent_config_cls = dataclass_from_signature(
                 f"{cls.name()}AgentConfig", cls.agent_factory, include=cls.agent_options_cls,
-                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams),
+                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams, *cls.section_hparams),
             )
 
     def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
@@ -190,6 +192,12 @@ class RLWorkflow(Workflow):
         return cls.hparams_cls(**values).validated()
 
     @classmethod
+    def keys_set_elsewhere(cls) -> dict[str, str]:
+        """The agent factory's keywords another section sets, each with its key there
+        (``{"gamma": "training.gamma"}``): ``agent.gamma`` is refused with that key."""
+        return {key: f"training.{key}" for key in cls.training_hparams}
+
+    @classmethod
     def sweepable_keys(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """The agent and training keys that may take a list (one agent per value): the
         hyperparameters the compiled program reads as data, declared by ``hparams_cls``."""
@@ -222,6 +230,10 @@ class RLWorkflow(Workflow):
             section, key = old.split(".")
             if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
                 raise ConfigError(f"'{old}' was renamed '{new}'.")
+        agent_section = cfg.get("agent")
+        for key, home in cls.keys_set_elsewhere().items():
+            if isinstance(agent_section, Mapping) and key in agent_section:
+                raise ConfigError(f"'agent.{key}' is not an agent key of {cls.name()}: set '{home}'.")
         agent_keys, training_keys = cls.sweepable_keys()
         agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
         training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}

@@ -34,3 +34,8 @@ class Workflow(ABC):
     @abstractmethod
     def learn(self, state: Any) -> Any:
         """Trains from ``state`` to the configured end and returns the final state."""
+
+    def config_notes(self) -> list[str]:
+        """Lines a run of this config prints before it starts (``evorl: note: ...``): what it
+        will leave undone, where that is legal but likely a mistake."""
+        return []
