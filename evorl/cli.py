@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from evorl.cli_args import allow_new_keys, check_config_name, hydra_settings, option_value, overrides_last
-from evorl.cli_errors import missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line
+from evorl.cli_errors import (
+    hydra_error_line, missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line,
+)
 from evorl.config import ConfigError
 from evorl.config.groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.log_noise import quiet_third_party_logs
@@ -398,11 +400,12 @@ def train_main() -> None:
                    if raised_in(e, "run_job") else f"cannot read {e.filename}: {e.strerror or e}.")
         print(f"evorl: config error: {problem}", file=sys.stderr, flush=True)
         sys.exit(2)
-    except CompactHydraException as e:  # Hydra's own one-line errors, printed as Hydra prints them
+    except CompactHydraException as e:  # Hydra's own errors about the command line, in one line
         if user_full_error:
             raise
-        print(str(e) + (f"\n{e.__cause__}" if e.__cause__ is not None else ""), file=sys.stderr, flush=True)
-        sys.exit(1)
+        message = str(e) + (f"\n{e.__cause__}" if e.__cause__ is not None else "")
+        print(f"evorl: config error: {hydra_error_line(message)}", file=sys.stderr, flush=True)
+        sys.exit(2)
     finally:
         if user_full_error is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)

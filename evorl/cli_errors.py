@@ -73,3 +73,22 @@ def undecodable_config_line(error: UnicodeDecodeError, folders: list[Path]) -> s
     if found:
         return min(found)[1]
     return f"a config file is not UTF-8 text ({error.reason}: byte 0x{error.object[error.start]:02x}): save it as UTF-8."
+
+
+def hydra_error_line(message: str) -> str:
+    """One of Hydra's own override errors in one line, in evorl's words where they mislead
+    (Hydra's ``+group=`` hint; the ``++`` that :func:`~evorl.cli_args.allow_new_keys` put before
+    a key the user typed plainly)."""
+    lines = [line.strip() for line in message.replace("'++", "'").splitlines() if line.strip()]
+    first = lines[0] if lines else message
+    if first.startswith("Could not override '") and "No match in the defaults list" in first:
+        group = first.split("'")[1]
+        return (f"{group}= chooses a config group, which only the default config composes (evorl-train "
+                f"{group}=... without --config-name); with --config-name set that config's own keys instead "
+                f"({group}.<key>=...).")
+    if first.startswith("Ambiguous value for argument '"):
+        argument = first.split("'")[1]
+        key, _, values = argument.partition("=")
+        return (f"{argument}: a list is {key}=[{values}] (one agent per value, where the key allows it); a sweep of "
+                f"runs is -m {key}={values}; a text with a comma is {key}='{values}'.")
+    return " ".join(lines)

@@ -360,6 +360,11 @@ CLI_CASES = {
     "yaml_syntax": (["--config-path={dir}", "--config-name=syntax"], "syntax.yaml, line 6, column 1"),
     "yaml_section_int": (["--config-path={dir}", "--config-name=section"],
                          "config section 'training' must be a mapping"),
+    # Hydra's own override errors: one line in evorl's words, status 2 (they were Hydra's lines and 1)
+    "group_with_a_config_name": (["--config-name=dqn_cartpole", "env=pendulum"],
+                                 "env= chooses a config group, which only the default config composes"),
+    "comma_values_without_m": (["training.learning_rate=1e-3,2e-3"],
+                               "a list is training.learning_rate=[1e-3,2e-3]"),
 }
 
 
