@@ -101,9 +101,8 @@ def stop_on_signals(workflow: Any, label: str | None = None):
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}
     _learn_started[:] = [True]
-    lost = pending_signal()
-    if lost is not None:
-        request_stop(signal.Signals[lost.signal], None)
+    if _pending:  # a signal before learn whose exception Python swallowed: stop at the first safe point
+        request_stop(signal.Signals[_pending.pop()], None)
     try:
         yield
     finally:
