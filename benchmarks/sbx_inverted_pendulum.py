@@ -37,7 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from sbx_offpolicy import run_child  # noqa: E402
+from sbx_offpolicy import learn_side_by_side, returns_summary  # noqa: E402
 CONFIG = "sac_gymnasium_inverted_pendulum"
 ENV = "InvertedPendulum-v5"
 EVAL_EPISODES = 10
@@ -116,11 +116,13 @@ def evorl_run(algo: str, lockstep: bool, seed: int, iterations: int | None) -> d
 
 
 # --- driver -------------------------------------------------------------------------------
-def run_side(args, side: str, seed: int, settings: dict) -> dict:
-    python = args.sbx_python if side == "sbx" else sys.executable
-    cmd = [python, __file__, "--algo", args.algo, "--one", side, "--seed", str(seed), "--settings", json.dumps(settings),
-           "--iterations", str(settings["num_iterations"])]
-    return {**run_child(cmd, f"{side} seed {seed}"), "side": side, "seed": seed}
+def side_command(args, settings: dict):
+    """``command(side, seed)``: one side's run of one seed, in a child process."""
+    def command(side: str, seed: int) -> list[str]:
+        python = args.sbx_python if side == "sbx" else sys.executable
+        return [python, __file__, "--algo", args.algo, "--one", side, "--seed", str(seed), "--settings",
+                json.dumps(settings), "--iterations", str(settings["num_iterations"])]
+    return command
 
 
 def main() -> None:
@@ -143,28 +145,17 @@ def main() -> None:
 
     settings = settings_of(args.algo, evorl_config(args.algo, lockstep=False, iterations=args.iterations))
     print(f"{args.algo} on {ENV}: {settings}; {os.cpu_count()} CPUs", flush=True)
-    rows = []
-    for seed in [int(x) for x in args.seeds.split(",") if x]:
-        for side in args.sides.split(","):
-            r = run_side(args, side, seed, settings)
-            rows.append(r)
-            print(f"{side} seed {seed}: return {r['eval_return']:.1f}, {r['steps']:,} env steps, "
-                  f"{r['gradient_steps']:,} gradient steps, {r['total_s']:.1f} s, load {r['load_before']} -> "
-                  f"{r['load_after']}", flush=True)
-            if args.json:
-                with open(args.json, "a") as f:
-                    f.write(json.dumps({"algo": args.algo, "env": ENV, "settings": settings, **r}) + "\n")
+    rows = learn_side_by_side([int(x) for x in args.seeds.split(",") if x], args.sides.split(","),
+                              side_command(args, settings), {"algo": args.algo, "env": ENV, "settings": settings},
+                              args.json)
     print(f"\n| side | seed | final greedy return ({EVAL_EPISODES} episodes) | training s (incl. compile) | "
           "load before -> after |\n|---|---:|---:|---:|---|")
     for r in rows:
         print(f"| {r['side']} | {r['seed']} | {r['eval_return']:.1f} | {r['total_s']:.1f} | "
               f"{r['load_before']} -> {r['load_after']} |")
     for side in args.sides.split(","):
-        returns = [r["eval_return"] for r in rows if r["side"] == side]
-        mean = sum(returns) / len(returns)
-        std = (sum((x - mean) ** 2 for x in returns) / len(returns)) ** 0.5
-        print(f"{side}: {mean:.1f} +- {std:.1f} over {len(returns)} seeds; >= 900 on "
-              f"{sum(x >= 900 for x in returns)}/{len(returns)}")
+        returns, summary = returns_summary(rows, side)
+        print(f"{summary}; >= 900 on {sum(x >= 900 for x in returns)}/{len(returns)}")
 
 
 if __name__ == "__main__":

@@ -312,6 +312,31 @@ def load() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
+def returns_summary(rows: list[dict], side: str) -> tuple[list[float], str]:
+    """``side``'s final returns over its rows and ``mean +- std over N seeds`` (population std)."""
+    returns = [r["eval_return"] for r in rows if r["side"] == side]
+    mean = sum(returns) / len(returns)
+    std = (sum((x - mean) ** 2 for x in returns) / len(returns)) ** 0.5
+    return returns, f"{side}: {mean:.1f} +- {std:.1f} over {len(returns)} seeds"
+
+
+def learn_side_by_side(seeds: list[int], sides: list[str], command, record: dict, json_path: str | None) -> list[dict]:
+    """Every seed's run of every side, each in its own process (``command(side, seed)``, see
+    :func:`run_child`), printed as it ends and appended to ``json_path`` (with ``record``)."""
+    rows = []
+    for seed in seeds:
+        for side in sides:
+            r = {**run_child(command(side, seed), f"{side} seed {seed}"), "side": side, "seed": seed}
+            rows.append(r)
+            print(f"{side} seed {seed}: return {r['eval_return']:.1f}, {r['steps']:,} env steps, "
+                  f"{r['gradient_steps']:,} gradient steps, {r['total_s']:.1f} s, load {r['load_before']} -> "
+                  f"{r['load_after']}", flush=True)
+            if json_path:
+                with open(json_path, "a") as f:
+                    f.write(json.dumps({**record, **r}) + "\n")
+    return rows
+
+
 def run_child(cmd: list[str], label: str) -> dict:
     """One side's run in its own process: the JSON of its last stdout line, with its wall time
     and the load average before and after."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -30,26 +31,44 @@ class Trajectory:
 
 @struct.dataclass
 class EpisodeStats:
-    """Sums over the episodes that ended during a rollout (summed, so they merge exactly)."""
+    """Sums over the episodes that ended during a rollout (summed, so they merge exactly), and
+    ``env_faults``: the env steps whose reward or observation was not finite although the
+    action taken was (the environment's fault, not the learner's; None where not counted)."""
 
     return_sum: jax.Array  # []
     length_sum: jax.Array  # []
     count: jax.Array  # []
+    env_faults: jax.Array | None = None  # []
 
     @classmethod
     def zeros(cls, like: jax.Array | None = None) -> "EpisodeStats":
         """Zero sums; with ``like`` (e.g. the per-env rewards) they vary across devices as it
         does under ``shard_map``, as the sums accumulated from it will."""
         z = jnp.zeros((), jnp.float32) if like is None else jnp.zeros_like(like, jnp.float32, shape=())
-        return cls(z, z, z)
+        return cls(z, z, z, z)
 
-    def add(self, env_state: EnvState) -> "EpisodeStats":
+    def add(self, env_state: EnvState, actions: jax.Array | None = None) -> "EpisodeStats":
+        """The sums after the step that returned ``env_state``, taken with ``actions [B, ...]``."""
         done = env_state.done.astype(jnp.float32)  # [B]
+        faults = self.env_faults
+        if faults is not None and actions is not None:
+            broken = ~(rows_finite(env_state.reward) & rows_finite(env_state.final_obs))  # [B]
+            faults = faults + jnp.sum((broken & rows_finite(actions)).astype(jnp.float32))
         return EpisodeStats(
             return_sum=self.return_sum + jnp.sum(done * env_state.episode_return),
             length_sum=self.length_sum + jnp.sum(done * env_state.episode_length),
             count=self.count + jnp.sum(done),
+            env_faults=faults,
         )
+
+
+def rows_finite(tree: Any) -> jax.Array:
+    """Per leading index ``b``, whether every floating-point entry of ``tree``'s leaves
+    ``[B, ...]`` at ``b`` is finite: bool ``[B]`` (integer leaves always are)."""
+    leaves = jax.tree.leaves(tree)
+    flags = [jnp.isfinite(x).reshape(x.shape[0], -1).all(axis=1) for x in leaves if jnp.issubdtype(x.dtype, jnp.inexact)]
+    ones = jnp.ones(leaves[0].shape[:1], bool)
+    return functools.reduce(jnp.logical_and, flags, ones)
 
 
 def reset_policy_state(policy_state: Any, starts: jax.Array, initial: Any) -> Any:
@@ -121,7 +140,7 @@ def rollout_with_policy_state(
             next_obs=next_state.final_obs,
             extras=extras,
         )
-        return (next_state, policy_state, stats.add(next_state)), transition
+        return (next_state, policy_state, stats.add(next_state, actions)), transition
 
     keys = jax.random.split(hardware.fast_key(key), rollout_length)  # same bits on every path (evorl.hardware)
     carry = (env_state, policy_state, EpisodeStats.zeros(like=env_state.reward))

@@ -91,6 +91,7 @@ class HostVectorEnv:
             raise RuntimeError(f"{type(self).__name__}.step before reset(seed): call reset first.")
         actions = self._check_actions(actions)
         next_obs, raw_reward, terminated, env_truncated = self._repeat_step(actions)
+        self._check_finite(actions, next_obs, raw_reward)
         episode_return, episode_length, truncated = episode_step(
             np, self._done, self._episode_return, self._episode_length, raw_reward, terminated, env_truncated,
             self.episode_length)
@@ -132,6 +133,19 @@ class HostVectorEnv:
         return self._replace(episode_length=int(episode_length))
 
     # --- internals -----------------------------------------------------------------------
+    def _check_finite(self, actions: np.ndarray, next_obs: np.ndarray, reward: np.ndarray) -> None:
+        """Raises ``FloatingPointError`` naming the first copy whose reward or observation is
+        not finite after a finite action (a non-finite action is the learner's, reported as
+        divergence)."""
+        broken = ~(np.isfinite(reward) & _rows_finite(next_obs)) & _rows_finite(actions)  # [B]
+        if broken.any():
+            i = int(np.flatnonzero(broken)[0])
+            raise FloatingPointError(
+                f"{self.env_name}: env copy {i} returned a non-finite reward or observation (reward {reward[i]}, "
+                f"{int(np.sum(~np.isfinite(next_obs[i])))} non-finite observation entries) for a finite action; "
+                f"{int(broken.sum())} of {self.num_envs} copies did this step. Fix the environment: its rewards and "
+                f"observations must be finite.")
+
     def _replace(self, **attributes) -> "HostVectorEnv":
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__, **attributes)
@@ -163,3 +177,11 @@ class HostVectorEnv:
             obs[alive], terminated[alive], truncated[alive] = o, te, tr
             reward[alive] += r
         return obs, reward, terminated, truncated
+
+
+def _rows_finite(x: np.ndarray) -> np.ndarray:
+    """Per leading index, whether every entry of ``x [B, ...]`` is finite (bool ``[B]``;
+    integer arrays always are)."""
+    if not np.issubdtype(x.dtype, np.inexact):
+        return np.ones(x.shape[:1], bool)
+    return np.isfinite(x.reshape(x.shape[0], -1)).all(axis=1)

@@ -48,6 +48,35 @@ class TrainingDiverged(RuntimeError):
         return TrainingDiverged(self.iteration, self.problems, hint)
 
 
+class EnvironmentNotFinite(TrainingDiverged):
+    """The environment returned a non-finite reward or observation for a finite action: its
+    fault, not the learner's (a smaller learning rate would not help)."""
+
+    def __init__(self, iteration: int, problems: str, hint: str = ""):
+        self.iteration, self.problems, self.hint = iteration, problems, hint
+        RuntimeError.__init__(
+            self, f"the environment returned a non-finite reward or observation by iteration {iteration}, for finite "
+                  f"actions: {problems}. Training stopped before checkpointing this state, so the newest checkpoint "
+                  f"is the last finite one. Fix the environment: its rewards and observations must be finite (a "
+                  f"smaller learning rate will not help).")
+
+    def with_hint(self, hint: str) -> "EnvironmentNotFinite":
+        return self  # no config key fixes an environment
+
+
+def check_environment(iteration: int, env_faults: np.ndarray | None, labels: list[str]) -> None:
+    """Raises :class:`EnvironmentNotFinite` if any agent's environments returned non-finite
+    values for finite actions (``env_faults[i]``: how many env steps did, None: not counted)."""
+    if env_faults is None:
+        return
+    counts = np.reshape(np.asarray(env_faults, np.float64), (len(labels),))
+    bad = np.flatnonzero(counts > 0)
+    if bad.size:
+        named = [f"{labels[i]}: {int(counts[i])} env steps" for i in bad[:MAX_NAMED_AGENTS]]
+        more = f"; and {bad.size - MAX_NAMED_AGENTS} more agents" if bad.size > MAX_NAMED_AGENTS else ""
+        raise EnvironmentNotFinite(iteration, f"{'; '.join(named)}{more}")
+
+
 def tree_all_finite(tree: Any) -> jax.Array:
     """Whether every floating-point leaf of ``tree`` is finite: a boolean ``[]`` on the device."""
     flags = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]

@@ -31,7 +31,8 @@ from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
 from evorl.workflows.execution import to_host
 from evorl.workflows.health import (
-    TrainingDiverged, all_frozen_problems, check_finite, frozen_message, nonfinite_metrics, tree_all_finite,
+    TrainingDiverged, all_frozen_problems, check_environment, check_finite, frozen_message, nonfinite_metrics,
+    tree_all_finite,
 )
 from evorl.workflows.on_policy import OnPolicyState
 from evorl.workflows.pbt import PBT
@@ -41,6 +42,8 @@ from evorl.workflows.rl_base import RLWorkflow
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
 #: chunk); every other training metric must be finite.
 EPISODE_METRICS = ("train/episode_return", "train/episode_length")
+#: Env steps whose reward or observation was not finite for a finite action (see EpisodeStats).
+ENV_FAULTS = "train/env_faults"
 
 
 class ChunkedWorkflow(RLWorkflow):
@@ -203,6 +206,7 @@ class ChunkedWorkflow(RLWorkflow):
         (:func:`chunk_health`) or training metrics (``train_metrics``, per agent) are not finite.
         A population whose executor freezes diverged agents instead reports each newly frozen
         agent once (one line on stderr) and raises only when every agent is frozen."""
+        check_environment(iteration, per_agent_metrics.get(ENV_FAULTS), self.agent_labels())
         bad_metrics = nonfinite_metrics(per_agent_metrics, self.num_agents, exempt=EPISODE_METRICS)
         params_finite = np.reshape(per_agent_metrics[NONFINITE_PARAMS], (self.num_agents,)) == 0
         alive = self.alive_agents()

@@ -145,11 +145,14 @@ def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, t
 
 
 def episode_metrics(episodes: EpisodeStats, axis_name: str | None) -> dict[str, M.Metric]:
-    """The sums over the episodes that ended, reduced over the device axis."""
+    """The sums over the episodes that ended (and the env steps the environment returned
+    non-finite values for, where counted), reduced over the device axis."""
+    faults = {} if episodes.env_faults is None else {"env_faults": M.Metric(episodes.env_faults, "sum")}
     return M.over_devices({
         "episode_return_sum": M.Metric(episodes.return_sum, "sum"),
         "episode_length_sum": M.Metric(episodes.length_sum, "sum"),
         "episode_count": M.Metric(episodes.count, "sum"),
+        **faults,
     }, axis_name)
 
 
