@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evorl.cli_args import allow_new_keys, check_config_name, hydra_settings, option_value, overrides_last
+from evorl.cli_args import (
+    allow_new_keys, check_config_name, check_resume_identity, hydra_settings, option_value, overrides_last, resume_config,
+    resume_elsewhere,
+)
 from evorl.cli_errors import (
     hydra_error_line, missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line,
 )
@@ -60,7 +63,10 @@ def train(cfg: Any) -> dict[str, float]:
             raise ConfigError(f"resume={str(resume).lower()}: resume takes the run folder to continue (resume=<its path>), "
                               f"not true or false.")
         if resume and isinstance(resume, str):
-            cfg = resume_config(resume, _hydra_overrides())
+            resumed = resume_config(resume, _hydra_overrides())
+            if hydra_dir is not None and Path(hydra_dir).resolve() != Path(resumed["resume"]).resolve():
+                raise ConfigError(resume_elsewhere(resumed["resume"], f"hydra.run.dir={hydra_dir}"))
+            cfg = resumed if _hydra_config_name() in (None, "config") else check_resume_identity(cfg, resumed)
         output_dir = cfg.get("output_dir") or hydra_dir
         _current_run["dir"] = cfg.get("resume") or output_dir
         result = run_experiment(cfg, output_dir=output_dir, defaults=False, label=_job_label(cfg))
@@ -150,23 +156,10 @@ def enable_compilation_cache() -> str | None:
     return path
 
 
-def resume_config(run_dir: str, overrides: list[str]) -> dict:
-    """The config saved in ``run_dir`` with the command-line ``overrides`` applied on top."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
+def _hydra_config_name() -> str | None:
+    from hydra.core.hydra_config import HydraConfig
 
-    from evorl.run_folder import load_run_config, run_folder_of
-
-    run_dir = str(run_folder_of(run_dir))  # resume=<run>/run.json: that run's folder
-    cfg = OmegaConf.create(load_run_config(run_dir))
-    for override in OverridesParser.create().parse_overrides(overrides):
-        key = override.key_or_group
-        if key.startswith("hydra.") or key in ("resume", "output_dir"):
-            continue
-        if override.is_delete() or override.is_sweep_override():
-            raise ConfigError(f"resume does not support the override {override.input_line!r}.")
-        OmegaConf.update(cfg, key, override.value(), force_add=True)
-    return {**plain_config(cfg), "resume": run_dir}
+    return HydraConfig.get().job.config_name if HydraConfig.initialized() else None
 
 
 def _hydra_overrides() -> list[str]:

@@ -1,12 +1,15 @@
 """What ``evorl-train`` does to its command line before Hydra reads it (see :mod:`evorl.cli`):
 plain ``key=value`` overrides may add keys, an unknown ``--config-name`` is one line, and the
-Hydra settings of a run folder without ``.hydra/`` or a log file."""
+Hydra settings of a run folder without ``.hydra/`` or a log file; and the config of
+``resume=<run>``: that run's own, this command's overrides on top."""
 
 from __future__ import annotations
 
 import re
 import sys
 
+from evorl.cli_errors import plain_config
+from evorl.config import ConfigError
 from evorl.config.groups import GROUPS, config_names
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
@@ -102,3 +105,53 @@ def hydra_settings(argv: list[str]) -> list[str]:
         if folder.is_dir() and resume[-1].lower() not in ("true", "false", "null"):  # else: the error, then no folder
             extra.append(f"hydra.run.dir={folder}")
     return extra
+
+
+def resume_config(run_dir: str, overrides: list[str]) -> dict:
+    """The config saved in ``run_dir`` with the command-line ``overrides`` applied on top."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from evorl.run_folder import load_run_config, run_folder_of
+
+    run_dir = str(run_folder_of(run_dir))  # resume=<run>/run.json: that run's folder
+    cfg = OmegaConf.create(load_run_config(run_dir))
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key == "output_dir":
+            raise ConfigError(resume_elsewhere(run_dir, f"output_dir={override.value()}"))
+        if key.startswith("hydra.") or key == "resume":
+            continue
+        if override.is_delete() or override.is_sweep_override():
+            raise ConfigError(f"resume does not support the override {override.input_line!r}.")
+        OmegaConf.update(cfg, key, override.value(), force_add=True)
+    return {**plain_config(cfg), "resume": run_dir}
+
+
+def resume_elsewhere(run_dir: str, setting: str) -> str:
+    """The error for a folder given beside ``resume=<run_dir>``."""
+    return (f"resume={run_dir} continues in that run's own folder: {setting} does not apply (to continue "
+            f"elsewhere, copy the folder and resume the copy).")
+
+
+#: What a run is: a resumed run keeps them, so a command that names others (``--config-name``)
+#: asked for another run.
+IDENTITY_KEYS = ("workflow_cls", "env.env_name", "env.env_type")
+
+
+def check_resume_identity(composed: dict, resumed: dict) -> dict:
+    """``resumed`` (:func:`resume_config`), if the config this command composed from its
+    ``--config-name`` (and overrides) names the same algorithm and env; otherwise the command
+    asked for another run than the one it resumes: a ConfigError naming the difference."""
+    def get(cfg: dict, dotted: str):
+        for part in dotted.split("."):
+            cfg = cfg.get(part) if isinstance(cfg, dict) else None
+        return cfg
+
+    differ = [f"{key}={get(composed, key)!r} (the run's: {get(resumed, key)!r})" for key in IDENTITY_KEYS
+              if get(composed, key) != get(resumed, key)]
+    if differ:
+        raise ConfigError(f"resume={resumed['resume']} continues that run's own config.yaml, but this command's config "
+                          f"names another run: {', '.join(differ)}. Drop --config-name and those overrides to resume "
+                          f"it, or leave out resume= to start the other run.")
+    return resumed

@@ -56,8 +56,8 @@ def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_pa
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["1", "2"]
 
     # resume=<run folder> takes the run's own config; num_iterations may grow
-    out = run(command("evorl-train") + [f"resume={run_dir}", "training.num_iterations=3",
-                                         f"hydra.run.dir={tmp_path / 'session2'}"], cwd=tmp_path, cache_dir=cache_dir)
+    out = run(command("evorl-train") + [f"resume={run_dir}", "training.num_iterations=3"], cwd=tmp_path,
+              cache_dir=cache_dir)
     assert f"resuming {run_dir} from iteration 2" in out and "[PPO] iter=3 " in out
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(line)["iteration"] for line in lines] == [1, 2, 3]

@@ -135,6 +135,31 @@ def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afres
     assert info["status"] == "interrupted" and f"process {pid} no longer running" in info["reason"]
 
 
+@pytest.mark.parametrize("folder_key", ["hydra.run.dir", "output_dir"])
+def test_resume_with_another_folder_is_refused_not_ignored(run_copy, tmp_path, folder_key):
+    elsewhere = tmp_path / "elsewhere"
+    line = assert_one_line(train([f"resume={run_copy}", f"{folder_key}={elsewhere}"], tmp_path),
+                           f"config error: resume={run_copy} continues in that run's own folder: {folder_key}=",
+                           "copy the folder and resume the copy")
+    assert str(elsewhere) in line and not elsewhere.exists()
+
+
+def test_resume_with_a_config_name_for_another_run_is_refused_not_ignored(run_copy, tmp_path):
+    """The run is PPO on gymnax CartPole-v1: --config-name sac_brax_inverted_pendulum asks for
+    another run; ppo_cartpole names the same one (compared by algorithm and env only)."""
+    line = assert_one_line(train(["--config-name", "sac_brax_inverted_pendulum", f"resume={run_copy}"], tmp_path),
+                           f"config error: resume={run_copy} continues that run's own config.yaml",
+                           "workflow_cls='evorl.workflows.SACWorkflow' (the run's: 'evorl.workflows.PPOWorkflow')",
+                           "env.env_name='inverted_pendulum' (the run's: 'CartPole-v1')", "Drop --config-name")
+    from evorl.cli_args import check_resume_identity
+
+    resumed = {"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
+               "seed": 3, "resume": str(run_copy)}
+    composed = {**resumed, "seed": 0}  # ppo_cartpole.yaml's identity; other keys come from the run
+    assert check_resume_identity(composed, resumed) is resumed
+    assert line
+
+
 @pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
 def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy, tmp_path):
     before = (run_copy / "config.yaml").read_bytes()
