@@ -41,8 +41,8 @@ from evorl.recorders import JsonlRecorder, check_recorder_packages, make_recorde
 from evorl.run_folder import (
     CONFIG_YAML, CURVE_PNG, METRICS_CSV, METRICS_JSONL, PBT_LINEAGE_JSONL, PBT_PNG, POPULATION_PNG, RUN_JSON,
     UNREADABLE_SUFFIX, NoSpaceLeft, RunFolderLock, UnreadableRunInfo, checkpoint_dir, finish_run_info, is_disk_full,
-    load_run_config, load_run_info, run_folder_of, settle_stale_run, start_run_info, truncate_records, write_yaml,
-    writing,
+    load_run_config, load_run_info, resume_argument, run_folder_of, settle_stale_run, start_run_info, truncate_records,
+    write_yaml, writing,
 )
 from evorl.stop_signals import stop_on_signals
 
@@ -230,7 +230,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             if getattr(workflow, "lineage", None) is not None:
                 closing.callback(workflow.lineage.close)
             closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
-            with stop_on_signals(workflow, label):
+            with stop_on_signals(workflow, label, on_stop_now=functools.partial(
+                    _record_stopped_at_once, run_dir, run_info, workflow) if files_dir is not None else None):
                 state = workflow.learn(state)
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
             final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
@@ -281,6 +282,13 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                     print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
                           flush=True)
     return ExperimentResult(workflow, state, final, run_dir, per_agent)
+
+
+def _record_stopped_at_once(run_dir: Path, run_info: dict, workflow: Any, signal_name: str) -> None:
+    """run.json's record of a run a second signal ended at once (the process then dies)."""
+    finish_run_info(run_dir, run_info, "interrupted", compile_seconds=workflow.compile_seconds,
+                    reason=f"{signal_name} sent twice: stopped at once, without checkpointing the current state; the "
+                           f"newest checkpoint is the last one saved whole: continue with {resume_argument(run_dir)}")
 
 
 def _take_over(run_dir: Path, lock: RunFolderLock | None, stale: str | None, unreadable: Exception | None,

@@ -17,10 +17,11 @@ imports JAX (about a second, the window in which a Ctrl-C was lost).
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 #: Signals that stop training at the next safe point (the end of the current compiled call).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -78,11 +79,12 @@ def pending_signal() -> StoppedOutsideTraining | None:
 
 
 @contextlib.contextmanager
-def stop_on_signals(workflow: Any, label: str | None = None):
+def stop_on_signals(workflow: Any, label: str | None = None, on_stop_now: Callable[[str], None] | None = None):
     """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current compiled call
     (a few seconds, :data:`~evorl.workflows.execution.CALL_SECONDS`; it evaluates the partial
     chunk, checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
-    (the signal's default action). A signal that came before ``learn`` and was lost
+    (the signal's default action), after ``on_stop_now(signal name)`` (e.g. run.json's record of
+    how the run ended; an error in it is ignored). A signal that came before ``learn`` and was lost
     (:func:`pending_signal`) asks it to stop at once. Only in the main thread of a
     single-process run: the processes of a multi-process run would stop at different chunks
     and wait for each other."""
@@ -92,9 +94,17 @@ def stop_on_signals(workflow: Any, label: str | None = None):
         yield
         return
 
-    def request_stop(signum, frame):
+    def stop_now(signum, frame):
         for s in STOP_SIGNALS:
             signal.signal(s, signal.SIG_DFL)
+        if on_stop_now is not None:
+            with contextlib.suppress(Exception):
+                on_stop_now(signal.Signals(signum).name)
+        os.kill(os.getpid(), signum)  # the default action: the process ends with the signal's status
+
+    def request_stop(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, stop_now)
         workflow.stop_requested = signal.Signals(signum).name
         print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current compiled call "
               f"of iterations, with a checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)

@@ -86,7 +86,10 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert proc.returncode == -signal.SIGTERM, proc.stdout + proc.stderr
     assert "first signal handled" in proc.stdout and "still running" not in proc.stdout
     assert "SIGTERM: stopping after the current compiled call" in proc.stderr
-    assert json.loads((tmp_path / "run.json").read_text())["status"] == "running"  # killed, not stopped
+    info = json.loads((tmp_path / "run.json").read_text())  # killed, not stopped, and run.json says so
+    assert info["status"] == "interrupted" and info["end_time"], info
+    assert info["reason"].startswith("SIGTERM sent twice: stopped at once, without checkpointing the current state")
+    assert info["reason"].endswith(f"continue with resume={tmp_path}"), info["reason"]
     # a stop after the chunk would have saved iteration 3 (the save of iteration 2 may have been
     # cut short too: orbax writes in the background, and a killed save leaves only a temporary folder)
     assert not [p.name for p in checkpoint_dir(tmp_path).iterdir() if p.name.startswith("3")]
