@@ -82,6 +82,10 @@ def import_env_package(env_type: str):
     import importlib
 
     extra, module = ENV_TYPE_PACKAGES[env_type]
+    if env_type in ("brax", "playground"):  # their physics, MuJoCo MJX, prints on import
+        from evorl.log_noise import import_mjx_quietly
+
+        import_mjx_quietly()
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:

@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.config.env import BRAX_BACKENDS
+from evorl.config.env import BRAX_BACKENDS, import_env_package
 from evorl.envs.env import strip_weak_types
 from evorl.envs.spaces import Box
 from evorl.envs.vec_env import VectorEnv
@@ -52,6 +52,7 @@ DEFAULT_EPISODE_LENGTH = 1000
 
 
 def brax_env_names() -> list[str]:
+    import_env_package("brax")  # quietly: MJX prints on import
     from brax import envs
 
     return sorted(name for name in envs._envs if name != "fast")  # "fast" is a test stub
@@ -101,6 +102,7 @@ class BraxEnv(VectorEnv):
         action_repeat: int = 1,
         **env_kwargs,
     ):
+        import_env_package("brax")
         from brax import envs
 
         self.env_name = resolve_brax_name(env_name)
