@@ -28,7 +28,8 @@ def build(**sections):
         ({"training": {"num_envs": 0}}, r"training.num_envs must be >= 1, got 0"),
         ({"agent": {"normalize_obs": "yes"}}, r"'agent.normalize_obs' = 'yes' has type str; expected bool"),
         ({"agent": {"actor_hidden_layer_sizes": [64, "x"]}}, r"actor_hidden_layer_sizes"),
-        ({"agent": {"clip_epsilon": 0.0}}, r"clip_epsilon must be > 0, got 0.0"),
+        ({"agent": {"clip_epsilon": 0.0}}, r"^agent.clip_epsilon must be > 0, got 0.0"),  # named as the config does
+        ({"agent": {"clip_epsilon": [0.2, 0.0]}}, r"^agent.clip_epsilon must be > 0, got 0.0"),  # a variant's too
         ({"agent": {"activation": "sigmoidal"}}, r"Unknown activation 'sigmoidal'; valid: tanh, relu"),
         ({"env": {"env_name": "CartPol-v1", "env_type": "gymnax"}}, r"Unknown gymnax env_name 'CartPol-v1'. Did you mean 'CartPole-v1'"),
         ({"env": {"env_name": "CartPole-v1", "env_type": "gym"}}, r"Unknown env.env_type 'gym'; valid: gymnax"),

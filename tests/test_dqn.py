@@ -273,9 +273,10 @@ def test_config_errors_name_the_key():
         DQNWorkflow.build_from_config(tiny(learning_starts=500))
     with pytest.raises(ConfigError, match="discrete action space"):
         DQNWorkflow.build_from_config({**tiny(), "env": {"env_name": "Pendulum-v1", "env_type": "gymnax"}})
-    with pytest.raises(ConfigError, match=r"epsilon_end=0.5 must be <= epsilon_start=0.2 \(a constant rate"):
+    with pytest.raises(ConfigError, match=r"^agent.epsilon_end=0.5 must be <= epsilon_start=0.2: epsilon decays from "
+                                          r"start to end \(a constant rate"):
         DQNWorkflow.build_from_config(tiny(agent={"epsilon_start": 0.2, "epsilon_end": 0.5}))
-    with pytest.raises(ConfigError, match=r"epsilon_end=0.5 must be <= epsilon_start=0.1"):  # any variant of a list
+    with pytest.raises(ConfigError, match=r"^agent.epsilon_end=0.5 must be <= epsilon_start=0.1"):  # any variant of a list
         DQNWorkflow.build_from_config(tiny(agent={"epsilon_start": [1.0, 0.1], "epsilon_end": 0.5}))
 
 

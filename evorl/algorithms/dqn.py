@@ -42,8 +42,8 @@ class DQNHParams:
         for name in ("epsilon_start", "epsilon_end"):
             require(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in [0, 1], got {getattr(self, name)}.")
         require(self.epsilon_end <= self.epsilon_start,
-                f"epsilon decays from epsilon_start to epsilon_end: epsilon_end={self.epsilon_end} must be <= "
-                f"epsilon_start={self.epsilon_start} (a constant rate: set both to it).")
+                f"epsilon_end={self.epsilon_end} must be <= epsilon_start={self.epsilon_start}: epsilon decays from "
+                f"start to end (a constant rate: set both to it).")
         require(self.epsilon_decay_steps > 0, f"epsilon_decay_steps must be > 0, got {self.epsilon_decay_steps}.")
         require(self.huber_delta is None or self.huber_delta > 0, f"huber_delta must be > 0 or null, got {self.huber_delta}.")
         return self

@@ -124,7 +124,7 @@ class ChunkedWorkflow(RLWorkflow):
             _, training = apply_variant(config.agent, config.training, variant)
             swept = {key.split(".", 1)[1]: value for key, value in variant.items()}
             hparams = None if defaults is None else \
-                dataclasses.replace(defaults, **{k: v for k, v in swept.items() if k in names}).validated()
+                self.checked_hparams(dataclasses.replace(defaults, **{k: v for k, v in swept.items() if k in names}))
             out.append((hparams, training.learning_rate))
         return out
 

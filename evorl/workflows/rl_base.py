@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -189,7 +190,21 @@ class RLWorkflow(Workflow):
         names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
         values = {name: getattr(agent_cfg, name) for name in names if hasattr(agent_cfg, name)}
         values.update({key: getattr(training, key) for key in cls.training_hparams})
-        return cls.hparams_cls(**values).validated()
+        return cls.checked_hparams(cls.hparams_cls(**values))
+
+    @classmethod
+    def checked_hparams(cls, hparams: Any) -> Any:
+        """``hparams.validated()``, its error naming the key as the config does
+        (``agent.target_noise must be >= 0``, ``training.tau ...``)."""
+        try:
+            return hparams.validated()
+        except ConfigError as e:
+            name = re.match(r"\w+", str(e))
+            fields = {f.name for f in dataclasses.fields(hparams)}
+            if name is None or name.group() not in fields:
+                raise
+            section = "training" if name.group() in cls.training_hparams else "agent"
+            raise ConfigError(f"{section}.{e}") from None
 
     @classmethod
     def keys_set_elsewhere(cls) -> dict[str, str]:
