@@ -5,7 +5,6 @@ optionally rendered."""
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 
@@ -32,7 +31,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def evaluate(args: argparse.Namespace) -> dict[str, float]:
     """Prints (and returns) the evaluation metrics; renders if asked."""
-    logging.getLogger("absl").setLevel(logging.WARNING)
+    from evorl.log_noise import quiet_third_party_logs
+
+    quiet_third_party_logs()  # absl's orbax lines, MJX's and brax's (evorl.log_noise)
     from evorl.checkpoint import CheckpointError
     from evorl.config import ConfigError
     from evorl.experiment import load_run
