@@ -41,11 +41,12 @@ class EpisodeStats:
     env_faults: jax.Array | None = None  # []
 
     @classmethod
-    def zeros(cls, like: jax.Array | None = None) -> "EpisodeStats":
-        """Zero sums; with ``like`` (e.g. the per-env rewards) they vary across devices as it
-        does under ``shard_map``, as the sums accumulated from it will."""
+    def zeros(cls, like: jax.Array | None = None, env_faults: bool = False) -> "EpisodeStats":
+        """Zero sums (counting ``env_faults`` too if asked); with ``like`` (e.g. the per-env
+        rewards) they vary across devices as it does under ``shard_map``, as the sums
+        accumulated from it will."""
         z = jnp.zeros((), jnp.float32) if like is None else jnp.zeros_like(like, jnp.float32, shape=())
-        return cls(z, z, z, z)
+        return cls(z, z, z, z if env_faults else None)
 
     def add(self, env_state: EnvState, actions: jax.Array | None = None) -> "EpisodeStats":
         """The sums after the step that returned ``env_state``, taken with ``actions [B, ...]``."""
@@ -143,6 +144,6 @@ def rollout_with_policy_state(
         return (next_state, policy_state, stats.add(next_state, actions)), transition
 
     keys = jax.random.split(hardware.fast_key(key), rollout_length)  # same bits on every path (evorl.hardware)
-    carry = (env_state, policy_state, EpisodeStats.zeros(like=env_state.reward))
+    carry = (env_state, policy_state, EpisodeStats.zeros(like=env_state.reward, env_faults=True))
     (env_state, policy_state, stats), trajectory = lax.scan(step, carry, keys)
     return env_state, policy_state, trajectory, stats

@@ -28,10 +28,10 @@ def env_state(reward, final_obs) -> EnvState:
 def test_episode_stats_count_env_steps_non_finite_for_finite_actions_only():
     state = env_state([np.nan, 1.0, 1.0, np.inf, np.nan], [[0, 0], [0, np.nan], [0, 0], [0, 0], [0, 0]])
     actions = jnp.asarray([[0.1], [0.2], [0.3], [0.4], [np.nan]])  # the last one: the learner's NaN, not the env's
-    stats = EpisodeStats.zeros().add(state, actions)
+    stats = EpisodeStats.zeros(env_faults=True).add(state, actions)
     assert float(stats.env_faults) == 3.0  # env 0 (reward), 1 (observation), 3 (reward); not 2 (finite), not 4
     assert float(stats.add(state, jnp.zeros(5, jnp.int32)).env_faults) == 7.0  # discrete actions are always finite
-    assert EpisodeStats(*(jnp.zeros(()),) * 3).add(state, actions).env_faults is None  # not counted: stays None
+    assert EpisodeStats.zeros().add(state, actions).env_faults is None  # not counted: stays None (PBT's sums)
 
 
 class NanRewardsAfter:
@@ -43,12 +43,17 @@ class NanRewardsAfter:
     def __getattr__(self, name):
         return getattr(self._env, name)
 
+    def with_num_envs(self, num_envs):  # the actor-learner's actors step their own slices
+        return NanRewardsAfter(self._env.with_num_envs(num_envs))
+
     def step(self, state, actions):
         s = self._env.step(state, actions)
         return s.replace(reward=jnp.where(s.episode_length >= NAN_FROM_STEP, jnp.nan, s.reward))
 
 
-def test_a_jax_env_returning_nan_rewards_is_named_not_the_learning_rate(tiny_cfg, tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["fused", "async"])
+def test_a_jax_env_returning_nan_rewards_is_named_not_the_learning_rate(tiny_cfg, tmp_path, monkeypatch, mode):
+    tiny_cfg["runner"] = {"mode": mode}  # async: the actor-learner, its actors stepping the JAX env
     real = rl_base.create_env
     monkeypatch.setattr(rl_base, "create_env", lambda *a, **k: NanRewardsAfter(real(*a, **k)))
     with pytest.raises(EnvironmentNotFinite) as info:

@@ -172,7 +172,7 @@ def test_impala_evolves_its_v_trace_hyperparameters():
     ({"hyperparameters": {"training.num_minibatches": [1, 4]}}, "'training.num_minibatches' cannot evolve"),
     ({"hyperparameters": {"agent.clip_epsilonn": [0.1, 0.2]}}, "Did you mean 'agent.clip_epsilon'"),
     ({"hyperparameters": {"agent.clip_epsilon": [-0.1, 0.2]}},
-     "bound -0.1 is not a valid value: clip_epsilon must be > 0"),
+     "bound -0.1 is not a valid value: agent.clip_epsilon must be > 0"),
     ({"hyperparameters": {"agent.clip_epsilon": [0.3, 0.5]}}, "initial value agent.clip_epsilon=0.2 lies outside"),
     ({"hyperparameters": {"agent.target_kl": [0.01, 0.1]}}, "agent.target_kl is null"),
     ({"hyperparameters": {"training.learning_rate": [0, 0.1]}}, "log-uniformly, its bounds must be > 0"),

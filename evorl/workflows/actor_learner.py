@@ -357,7 +357,8 @@ class ActorLearnerExecutor:
                 time.sleep(self.runner.learner_delay_seconds)
             busy = time.monotonic()
             trajectories = tuple(jax.device_put(item.trajectory, self._batch_sharding) for item in items)
-            episodes = jax.tree.map(lambda *xs: np.float32(sum(xs)), *(item.episodes for item in items))
+            episodes = jax.tree.map(lambda *xs: np.float32(sum(xs)),  # (env_faults: checked on the host, below)
+                                    *(item.episodes.replace(env_faults=None) for item in items))
             if totals is None:
                 totals = self._zero_totals(state, trajectories)
             state, totals, alive = self._step(state, totals, alive, trajectories, episodes)
@@ -383,6 +384,8 @@ class ActorLearnerExecutor:
         metrics = M.per_iteration(to_host(totals), done)
         for field in ("return_sum", "length_sum", "count"):  # summed over the rollouts, as the fused runner sums
             metrics[f"episode_{field}"] = np.asarray(sum(getattr(e, field) for e in log.episodes), np.float64)
+        if log.episodes[0].env_faults is not None:  # a JAX env's rollouts count them (evorl.rollout.EpisodeStats)
+            metrics["env_faults"] = np.asarray(sum(e.env_faults for e in log.episodes), np.float64)
         self._host_metrics = log.actor_metrics(self._actors, actor_counters, time.monotonic() - chunk_start, done,
                                                self.runner.queue_size,
                                                self.num_agents * self.training.env_steps_per_iteration)

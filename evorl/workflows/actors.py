@@ -253,8 +253,7 @@ class Actor(threading.Thread):
             self.wait_seconds += acting - start
             self.key, rollout_key = self.split(self.key)
             trajectory, episodes = self.act(local[0], rollout_key)
-            episodes = EpisodeStats(*(np.asarray(x, np.float64)  # [] ([N] for a population) on the host
-                                      for x in (episodes.return_sum, episodes.length_sum, episodes.count)))
+            episodes = jax.tree.map(lambda x: np.asarray(x, np.float64), episodes)  # [] ([N]) on the host
             jax.block_until_ready(trajectory)
             done = time.monotonic()
             self.busy_seconds += done - acting

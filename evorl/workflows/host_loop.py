@@ -258,6 +258,7 @@ class ChunkedWorkflow(RLWorkflow):
         return self.run_iterations(state, 1)
 
     def _aggregate(self, metrics: dict) -> dict[str, float]:
+        metrics = {k: v for k, v in metrics.items() if k != ENV_FAULTS}  # checked (check_health), not logged
         if not self.population:
             return {k: float(v) for k, v in metrics.items()}
         self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
