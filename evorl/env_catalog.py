@@ -219,9 +219,9 @@ SUITE_LEFT_OUT = {
 
 
 def suite_listing(env_type: str) -> EnvListing:
-    from evorl.config.env import ENV_TYPE_PACKAGES
+    from evorl.config.env import ENV_TYPE_SPECS
 
-    extra, module = ENV_TYPE_PACKAGES[env_type]
+    extra, module = ENV_TYPE_SPECS[env_type].package
     if not installed(module.split(".")[0]):
         return EnvListing(env_type, missing=install_text(extra))
     module_name, function_name = SUITE_ENV_NAMES[env_type]

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.envs.env import EnvState
-from evorl.rollout import EpisodeStats, Trajectory, reset_policy_state
+from evorl.rollout import EpisodeStats, Trajectory, feed_forward_only, reset_policy_state
 
 class PolicyStep:
     """The jitted policy side of one rollout step of :func:`host_rollout_with_policy_state`:
@@ -104,40 +104,23 @@ def _buffer(rollout_length: int, like: np.ndarray) -> np.ndarray:
     return np.empty((rollout_length,) + like.shape, like.dtype)  # [T, *like.shape]
 
 
-def host_rollout(
-    env,
-    agent,
-    agent_state,
-    env_state: EnvState,
-    key: jax.Array,
-    rollout_length: int,
-    env_ids: np.ndarray | None = None,
-    act: PolicyStep | None = None,
-) -> tuple[EnvState, Trajectory, EpisodeStats]:
+def host_rollout(env, agent, agent_state, env_state: EnvState, key: jax.Array, rollout_length: int,
+                 env_ids: np.ndarray | None = None, act: PolicyStep | None = None,
+                 ) -> tuple[EnvState, Trajectory, EpisodeStats]:
     """Acts ``rollout_length`` steps of the host env ``env`` with a feed-forward
     ``agent.policy_step``: :func:`host_rollout_with_policy_state` without a policy state.
     Returns ``(env_state, trajectory [T, B, ...], episode_stats)`` as NumPy arrays, with the
     meaning of :func:`evorl.rollout.rollout`'s. A recurrent agent's state must outlive the
     rollout: :func:`host_rollout_with_policy_state`."""
-    if agent.recurrent:
-        raise TypeError(f"host_rollout: {type(agent).__name__} is recurrent; use host_rollout_with_policy_state, "
-                        f"which carries its policy state from one rollout to the next.")
+    feed_forward_only(agent, "host_rollout")
     env_state, _, trajectory, stats = host_rollout_with_policy_state(
         env, agent, agent_state, env_state, None, key, rollout_length, env_ids, act)
     return env_state, trajectory, stats
 
 
-def host_rollout_with_policy_state(
-    env,
-    agent,
-    agent_state,
-    env_state: EnvState,
-    policy_state: Any,
-    key: jax.Array,
-    rollout_length: int,
-    env_ids: np.ndarray | None = None,
-    act: PolicyStep | None = None,
-) -> tuple[EnvState, Any, Trajectory, EpisodeStats]:
+def host_rollout_with_policy_state(env, agent, agent_state, env_state: EnvState, policy_state: Any, key: jax.Array,
+                                   rollout_length: int, env_ids: np.ndarray | None = None,
+                                   act: PolicyStep | None = None) -> tuple[EnvState, Any, Trajectory, EpisodeStats]:
     """Acts ``rollout_length`` steps of the host env ``env`` with ``agent.policy_step``.
 
     ``env_state`` is the state ``env`` last returned (``reset`` or ``step``); ``policy_state``

@@ -80,15 +80,16 @@ def reset_policy_state(policy_state: Any, starts: jax.Array, initial: Any) -> An
     return jax.tree.map(reset, policy_state, initial)
 
 
-def rollout(
-    env,
-    agent,
-    agent_state,
-    env_state: EnvState,
-    key: jax.Array,
-    rollout_length: int,
-    env_ids: jax.Array | None = None,
-):
+def feed_forward_only(agent, rollout_name: str) -> None:
+    """Refuses a recurrent ``agent`` in ``rollout_name`` (which drops the policy state at its
+    end): its state must outlive the rollout, in ``{rollout_name}_with_policy_state``."""
+    if agent.recurrent:
+        raise TypeError(f"{rollout_name}: {type(agent).__name__} is recurrent; use {rollout_name}_with_policy_state, "
+                        f"which carries its policy state from one rollout to the next.")
+
+
+def rollout(env, agent, agent_state, env_state: EnvState, key: jax.Array, rollout_length: int,
+            env_ids: jax.Array | None = None):
     """Acts ``rollout_length`` steps with ``agent.compute_actions`` (sampled actions).
 
     Environment ``i`` samples its action at step ``t`` with ``fold_in(key_t, env_ids[i])``,
@@ -97,24 +98,14 @@ def rollout(
     Returns ``(env_state, trajectory [T, B, ...], episode_stats)``. A recurrent agent's state
     must outlive the rollout: :func:`rollout_with_policy_state`.
     """
-    if agent.recurrent:
-        raise TypeError(f"rollout: {type(agent).__name__} is recurrent; use rollout_with_policy_state, which carries "
-                        f"its policy state from one rollout to the next.")
+    feed_forward_only(agent, "rollout")
     env_state, _, trajectory, stats = rollout_with_policy_state(
         env, agent, agent_state, env_state, None, key, rollout_length, env_ids)
     return env_state, trajectory, stats
 
 
-def rollout_with_policy_state(
-    env,
-    agent,
-    agent_state,
-    env_state: EnvState,
-    policy_state: Any,
-    key: jax.Array,
-    rollout_length: int,
-    env_ids: jax.Array | None = None,
-):
+def rollout_with_policy_state(env, agent, agent_state, env_state: EnvState, policy_state: Any, key: jax.Array,
+                              rollout_length: int, env_ids: jax.Array | None = None):
     """:func:`rollout` for any agent: ``agent.policy_step`` acts with ``policy_state`` (leaves
     ``[B, ...]``; None for a feed-forward agent), which is reset to
     ``agent.initial_policy_state`` where an episode starts; a recurrent agent stores the state

@@ -266,8 +266,6 @@ class CEMRLWorkflow(PopulationRLWorkflow):
     """CEM-RL (see the module docstring): one agent, a population of actors inside it."""
 
     label = "CEM-RL"
-    section = "cemrl"
-    section_cls = CEMRLConfig
     experiment_config_cls = CEMRLExperimentConfig
     init_state = staticmethod(init_cemrl_state)
     generation_builder = staticmethod(make_generation)

@@ -307,8 +307,6 @@ class ERLWorkflow(PopulationRLWorkflow):
     """ERL (see the module docstring): one agent, a genetic population and a TD3 learner inside it."""
 
     label = "ERL"
-    section = "erl"
-    section_cls = ERLConfig
     experiment_config_cls = ERLExperimentConfig
     init_state = staticmethod(init_erl_state)
     generation_builder = staticmethod(make_generation)

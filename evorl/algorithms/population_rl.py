@@ -30,6 +30,7 @@ buffer, the critic and the Adam states are in the state, so a resumed run contin
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -257,11 +258,12 @@ class PopulationRLTrainingConfig:
 class PopulationRLWorkflow(ChunkedWorkflow):
     """An evolution-guided algorithm on the shared host loop (module docstring)."""
 
-    #: The config section's name and dataclass.
+    #: The run's config dataclass: an :class:`~evorl.workflows.rl_base.ExperimentConfig` with
+    #: one more field, the algorithm's section (``erl: ERLConfig = ERLConfig()``).
+    experiment_config_cls: ClassVar[type]
+    #: That section's name and dataclass (derived from ``experiment_config_cls``).
     section: ClassVar[str]
     section_cls: ClassVar[type]
-    #: The run's config dataclass, an :class:`~evorl.workflows.rl_base.ExperimentConfig` with the section.
-    experiment_config_cls: ClassVar[type]
     #: ``init_state(env, agent, optimizer, cfg, hparams, key) -> state``.
     init_state: ClassVar[Any]
     #: ``generation_builder(env, agent, optimizer, cfg) -> generation(state) -> (state, metrics)``.
@@ -274,6 +276,13 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     training_hparams = ("gamma",)
     section_hparams = ("tau",)
     training_defaults = {"learning_rate": 1e-3, "gamma": 0.99}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "experiment_config_cls" in vars(cls):
+            (section,) = (f for f in dataclasses.fields(cls.experiment_config_cls)
+                          if f.name not in ExperimentConfig.__dataclass_fields__)
+            cls.section, cls.section_cls = section.name, type(section.default)
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         self.variants, self.num_agents = [{}], 1

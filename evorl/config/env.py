@@ -11,36 +11,44 @@ from typing import Any
 from evorl.config.atari import atari_options
 from evorl.config.errors import ConfigError, require
 
-ENV_TYPES = ("gymnax", "brax", "gymnasium", "envpool", "playground", "craftax", "jumanji", "xminigrid")
-#: Env types whose environments are stepped on the host (Python), not in compiled programs.
-HOST_ENV_TYPES = ("gymnasium", "envpool")
 #: The Atari preprocessing keys (see :class:`evorl.config.atari.AtariOptions`); None = the
 #: Atari default, and an error when set for an env that is not Atari.
 ATARI_KEYS = (
     "noop_max", "frame_skip", "screen_size", "grayscale", "frame_stack", "clip_rewards",
     "repeat_action_probability", "terminal_on_life_loss", "fire_reset",
 )
-#: Config keys only some env types understand (``VectorEnv``'s own keys apply to all);
-#: a key may belong to several types.
-ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {
-    "gymnax": (),
-    "brax": ("backend",),
-    "gymnasium": ATARI_KEYS + ("kwargs", "vectorization"),
-    "envpool": ATARI_KEYS + ("kwargs",),
-    "playground": ("impl", "obs_fields", "menagerie_path"),
-    "craftax": (),
-    "jumanji": ("obs_fields",),
-    "xminigrid": (),
+
+
+@dataclass(frozen=True)
+class EnvType:
+    """What one ``env.env_type`` is, declared once: its adapter class (``module.Class`` under
+    :mod:`evorl.envs`), the config keys only it understands (``VectorEnv``'s own keys apply to
+    all; a key may belong to several types), the pip extra and module it needs (None: a core
+    dependency), and whether its environments step on the host (Python), not in compiled programs."""
+
+    adapter: str
+    keys: tuple[str, ...] = ()
+    package: tuple[str, str] | None = None
+    on_host: bool = False
+
+
+#: Every env type, by its ``env.env_type`` name.
+ENV_TYPE_SPECS: dict[str, EnvType] = {
+    "gymnax": EnvType("gymnax_env.GymnaxEnv"),
+    "brax": EnvType("brax_env.BraxEnv", ("backend",), ("brax", "brax")),
+    "gymnasium": EnvType("gymnasium_env.GymnasiumEnv", ATARI_KEYS + ("kwargs", "vectorization"), on_host=True),
+    "envpool": EnvType("envpool_env.EnvpoolEnv", ATARI_KEYS + ("kwargs",), ("envpool", "envpool"), on_host=True),
+    "playground": EnvType("playground_env.PlaygroundEnv", ("impl", "obs_fields", "menagerie_path"),
+                          ("playground", "mujoco_playground")),
+    "craftax": EnvType("craftax_env.CraftaxEnv", (), ("craftax", "craftax.craftax_env")),
+    "jumanji": EnvType("jumanji_env.JumanjiEnv", ("obs_fields",), ("jumanji", "jumanji")),
+    "xminigrid": EnvType("xminigrid_env.XMinigridEnv", (), ("xminigrid", "xminigrid")),
 }
-#: The pip extra (``pip install -e ".[EXTRA]"``) and the module each optional env type needs.
-ENV_TYPE_PACKAGES: dict[str, tuple[str, str]] = {
-    "brax": ("brax", "brax"),
-    "envpool": ("envpool", "envpool"),
-    "playground": ("playground", "mujoco_playground"),
-    "craftax": ("craftax", "craftax.craftax_env"),
-    "jumanji": ("jumanji", "jumanji"),
-    "xminigrid": ("xminigrid", "xminigrid"),
-}
+ENV_TYPES = tuple(ENV_TYPE_SPECS)
+#: Env types whose environments are stepped on the host (Python), not in compiled programs.
+HOST_ENV_TYPES = tuple(name for name, spec in ENV_TYPE_SPECS.items() if spec.on_host)
+#: Config keys only some env types understand, by env type.
+ENV_TYPE_KEYS: dict[str, tuple[str, ...]] = {name: spec.keys for name, spec in ENV_TYPE_SPECS.items()}
 #: gymnasium's ``env.vectorization`` (see :mod:`evorl.envs.gymnasium_vector`).
 VECTORIZATION_MODES = ("auto", "vector_entry_point", "none")
 #: brax's physics backends (``env.backend``; see :mod:`evorl.envs.brax_env`).
@@ -81,7 +89,7 @@ def import_env_package(env_type: str):
     the pip extra that installs it."""
     import importlib
 
-    extra, module = ENV_TYPE_PACKAGES[env_type]
+    extra, module = ENV_TYPE_SPECS[env_type].package
     if env_type in ("brax", "playground"):  # their physics, MuJoCo MJX, prints on import
         from evorl.log_noise import import_mjx_quietly
 

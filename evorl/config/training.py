@@ -14,9 +14,10 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
-    """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
-    steps, then takes ``num_epochs x num_minibatches`` gradient steps on them."""
+class LoopConfig:
+    """The ``training:`` keys every RL section shares (:class:`TrainingConfig`,
+    :class:`OffPolicyTrainingConfig`): the iterations of ``num_envs x rollout_length`` env
+    steps, the optimiser's step, evaluation and the agents side by side."""
 
     #: Training iterations, each of num_envs x rollout_length env steps.
     num_iterations: int = 100
@@ -28,43 +29,30 @@ class TrainingConfig:
     learning_rate: float = 2.5e-4
     #: Decay the learning rate linearly to 0 over ``num_iterations``.
     anneal_lr: bool = True
-    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
-    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
-    optimizer: str = "adam"
-    #: The optimiser's epsilon (Adam's or RMSprop's, added to the root of the second moment).
+    #: The optimiser's epsilon (added to the root of the second moment).
     adam_eps: float = 1e-5
     #: Clip the gradient's global norm to this (null: no clipping).
     max_grad_norm: float | None = 0.5
     #: Discount factor.
     gamma: float = 0.99
-    #: GAE's lambda (IMPALA: V-trace's lambda; 1 gives n-step returns).
-    gae_lambda: float = 0.95
-    #: Passes over each iteration's rollout.
-    num_epochs: int = 4
-    #: Minibatches per epoch (must divide num_envs x rollout_length).
-    num_minibatches: int = 4
     #: Iterations between evaluations and log lines; each interval is one compiled call.
     eval_interval: int = 10
     #: Episodes per evaluation.
     eval_episodes: int = 16
-    #: Evaluate with the policy's most likely action (greedy); false: with sampled actions, as
-    #: it acts in training (an undertrained Atari policy's argmax often repeats one action).
-    eval_deterministic: bool = True
     #: Independent agents trained side by side in one program (vmapped), each its own seed.
     num_seeds: int = 1
-    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one "update" of
-    #: lag = one iteration's ``num_epochs x num_minibatches`` gradient steps): simulates
-    #: IMPALA's decoupled actors on one machine. 0 acts with the current parameters.
+    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (one iteration's
+    #: gradient steps of lag each): IMPALA's decoupled actors, and the actor-learner's policy
+    #: lag, reproduced on one machine. 0 acts with the current parameters.
     actor_lag: int = 0
     #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``).
     #: Shorter training episodes give more episode starts per step of data; the cut is a
-    #: truncation, so returns are bootstrapped from the value there and the learning target
-    #: is unchanged. Evaluation always plays full ``env.episode_length`` episodes.
+    #: truncation, so returns are bootstrapped from the final observation and the learning
+    #: target is unchanged. Evaluation always plays full ``env.episode_length`` episodes.
     train_episode_length: int | None = None
 
-    def validate(self, where: str) -> None:
-        for key in ("num_iterations", "rollout_length", "num_envs", "num_epochs", "num_minibatches",
-                    "eval_interval", "eval_episodes", "num_seeds"):
+    def validate(self, where: str = "training") -> None:
+        for key in ("num_iterations", "rollout_length", "num_envs", "eval_interval", "eval_episodes", "num_seeds"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
         require(self.env_steps_per_iteration <= INT32_MAX,
                 f"{where}.num_envs x {where}.rollout_length = {self.num_envs} x {self.rollout_length} = "
@@ -74,13 +62,10 @@ class TrainingConfig:
         require(self.train_episode_length is None or self.train_episode_length >= 1,
                 f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
-        require(self.optimizer in OPTIMIZERS,
-                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
         require(self.max_grad_norm is None or self.max_grad_norm > 0,
                 f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
         require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
-        require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -88,27 +73,44 @@ class TrainingConfig:
 
 
 @dataclass(frozen=True)
-class OffPolicyTrainingConfig:
+class TrainingConfig(LoopConfig):
+    """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
+    steps, then takes ``num_epochs x num_minibatches`` gradient steps on them."""
+
+    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
+    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
+    optimizer: str = "adam"
+    #: GAE's lambda (IMPALA: V-trace's lambda; 1 gives n-step returns).
+    gae_lambda: float = 0.95
+    #: Passes over each iteration's rollout.
+    num_epochs: int = 4
+    #: Minibatches per epoch (must divide num_envs x rollout_length).
+    num_minibatches: int = 4
+    #: Evaluate with the policy's most likely action (greedy); false: with sampled actions, as
+    #: it acts in training (an undertrained Atari policy's argmax often repeats one action).
+    eval_deterministic: bool = True
+
+    def validate(self, where: str = "training") -> None:
+        super().validate(where)
+        for key in ("num_epochs", "num_minibatches"):
+            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
+        require(self.optimizer in OPTIMIZERS,
+                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
+        require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
+
+
+@dataclass(frozen=True)
+class OffPolicyTrainingConfig(LoopConfig):
     """The ``training:`` section of an off-policy run: one iteration collects ``num_envs x
     rollout_length`` env steps into the replay buffer, then takes ``num_updates`` gradient
-    steps on minibatches sampled from it."""
+    steps on minibatches sampled from it (Adam; evaluation is greedy)."""
 
-    #: Training iterations, each of num_envs x rollout_length env steps.
     num_iterations: int = 1000
-    #: Env steps per environment per iteration (the T of the [T, B] rollout).
     rollout_length: int = 1
-    #: Environments stepped side by side (the B of the [T, B] rollout).
     num_envs: int = 8
-    #: Adam's step size (a list trains one agent per value).
-    learning_rate: float = 2.5e-4
-    #: Decay the learning rate linearly to 0 over ``num_iterations``.
     anneal_lr: bool = False
-    #: Adam's epsilon.
     adam_eps: float = 1e-8
-    #: Clip the gradient's global norm to this (null: no clipping).
     max_grad_norm: float | None = 10.0
-    #: Discount factor.
-    gamma: float = 0.99
     #: Steps per transition: the target sums up to n discounted rewards, then bootstraps.
     n_step: int = 1
     #: Transitions the replay buffer holds (per agent; a multiple of ``num_envs``: one row per
@@ -126,25 +128,12 @@ class OffPolicyTrainingConfig:
     target_update_period: int = 1
     #: Polyak coefficient of a target update (1: copy the online parameters).
     tau: float = 1.0
-    #: Iterations between evaluations and log lines.
-    eval_interval: int = 10
-    #: Greedy episodes per evaluation.
-    eval_episodes: int = 16
-    #: Independent agents trained side by side in one program (vmapped), each its own seed.
-    num_seeds: int = 1
-    #: Time limit of the training episodes, in agent steps (null: ``env.episode_length``); the
-    #: cut is a truncation, bootstrapped from the final observation.
-    train_episode_length: int | None = None
-    #: The rollout acts with the parameters of ``actor_lag`` iterations ago (``actor_lag x
-    #: num_updates`` gradient steps): the actor-learner's policy lag, reproduced in the fused
-    #: runner. 0 acts with the current parameters.
-    actor_lag: int = 0
 
     def validate(self, where: str = "training") -> None:
-        for key in ("num_iterations", "rollout_length", "num_envs", "n_step", "buffer_size", "batch_size",
-                    "num_updates", "target_update_period", "eval_interval", "eval_episodes", "num_seeds"):
+        super().validate(where)
+        for key in ("n_step", "buffer_size", "batch_size", "num_updates", "target_update_period"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        for key in ("learning_starts", "warmup_steps", "actor_lag"):
+        for key in ("learning_starts", "warmup_steps"):
             require(getattr(self, key) >= 0, f"{where}.{key} must be >= 0, got {getattr(self, key)}.")
         require(self.buffer_size >= self.env_steps_per_iteration,
                 f"{where}.buffer_size={self.buffer_size} must hold one iteration's transitions, num_envs x "
@@ -164,13 +153,6 @@ class OffPolicyTrainingConfig:
                 f"window stays inside one rollout (evorl.replay.n_step_transitions), so n_step can be at most "
                 f"rollout_length.")
         require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
-        require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
-        require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
-        require(self.max_grad_norm is None or self.max_grad_norm > 0,
-                f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
-        require(0.0 <= self.gamma <= 1.0, f"{where}.gamma must be in [0, 1], got {self.gamma}.")
-        require(self.train_episode_length is None or self.train_episode_length >= 1,
-                f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
 
     def run_length_notes(self, where: str = "training") -> list[str]:
         """What this run's length leaves undone (no gradient step, no action of the policy):
@@ -183,7 +165,3 @@ class OffPolicyTrainingConfig:
             notes.append(f"{where}.warmup_steps={self.warmup_steps} covers the run's {steps} env steps per agent: "
                          f"every action is random.")
         return notes
-
-    @property
-    def env_steps_per_iteration(self) -> int:
-        return self.num_envs * self.rollout_length

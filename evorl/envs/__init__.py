@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evorl.config import ConfigError
-from evorl.config.env import ENV_TYPE_KEYS, ENV_TYPES, EnvConfig, check_env_type_keys
+from evorl.config.env import ENV_TYPE_KEYS, ENV_TYPE_SPECS, ENV_TYPES, EnvConfig, check_env_type_keys
 from evorl.envs.env import EnvState
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete, Space
@@ -16,19 +16,6 @@ from evorl.envs.vec_env import VectorEnv
 __all__ = [
     "Box", "Discrete", "EnvState", "HostVectorEnv", "Space", "VectorEnv", "create_env", "EnvConfig", "ENV_TYPES", "ENV_TYPE_KEYS",
 ]
-
-
-#: The adapter class of each env type: ``(module under evorl.envs, class)``.
-ENV_TYPE_CLASSES: dict[str, tuple[str, str]] = {
-    "gymnax": ("gymnax_env", "GymnaxEnv"),
-    "brax": ("brax_env", "BraxEnv"),
-    "gymnasium": ("gymnasium_env", "GymnasiumEnv"),
-    "envpool": ("envpool_env", "EnvpoolEnv"),
-    "playground": ("playground_env", "PlaygroundEnv"),
-    "craftax": ("craftax_env", "CraftaxEnv"),
-    "jumanji": ("jumanji_env", "JumanjiEnv"),
-    "xminigrid": ("xminigrid_env", "XMinigridEnv"),
-}
 
 
 def _as_dict(env_cfg: Any) -> dict:
@@ -59,7 +46,7 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
             ``backend``, gymnasium's and envpool's Atari keys and ``kwargs``, playground's and
             jumanji's ``obs_fields``); other keys are passed to the backend's constructor.
             ``gymnasium`` and ``envpool`` give a :class:`HostVectorEnv`, every other type
-            (``ENV_TYPE_CLASSES``) a JAX :class:`VectorEnv` (``env.on_host`` tells them apart).
+            (``ENV_TYPE_SPECS``) a JAX :class:`VectorEnv` (``env.on_host`` tells them apart).
         episode_length: time limit in steps (episodes end ``truncated`` there); ``None``
             keeps the environment's own limit.
         parallel: number of environments stepped in lock step.
@@ -76,6 +63,6 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     check_env_type_keys(env_type, cfg)
     foreign = {key for keys in ENV_TYPE_KEYS.values() for key in keys} - set(ENV_TYPE_KEYS[env_type])
     kwargs = {k: v for k, v in {**cfg, **env_kwargs}.items() if k not in foreign}
-    module_name, class_name = ENV_TYPE_CLASSES[env_type]
+    module_name, class_name = ENV_TYPE_SPECS[env_type].adapter.split(".")
     backend_env = getattr(importlib.import_module(f"evorl.envs.{module_name}"), class_name)
     return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
