@@ -75,8 +75,6 @@ class ESWorkflow(ChunkedWorkflow):
     training_hparams = ()
 
     def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
-        self.variants, self.num_agents = [{}], 1
-        self.asynchronous = False
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         super().__init__(config, env, agent, recorders)
@@ -87,7 +85,6 @@ class ESWorkflow(ChunkedWorkflow):
         self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
         self._evaluation_compiled = True
-        self._params_finite = None
 
     @property
     def num_params(self) -> int:

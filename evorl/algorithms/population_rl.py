@@ -285,8 +285,6 @@ class PopulationRLWorkflow(ChunkedWorkflow):
             cls.section, cls.section_cls = section.name, type(section.default)
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
-        self.variants, self.num_agents = [{}], 1
-        self.asynchronous = False
         self.placement = Placement.create(1, False)
         super().__init__(config, env, agent, recorders)
         tc = config.training
@@ -297,7 +295,6 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         self.evaluator = make_evaluator(env, agent, tc.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
         self._evaluation_compiled = True
-        self._params_finite = None
 
     def config_notes(self) -> list[str]:
         cfg, steps = self.section_config, self.config.training.num_iterations * self.env_steps_per_iteration

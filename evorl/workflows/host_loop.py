@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import functools
 import sys
 import time
 from pathlib import Path
@@ -25,17 +26,18 @@ import numpy as np
 from evorl import metrics as M
 from evorl.config import require, sweep_variants
 from evorl.distributed import is_main_process
-from evorl.evaluator import HostEnvFault, each_agent
+from evorl.evaluator import HostEnvFault, each_agent, make_evaluator
 from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
-from evorl.workflows.execution import to_host
+from evorl.workflows.actor_learner import ActorLearnerExecutor
+from evorl.workflows.execution import DEVICE_AXIS, Executor, to_host
 from evorl.workflows.health import (
-    TrainingDiverged, all_frozen_problems, check_environment, check_finite, frozen_message, nonfinite_metrics,
-    tree_all_finite,
+    FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
+    frozen_message, nonfinite_metrics, tree_all_finite,
 )
 from evorl.workflows.on_policy import OnPolicyState
-from evorl.workflows.pbt import PBT
+from evorl.workflows.pbt import PBT, evolving_hyperparameters
 from evorl.workflows.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.workflows.rl_base import RLWorkflow
 
@@ -51,19 +53,19 @@ class ChunkedWorkflow(RLWorkflow):
     chunks of ``training.eval_interval`` iterations through ``self.executor``, then checks
     health, evaluates greedily, logs and checkpoints (see the module docstring).
 
-    A subclass's ``__init__`` sets what the loop runs: ``executor`` (a
-    :class:`~evorl.workflows.execution.Runner`), ``placement``,
-    ``variants`` and ``num_agents`` (the population), ``asynchronous``, ``evaluator`` and
-    ``_evaluate`` (greedy episodes of ``state.agent_state``), ``_evaluation_compiled`` (True
-    when ``_evaluate`` is one jitted program, which ``compile`` compiles beside the chunk),
-    ``lineage`` (PBT's recorder or None), ``pbt`` (the population step of PBT or None) and
-    ``_params_finite`` (None); and it defines ``init`` (RL workflows, whose ``_variant_data``
-    lists each variant's hyperparameters, with :meth:`init_agents`). Its state has
-    ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
-    On-policy RL (:class:`OnPolicyWorkflow`) and evolution strategies
-    (:class:`~evorl.algorithms.es_workflow.ESWorkflow`) are the two.
+    A subclass's ``__init__`` sets what the loop runs (an RL workflow with
+    :meth:`runner_and_envs` and :meth:`build_runner`): ``variants``, ``num_agents``,
+    ``asynchronous``, ``placement``, ``executor`` (a :class:`~evorl.workflows.execution.Runner`),
+    ``pbt``, ``evaluator`` and ``_evaluate`` (greedy episodes of ``state.agent_state``),
+    ``_evaluation_compiled`` (True when ``_evaluate`` is one jitted program, which ``compile``
+    compiles beside the chunk); and it defines ``init`` (RL workflows with :meth:`init_agents`).
+    Its state has ``iteration``, ``key`` and ``agent_state`` (``params``, ``obs_stats``).
     """
 
+    #: The population's hyperparameter variants and agents, and the runner: one agent, fused,
+    #: unless the workflow says otherwise (:meth:`runner_and_envs`).
+    variants, num_agents, asynchronous = ({},), 1, False
+    #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
     lineage = None
     #: PBT's population step (:class:`~evorl.workflows.pbt.PBT`), run by the executor; None without PBT.
     pbt: PBT | None = None
@@ -100,6 +102,40 @@ class ChunkedWorkflow(RLWorkflow):
         """How long an evaluation's host env step may take (``runner.env_step_timeout_seconds``
         with the actor-learner; None: a JAX env, compiled)."""
         return config.runner.env_step_timeout_seconds if self.asynchronous else None
+
+    def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, env_fields, *,
+                     learner_mesh=None, actor_devices=None, acting=None, frozen_fields=FROZEN_FIELDS,
+                     pbt_fields=None, deterministic: bool = True) -> None:
+        """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (PBT's
+        population step with ``pbt.enabled``; ``pbt_fields``: the state fields it copies and
+        keeps), ``executor`` (with ``asynchronous`` the actor-learner over
+        ``make_learner_update(agent, optimizer, training, axis)``, else the fused
+        :class:`~evorl.workflows.execution.Executor` over ``make_iteration(env, agent,
+        optimizer, training, axis)``; a population's diverged agent is frozen, keeping
+        ``frozen_fields``), and the greedy ``evaluator`` with ``_evaluate``."""
+        tc = config.training
+        if config.pbt.enabled:
+            fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
+            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
+                           fitness.evaluate, evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
+        freeze = functools.partial(freeze_diverged, fields=frozen_fields) if self.population else None
+        if self.asynchronous:
+            update = make_learner_update(agent, self.optimizer, tc, None if learner_mesh is None else DEVICE_AXIS)
+            self.executor = ActorLearnerExecutor(update, env, agent, tc, config.runner, learner_mesh, actor_devices,
+                                                 final_metrics=chunk_health, acting=acting, num_agents=self.num_agents,
+                                                 freeze=freeze, population_step=self.pbt)
+        else:
+            step = make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name)
+            if self.pbt is not None:
+                step = self.pbt.summing_fitness_episodes(step)
+            self.executor = Executor(step, self.placement, env_fields, final_metrics=chunk_health, freeze=freeze,
+                                     population_step=self.pbt)
+        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
+        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
+        self._evaluation_compiled = not eval_env.on_host
+        self._evaluate = self.evaluation_function()
+        #: A population's agents alive at the last report, and each frozen agent's bad metrics.
+        self._reported_alive, self._frozen_metrics = None, {}
 
     def evaluation_function(self):
         """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the

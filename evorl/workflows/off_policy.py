@@ -55,7 +55,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 from jax import lax
@@ -71,17 +70,15 @@ from evorl.config.training import OffPolicyTrainingConfig
 from evorl.distributed import agent_gradient_update, axis_index
 from evorl.distributed import initialize as initialize_distributed
 from evorl.envs import EnvState, VectorEnv, create_env
-from evorl.evaluator import make_evaluator
 from evorl.memory_estimate import Term, check_memory, sizes_of_agent
 from evorl.rollout import Trajectory, rollout_with_policy_state
-from evorl.workflows.actor_learner import ActorLearnerExecutor, ActorPolicy, check_async_config, learner_placement
-from evorl.workflows.execution import Executor, Placement
+from evorl.workflows.actor_learner import ActorPolicy, check_async_config, learner_placement
+from evorl.workflows.execution import Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
-from evorl.workflows.health import freeze_diverged
-from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
+from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
 from evorl.workflows.on_policy import episode_metrics, init_lagged_params
-from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
+from evorl.workflows.pbt import check_pbt_config
 from evorl.workflows.rl_base import ExperimentConfig
 
 
@@ -317,35 +314,14 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
-        self.lineage = None
-        freeze = functools.partial(freeze_diverged, fields=FROZEN_FIELDS) if self.placement.population else None
-        if config.pbt.enabled:  # a replaced agent takes its source's networks, Adam states and targets, keeps its buffer
-            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           make_evaluator(eval_env, agent, config.pbt.eval_episodes,
-                                          step_timeout=self.host_step_timeout(config)).evaluate,
-                           copied=PBT_COPIED_FIELDS, kept=("env_state", "buffer", "fitness_episodes"),
-                           evaluates_on_host=eval_env.on_host)
-        if self.asynchronous:  # actors act with the behaviour policy; the learner runs the fused iteration's update
-            _, actor_devices = learner_placement(False, None)
-            acting = ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps), functools.partial(acting_state, tc=tc))
-            self.executor = ActorLearnerExecutor(make_learner_update(agent, self.optimizer, tc), env, agent, tc,
-                                                 config.runner, None, actor_devices, final_metrics=chunk_health,
-                                                 acting=acting, num_agents=self.num_agents, freeze=freeze,
-                                                 population_step=self.pbt)
-        else:
-            step = make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name)
-            if self.pbt is not None:
-                step = self.pbt.summing_fitness_episodes(step)
-            self.executor = Executor(step, self.placement, ENV_AXES, final_metrics=chunk_health, freeze=freeze,
-                                     population_step=self.pbt)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, step_timeout=self.host_step_timeout(config))
-        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
-        self._evaluation_compiled = not eval_env.on_host
-        self._evaluate = self.evaluation_function()
-        self._reported_alive: np.ndarray | None = None
-        self._frozen_metrics: dict[int, list[str]] = {}
-        self._params_finite = None
+        # actors act with the behaviour policy; the learner runs the fused iteration's update. A
+        # PBT-replaced agent takes its source's networks, Adam states and targets, keeps its buffer
+        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_AXES,
+                          actor_devices=learner_placement(False, None)[1] if self.asynchronous else None,
+                          acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
+                                             functools.partial(acting_state, tc=tc)),
+                          frozen_fields=FROZEN_FIELDS,
+                          pbt_fields={"copied": PBT_COPIED_FIELDS, "kept": ("env_state", "buffer", "fitness_episodes")})
 
     def init(self, key: jax.Array) -> OffPolicyState:
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant

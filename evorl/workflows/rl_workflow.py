@@ -23,16 +23,11 @@ from __future__ import annotations
 import functools
 
 import jax
-import numpy as np
 
 from evorl.config import require, sweep_variants
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.evaluator import make_evaluator
-from evorl.workflows.actor_learner import (
-    ActorLearnerExecutor, check_async_config, learner_device_count, learner_placement,
-)
-from evorl.workflows.execution import DEVICE_AXIS, Executor, Placement
-from evorl.workflows.health import freeze_diverged
+from evorl.workflows.actor_learner import check_async_config, learner_device_count, learner_placement
+from evorl.workflows.execution import DEVICE_AXIS, Placement
 from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names are public here too)
     NONFINITE_PARAMS,
     ChunkedWorkflow,
@@ -44,7 +39,7 @@ from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names ar
 from evorl.workflows.on_policy import (
     ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
-from evorl.workflows.pbt import PBT, check_pbt_config, evolving_hyperparameters
+from evorl.workflows.pbt import check_pbt_config
 from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
     TOP_LEVEL_KEYS,
     ExperimentConfig,
@@ -70,6 +65,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
     def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)  # evaluation: whole episodes
+        learner_mesh = actor_devices = None
         if self.asynchronous:
             learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
             self.placement = Placement(self.num_agents, None)
@@ -82,35 +78,8 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         super().__init__(config, env, agent, recorders)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        #: Where the PBT lineage goes (set by ``evorl.experiment`` to a recorder of the run folder).
-        self.lineage = None
-        if config.pbt.enabled:  # fitness: eval on a host env: the learner runs the evaluator between updates
-            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           make_evaluator(eval_env, agent, config.pbt.eval_episodes,
-                                          step_timeout=self.host_step_timeout(config)).evaluate,
-                           evaluates_on_host=eval_env.on_host)
-        # a diverged agent of a population is frozen; a single one stops training
-        freeze = freeze_diverged if self.placement.population else None
-        if self.asynchronous:
-            self.executor = ActorLearnerExecutor(
-                make_learner_update(agent, self.optimizer, tc, axis_name), env, agent, tc, config.runner,
-                learner_mesh, actor_devices, final_metrics=chunk_health, num_agents=self.num_agents, freeze=freeze,
-                population_step=self.pbt)
-        else:
-            step = make_iteration(env, agent, self.optimizer, tc, axis_name)
-            if self.pbt is not None:
-                step = self.pbt.summing_fitness_episodes(step)
-            self.executor = Executor(step, self.placement, ENV_FIELDS, final_metrics=chunk_health, freeze=freeze,
-                                     population_step=self.pbt)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, tc.eval_deterministic,
-                                        self.host_step_timeout(config))
-        # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
-        self._evaluation_compiled = not eval_env.on_host
-        #: A population's agents alive at the last report, and each frozen agent's bad metrics.
-        self._reported_alive: np.ndarray | None = None
-        self._frozen_metrics: dict[int, list[str]] = {}
-        self._evaluate = self.evaluation_function()
-        self._params_finite = None  # compiled on first use (evorl-eval): training reads chunk_health
+        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_FIELDS,
+                          learner_mesh=learner_mesh, actor_devices=actor_devices, deterministic=tc.eval_deterministic)
 
     @classmethod
     def check_config(cls, config, agent, num_devices):
