@@ -29,7 +29,10 @@ class LoopConfig:
     learning_rate: float = 2.5e-4
     #: Decay the learning rate linearly to 0 over ``num_iterations``.
     anneal_lr: bool = True
-    #: The optimiser's epsilon (added to the root of the second moment).
+    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
+    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
+    optimizer: str = "adam"
+    #: The optimiser's epsilon (Adam's or RMSprop's, added to the root of the second moment).
     adam_eps: float = 1e-5
     #: Clip the gradient's global norm to this (null: no clipping).
     max_grad_norm: float | None = 0.5
@@ -62,6 +65,8 @@ class LoopConfig:
         require(self.train_episode_length is None or self.train_episode_length >= 1,
                 f"{where}.train_episode_length must be >= 1 or null, got {self.train_episode_length}.")
         require(self.learning_rate > 0, f"{where}.learning_rate must be > 0, got {self.learning_rate}.")
+        require(self.optimizer in OPTIMIZERS,
+                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         require(self.adam_eps > 0, f"{where}.adam_eps must be > 0, got {self.adam_eps}.")
         require(self.max_grad_norm is None or self.max_grad_norm > 0,
                 f"{where}.max_grad_norm must be > 0 or null, got {self.max_grad_norm}.")
@@ -77,9 +82,6 @@ class TrainingConfig(LoopConfig):
     """The ``training:`` section: one iteration collects ``num_envs x rollout_length`` env
     steps, then takes ``num_epochs x num_minibatches`` gradient steps on them."""
 
-    #: The gradient step after global-norm clipping: ``adam``, or ``rmsprop`` (decay 0.99, epsilon
-    #: outside the root, as SB3 and rl-baselines3-zoo run A2C).
-    optimizer: str = "adam"
     #: GAE's lambda (IMPALA: V-trace's lambda; 1 gives n-step returns).
     gae_lambda: float = 0.95
     #: Passes over each iteration's rollout.
@@ -94,8 +96,6 @@ class TrainingConfig(LoopConfig):
         super().validate(where)
         for key in ("num_epochs", "num_minibatches"):
             require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        require(self.optimizer in OPTIMIZERS,
-                f"{where}.optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}.")
         require(0.0 <= self.gae_lambda <= 1.0, f"{where}.gae_lambda must be in [0, 1], got {self.gae_lambda}.")
 
 
@@ -103,7 +103,7 @@ class TrainingConfig(LoopConfig):
 class OffPolicyTrainingConfig(LoopConfig):
     """The ``training:`` section of an off-policy run: one iteration collects ``num_envs x
     rollout_length`` env steps into the replay buffer, then takes ``num_updates`` gradient
-    steps on minibatches sampled from it (Adam; evaluation is greedy)."""
+    steps on minibatches sampled from it (evaluation is greedy)."""
 
     num_iterations: int = 1000
     rollout_length: int = 1

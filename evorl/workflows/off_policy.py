@@ -55,7 +55,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax import struct
 from jax import lax
 
@@ -77,7 +76,7 @@ from evorl.workflows.execution import Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
-from evorl.workflows.on_policy import episode_metrics, init_lagged_params
+from evorl.workflows.on_policy import episode_metrics, init_lagged_params, make_optimizer
 from evorl.workflows.pbt import check_pbt_config
 from evorl.workflows.rl_base import ExperimentConfig
 
@@ -113,16 +112,6 @@ class OffPolicyState:
     #: oldest first (leaves ``[actor_lag, ...]``); the rollout acts with the oldest. None
     #: without lag (see :func:`evorl.workflows.on_policy.acting_state`).
     lagged_params: Any = None
-
-
-def make_optimizer(tc: OffPolicyTrainingConfig) -> optax.GradientTransformation:
-    """Global-norm clipping then Adam, the learning rate in the optimiser state (data)."""
-
-    def optimizer(learning_rate):
-        clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
-        return optax.chain(*clip, optax.adam(learning_rate, eps=tc.adam_eps))
-
-    return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
 
 
 #: What a diverged agent of a population keeps from its last finite iteration.
