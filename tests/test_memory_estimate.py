@@ -89,6 +89,21 @@ def test_too_many_envs_are_refused_before_the_envs_are_created(monkeypatch):
         PPOWorkflow.build_from_config({**TINY, "training": training})
 
 
+def test_a_replay_buffer_too_large_is_refused_before_the_envs_are_created(monkeypatch):
+    """Off-policy runs take the same path (``RLWorkflow.build_from_config``) with their own
+    terms: the buffer's lower bound (one observation float) is already past the limit."""
+    from evorl.workflows import DQNWorkflow
+
+    for module in ("rl_base", "off_policy"):
+        monkeypatch.setattr(f"evorl.workflows.{module}.create_env", lambda *a, **k: pytest.fail("env created"),
+                            raising=False)
+    training = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "buffer_size": 2_000_000_000,
+                "batch_size": 8, "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2}
+    cfg = {**TINY, "workflow_cls": "evorl.workflows.DQNWorkflow", "agent": {}, "training": training}
+    with pytest.raises(ConfigError, match=r"replay buffer: 1 agent\(s\) x 2,000,000,000 transitions"):
+        DQNWorkflow.build_from_config(cfg)
+
+
 CLI_CASES = {
     "wide_mlp": (["agent.actor_hidden_layer_sizes=[200000,200000]"], ["config error: the run needs about", "640 GB",
                                                                      "runner.max_memory_gb"]),

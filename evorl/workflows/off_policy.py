@@ -67,9 +67,8 @@ from evorl.config import (
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
 from evorl.distributed import agent_gradient_update, axis_index
-from evorl.distributed import initialize as initialize_distributed
-from evorl.envs import EnvState, VectorEnv, create_env
-from evorl.memory_estimate import Term, check_memory, sizes_of_agent
+from evorl.envs import EnvState, VectorEnv
+from evorl.memory_estimate import Term
 from evorl.rollout import Trajectory, rollout_with_policy_state
 from evorl.workflows.actor_learner import ActorPolicy, check_async_config, learner_placement
 from evorl.workflows.execution import Placement
@@ -352,31 +351,28 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         return config
 
     @classmethod
-    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "OffPolicyWorkflow":
-        config = cls.parse_config(cfg)
-        require(not (enable_multi_devices and config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)),
+    def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
+        tc, layout = config.training, config.distributed.layout
+        asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
+        require(not (num_devices > 1 and asynchronous),
                 f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device; build it "
                 f"without enable_multi_devices.")
-        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices
-        tc = config.training
         num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        devices = jax.device_count()
-        require(not enable_multi_devices or config.distributed.layout == "envs" or num_agents % devices == 0,
+        require(num_devices == 1 or layout == "envs" or num_agents % num_devices == 0,
                 f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
                 f"{num_agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
-                f"{devices} devices.")
-        require(not enable_multi_devices or config.distributed.layout == "population" or tc.num_envs % devices == 0,
+                f"{num_devices} devices.")
+        require(num_devices == 1 or layout == "population" or tc.num_envs % num_devices == 0,
                 f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
-                f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({devices}).")
-        if enable_multi_devices and config.distributed.layout == "envs" and config.pbt.enabled:
+                f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).")
+        if num_devices > 1 and layout == "envs" and config.pbt.enabled:
             check_pbt_config(config, cls, num_agents, asynchronous=False, split_envs=True)
-        initialize_distributed(config.distributed)
-        env = create_env(config.env, episode_length=config.env.episode_length, parallel=tc.num_envs)
-        agent = cls.build_agent(env, config.agent, tc)
-        if config.runner.asynchronous(env.on_host):
+        if asynchronous:
             check_async_config(config, agent, num_devices=1)
-        check_memory(memory_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb)
-        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    @classmethod
+    def memory_terms(cls, config: ExperimentConfig, sizes: Any, num_devices: int, asynchronous: bool) -> list:
+        return memory_terms(config, sizes)
 
 
 def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:

@@ -291,18 +291,24 @@ class RLWorkflow(Workflow):
         num_devices = jax.device_count() if enable_multi_devices else 1
         asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
         lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
-        check_memory(on_policy_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
+        check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
                      num_devices)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
         agent = cls.build_agent(env, config.agent, config.training)
         cls.check_config(config, agent, num_devices=num_devices)
-        check_memory(on_policy_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
+        check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
                      config.runner.max_memory_gb, num_devices)
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
         """Cross-key checks, before anything is compiled."""
+
+    @classmethod
+    def memory_terms(cls, config: ExperimentConfig, sizes: Any, num_devices: int, asynchronous: bool) -> list:
+        """The large contributors to a run's memory (:mod:`evorl.memory_estimate`), for networks
+        of ``sizes``: checked against ``runner.max_memory_gb`` before and after the agent is built."""
+        return on_policy_terms(config, sizes, num_devices, asynchronous)
 
     def write_metrics(self, metrics: dict[str, float], step: int) -> None:
         if not is_main_process():
