@@ -27,10 +27,9 @@ from evorl.algorithms.es import (
     ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_strategy,
 )
 from evorl.config import config_mapping, parse_section, require, section_data
-from evorl.distributed import initialize as initialize_distributed
-from evorl.envs import create_env
+from evorl.config.env import HOST_ENV_TYPES
 from evorl.evaluator import make_evaluator
-from evorl.memory_estimate import check_memory, es_terms, sizes_from_config, sizes_of_agent
+from evorl.memory_estimate import es_terms
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.health import TrainingDiverged
 from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
@@ -121,26 +120,29 @@ class ESWorkflow(ChunkedWorkflow):
         return ESExperimentConfig(**{**base, "training": training}, es=es)
 
     @classmethod
-    def build_from_config(cls, cfg, enable_multi_devices: bool = False, **kwargs) -> "ESWorkflow":
-        config = cls.parse_config(cfg)
-        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
-        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
+    def envs_per_agent(cls, config: ESExperimentConfig) -> int:
+        return config.es.episodes_per_member  # each member's episodes, side by side
+
+    @classmethod
+    def build_agent(cls, env, config: ESExperimentConfig):
+        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+                                 normalize_obs=config.es.obs_norm, **vars(config.agent))
+
+    @classmethod
+    def memory_terms(cls, config: ESExperimentConfig, sizes, num_devices: int, asynchronous: bool) -> list:
+        return es_terms(config, sizes)
+
+    @classmethod
+    def check_config(cls, config: ESExperimentConfig, agent, num_devices: int) -> None:
         es = config.es
-        num_devices = jax.device_count() if enable_multi_devices else 1
-        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
-        check_memory(es_terms(config, lower_bounds), config.runner.max_memory_gb, num_devices)
-        env = create_env(config.env, episode_length=config.env.episode_length, parallel=es.episodes_per_member)
-        agent = make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
-                                  normalize_obs=es.obs_norm, **vars(config.agent))
-        check_memory(es_terms(config, sizes_of_agent(agent)), config.runner.max_memory_gb, num_devices)
         require(not config.pbt.enabled, "pbt applies to the RL workflows' populations (PPO, A2C, IMPALA); "
                                          "ESWorkflow evolves its policy parameters itself: set pbt.enabled=false.")
-        require(not env.on_host, f"ESWorkflow plays its episodes inside compiled programs: env_type "
-                                 f"{config.env.env_type!r} steps on the host; use a gymnax or brax env.")
+        require(config.env.env_type not in HOST_ENV_TYPES, f"ESWorkflow plays its episodes inside compiled programs: "
+                                                           f"env_type {config.env.env_type!r} steps on the host; use "
+                                                           f"a gymnax or brax env.")
         require(es.population_size % num_devices == 0,
                 f"es.population_size={es.population_size} must divide evenly over the {num_devices} devices "
                 f"(each device plays population_size / {num_devices} members).")
-        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
 
     def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
         """The shared health check, its divergence error naming ES's own keys."""

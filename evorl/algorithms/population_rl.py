@@ -367,7 +367,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
                 f"{cls.section}.buffer_size={section.buffer_size} must hold one generation's transitions, "
                 f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
                 f"{per_generation}.")
-        agent = cls.build_agent(env, config.agent, config.training)
+        agent = cls.build_agent(env, config)
         return cls(config, env, agent, **kwargs)
 
 

@@ -174,10 +174,17 @@ class RLWorkflow(Workflow):
         return cls.label or cls.__name__
 
     @classmethod
-    def build_agent(cls, env: VectorEnv, agent_cfg: Any, training: TrainingConfig) -> Agent:
-        hparams = {key: getattr(training, key) for key in cls.training_hparams}
+    def build_agent(cls, env: VectorEnv, config: ExperimentConfig) -> Agent:
+        """``agent_factory`` for ``env`` with the ``agent:`` keys and the training keys that are
+        hyperparameters (``training_hparams``)."""
+        hparams = {key: getattr(config.training, key) for key in cls.training_hparams}
         return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
-                                 **hparams, **vars(agent_cfg))
+                                 **hparams, **vars(config.agent))
+
+    @classmethod
+    def envs_per_agent(cls, config: ExperimentConfig) -> int:
+        """The environments the training env steps side by side: ``training.num_envs``."""
+        return config.training.num_envs
 
     @classmethod
     def hparams_of(cls, agent_cfg: Any, training: TrainingConfig) -> Any:
@@ -293,8 +300,8 @@ class RLWorkflow(Workflow):
         lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
         check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
                      num_devices)  # before the envs and networks are built
-        env = create_env(config.env, episode_length=config.env.episode_length, parallel=config.training.num_envs)
-        agent = cls.build_agent(env, config.agent, config.training)
+        env = create_env(config.env, episode_length=config.env.episode_length, parallel=cls.envs_per_agent(config))
+        agent = cls.build_agent(env, config)
         cls.check_config(config, agent, num_devices=num_devices)
         check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
                      config.runner.max_memory_gb, num_devices)
