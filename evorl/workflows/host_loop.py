@@ -1,13 +1,10 @@
-"""The host loop every population-and-chunks workflow shares (:class:`ChunkedWorkflow`, on top
-of ``RLWorkflow``: config, env, agent, recorders; :mod:`evorl.workflows.rl_base`).
+"""The host loop every workflow shares (:class:`ChunkedWorkflow`, on ``RLWorkflow``).
 
 ``learn`` runs compiled chunks of ``training.eval_interval`` iterations through the workflow's
-runner (:class:`evorl.workflows.execution.Executor`, or the actor-learner), checks that every
-agent is still finite (:mod:`evorl.workflows.health`; in a population a diverged agent is
-frozen and reported, and training stops only when all are), evaluates greedily, logs and
-checkpoints; asked to stop (``stop_requested``), it checkpoints and raises
-:class:`TrainingInterrupted`. On-policy RL (:class:`~evorl.workflows.rl_workflow.OnPolicyWorkflow`),
-off-policy RL and evolution strategies run on it.
+runner (the fused :class:`evorl.workflows.execution.Executor`, or the actor-learner), checks
+that every agent is still finite (:mod:`evorl.workflows.health`; a population's diverged agent
+is frozen, and training stops only when all are), evaluates greedily, logs and checkpoints;
+asked to stop (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
 """
 
 from __future__ import annotations
@@ -72,6 +69,7 @@ class ChunkedWorkflow(RLWorkflow):
     #: The run folder (set by ``evorl.experiment``): what a stopped run's message says to resume.
     run_dir = None
     _params_finite = None
+
     def state_without_buffer(self, state):
         """What a checkpoint holds with ``checkpoint.save_buffer: false``: ``state`` without its
         replay buffer (:attr:`replay_buffer_field`)."""
