@@ -18,7 +18,9 @@ parameters replicated on each when ``distributed.layout=envs``), ``T x B`` rollo
 
 ES (:func:`es_terms`): the mean and its optimiser ``4 P`` (CMA-ES: its covariance and
 eigenbasis, ``3 P^2``), the sampled candidates and their noise ``2 x population_size x P``,
-and each member's episodes' observations and activations.
+and each member's episodes' observations and activations. Off-policy and evolution-guided
+runs count their replay buffer and parameters (``memory_terms`` in
+:mod:`evorl.workflows.off_policy` and :mod:`evorl.algorithms.population_rl`).
 
 :func:`check_memory` compares the total with what the run may use (``runner.max_memory_gb``,
 or the machine's: MemAvailable on CPU, the devices' ``bytes_limit`` on an accelerator) and

@@ -159,6 +159,21 @@ def test_config_errors_name_the_key(section, values, message):
         CEMRLWorkflow.build_from_config(cfg, recorders=[])
 
 
+def test_a_replay_buffer_too_large_is_refused_before_the_envs_are_created(monkeypatch):
+    """2e9 transitions of Pendulum (lower bound: 5 floats each, 40 GB) is refused in one line
+    naming the key, not allocated (the exact check after the agent is built says the same)."""
+    monkeypatch.setattr("evorl.algorithms.population_rl.create_env", lambda *a, **k: pytest.fail("env created"))
+    cfg = copy.deepcopy(TINY)
+    cfg["cemrl"]["buffer_size"] = 2_000_000_000
+    cfg["runner"] = {"max_memory_gb": 16}
+    with pytest.raises(ConfigError, match=r"replay buffer: 2,000,000,000 transitions .*cemrl\.buffer_size") as error:
+        CEMRLWorkflow.build_from_config(cfg, recorders=[])
+    assert "\n" not in str(error.value)
+    monkeypatch.undo()
+    cfg["cemrl"]["buffer_size"] = 400  # TINY's own buffer fits the same limit
+    assert CEMRLWorkflow.build_from_config(cfg, recorders=[]).config.runner.max_memory_gb == 16
+
+
 @pytest.mark.slow  # 5 seeds x 15 generations, one compile: ~2.5 min on 2 cores beside another run (2026-12-04)
 def test_cemrl_learns_pendulum():
     """configs/cemrl_pendulum.yaml (10 actors, 15 generations = 30k env steps, 1000 critic steps

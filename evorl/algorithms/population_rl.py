@@ -48,6 +48,7 @@ from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.continuous_control import ContinuousNetworkOptions, ExploringActor
 from evorl.envs import VectorEnv, create_env
 from evorl.evaluator import make_evaluator
+from evorl.memory_estimate import Term, check_memory, sizes_from_config, sizes_of_agent
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
@@ -359,6 +360,8 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         config = cls.parse_config(cfg)
         require(not enable_multi_devices, f"{cls.__name__} trains on one device for now.")
         section = getattr(config, cls.section)
+        check_memory(memory_terms(section, sizes_from_config(config.agent), cls.section),
+                     config.runner.max_memory_gb)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=section.episodes_per_actor)
         require(not env.on_host, f"{cls.__name__} plays its episodes inside compiled programs: env_type "
                                  f"{config.env.env_type!r} steps on the host; use a gymnax or brax env.")
@@ -368,7 +371,22 @@ class PopulationRLWorkflow(ChunkedWorkflow):
                 f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
                 f"{per_generation}.")
         agent = cls.build_agent(env, config)
+        check_memory(memory_terms(section, sizes_of_agent(agent), cls.section), config.runner.max_memory_gb)
         return cls(config, env, agent, **kwargs)
+
+
+def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
+    """The large contributors of an evolution-guided run (:mod:`evorl.memory_estimate`): the
+    shared replay buffer (obs, next obs, action, reward, done per transition) and the
+    population, ``N x P`` with ``P`` the agent's parameters (an order of magnitude per actor)."""
+    per_transition = 2 * sizes.obs_size + sizes.action_size + 2
+    n = section.population_size
+    return [
+        Term("replay buffer", f"{section.buffer_size:,} transitions x {per_transition:g} floats",
+             section.buffer_size * per_transition, f"{where}.buffer_size"),
+        Term("population", f"{n:,} actors x {sizes.num_params:,} parameters", n * sizes.num_params,
+             f"{where}.population_size, agent hidden layer sizes"),
+    ]
 
 
 __all__ = [
