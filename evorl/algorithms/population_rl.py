@@ -45,10 +45,11 @@ from evorl import replay
 from evorl.agent import hparams_as_arrays
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
+from evorl.config.env import HOST_ENV_TYPES
 from evorl.continuous_control import ContinuousNetworkOptions, ExploringActor
-from evorl.envs import VectorEnv, create_env
+from evorl.envs import VectorEnv
 from evorl.evaluator import make_evaluator
-from evorl.memory_estimate import Term, check_memory, sizes_from_config, sizes_of_agent
+from evorl.memory_estimate import Term
 from evorl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.workflows.execution import Executor, Placement
 from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
@@ -286,6 +287,12 @@ class PopulationRLWorkflow(ChunkedWorkflow):
             cls.section, cls.section_cls = section.name, type(section.default)
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+        section = getattr(config, self.section)
+        per_generation = section.actors_per_generation * section.episodes_per_actor * env.episode_length
+        require(section.buffer_size >= per_generation,
+                f"{self.section}.buffer_size={section.buffer_size} must hold one generation's transitions, "
+                f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
+                f"{per_generation}.")
         self.placement = Placement.create(1, False)
         super().__init__(config, env, agent, recorders)
         tc = config.training
@@ -356,23 +363,19 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         return cls.experiment_config_cls(**{**base, "training": training, cls.section: section})
 
     @classmethod
-    def build_from_config(cls, cfg, enable_multi_devices: bool = False, **kwargs):
-        config = cls.parse_config(cfg)
-        require(not enable_multi_devices, f"{cls.__name__} trains on one device for now.")
-        section = getattr(config, cls.section)
-        check_memory(memory_terms(section, sizes_from_config(config.agent), cls.section),
-                     config.runner.max_memory_gb)  # before the envs and networks are built
-        env = create_env(config.env, episode_length=config.env.episode_length, parallel=section.episodes_per_actor)
-        require(not env.on_host, f"{cls.__name__} plays its episodes inside compiled programs: env_type "
-                                 f"{config.env.env_type!r} steps on the host; use a gymnax or brax env.")
-        per_generation = section.actors_per_generation * section.episodes_per_actor * env.episode_length
-        require(section.buffer_size >= per_generation,
-                f"{cls.section}.buffer_size={section.buffer_size} must hold one generation's transitions, "
-                f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
-                f"{per_generation}.")
-        agent = cls.build_agent(env, config)
-        check_memory(memory_terms(section, sizes_of_agent(agent), cls.section), config.runner.max_memory_gb)
-        return cls(config, env, agent, **kwargs)
+    def envs_per_agent(cls, config: ExperimentConfig) -> int:
+        return getattr(config, cls.section).episodes_per_actor  # each actor's episodes, side by side
+
+    @classmethod
+    def memory_terms(cls, config: ExperimentConfig, sizes, num_devices: int, asynchronous: bool) -> list[Term]:
+        return memory_terms(getattr(config, cls.section), sizes, cls.section)
+
+    @classmethod
+    def check_config(cls, config: ExperimentConfig, agent, num_devices: int) -> None:
+        require(num_devices == 1, f"{cls.__name__} trains on one device for now.")
+        require(config.env.env_type not in HOST_ENV_TYPES, f"{cls.__name__} plays its episodes inside compiled "
+                                                           f"programs: env_type {config.env.env_type!r} steps on the "
+                                                           f"host; use a gymnax or brax env.")
 
 
 def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
