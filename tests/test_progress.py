@@ -1,8 +1,12 @@
 """The progress bar moves while training runs, not only at logging points: after every
 learner update of the asynchronous runner (a slow host env) and every chunk of the fused one,
-with steps/s and an ETA; a resumed run's bar starts at the step it resumed from."""
+with steps/s and an ETA; a resumed run's bar starts at the step it resumed from. Without a
+terminal the console prints the same in lines: when the training program compiles, then at
+most every ``progress_seconds``. Every steps/s figure shown has one format."""
 
 import copy
+import io
+import re
 import time
 
 import gymnasium
@@ -11,7 +15,8 @@ import pytest
 from conftest import TINY
 
 from evorl.experiment import run_experiment
-from evorl.recorders import ProgressRecorder
+from evorl.recorders import ConsoleRecorder, ProgressRecorder
+from evorl.recorders.console import format_steps_per_s
 
 
 class SlowCorridor(gymnasium.Env):
@@ -34,8 +39,9 @@ gymnasium.register(id="SlowCorridor-v0", entry_point=SlowCorridor, max_episode_s
 
 @pytest.fixture
 def bar_events(monkeypatch):
-    """What every ProgressRecorder shows, in order: ``("init", completed)``, ``("progress",
-    completed, rate, eta, status)`` and ``("write", completed)``, read from the rich bar itself."""
+    """What every ProgressRecorder shows, in order: ``("init", completed, status)``,
+    ``("compiling", completed, status)``, ``("progress", completed, rate, eta, status)`` and
+    ``("write", completed)``, read from the rich bar itself."""
     events = []
 
     def fields(bar):
@@ -53,6 +59,7 @@ def bar_events(monkeypatch):
     spy("progress", lambda bar: ("progress", bar.completed, fields(bar)["rate"], fields(bar)["eta"],
                                  fields(bar)["status"]))
     spy("write", lambda bar: ("write", bar.completed))
+    spy("compiling", lambda bar: ("compiling", bar.completed, fields(bar)["status"]))
     return events
 
 
@@ -73,17 +80,19 @@ def test_async_bar_moves_with_every_update_before_the_first_evaluation_and_resum
     steps = 8 * 4  # env steps per iteration: rollout_length x num_envs
     run_experiment(cfg, output_dir=tmp_path)
     assert bar_events[0] == ("init", 0, "compiling...")
-    before_log = bar_events[1:bar_events.index(("write", 4 * steps))]
+    assert bar_events[1] == ("compiling", 0, "compiling...")
+    before_log = bar_events[2:bar_events.index(("write", 4 * steps))]
     # compiled (step 0), then after each of the 4 learner updates, then the chunk's end
     assert [e[1] for e in before_log] == [0, steps, 2 * steps, 3 * steps, 4 * steps, 4 * steps]
     assert all(e[0] == "progress" and e[4] == "training..." for e in before_log)
     assert before_log[0][2:4] == ("", "-:--:--")  # no speed measured yet
-    assert before_log[2][2].endswith(" steps/s ") and before_log[2][3] != "-:--:--"  # measured after an update
+    assert re.fullmatch(r"[\d,.]+ steps/s ", before_log[2][2]) and before_log[2][3] != "-:--:--"  # measured
 
     bar_events.clear()
     cfg["training"]["num_iterations"] = 6
     run_experiment({**cfg, "resume": str(tmp_path)})
     assert bar_events[0] == ("init", 4 * steps, "compiling...")  # from the resumed step, not 0
+    assert bar_events[1] == ("compiling", 4 * steps, "compiling...")
     assert [e[1] for e in bar_events if e[0] == "progress"][:3] == [4 * steps, 5 * steps, 6 * steps]
 
 
@@ -92,7 +101,7 @@ def test_fused_bar_moves_with_every_chunk(bar_events):
     run_experiment(cfg)
     steps = 8 * 4
     events = [e[:2] for e in bar_events]
-    assert events[:2] == [("init", 0), ("progress", 0)]
+    assert events[:3] == [("init", 0), ("compiling", 0), ("progress", 0)]
     assert [e for e in events if e[0] == "write"] == [("write", 2 * steps), ("write", 4 * steps)]
     progress = [n for kind, n in events[1:] if kind == "progress"]
     assert progress == sorted(progress) and progress[-1] == 4 * steps
@@ -101,4 +110,94 @@ def test_fused_bar_moves_with_every_chunk(bar_events):
     for i, (kind, n) in enumerate(events):
         if kind == "write":
             assert events[i - 1] == ("progress", n)
-    assert bar_events[2][2].endswith(" steps/s ") and bar_events[2][3] != "-:--:--"
+    assert re.fullmatch(r"[\d,.]+ steps/s ", bar_events[3][2]) and bar_events[3][3] != "-:--:--"
+
+
+class FakeClock:
+    """``clock()`` returns ``now``, which the test sets."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def plain_console(clock, total_steps=6000):
+    stream = io.StringIO()  # not a terminal: plain lines
+    return stream, ProgressRecorder(total_steps, stream=stream, prefix="[SAC] ", progress_seconds=15.0, clock=clock)
+
+
+def test_plain_console_says_it_compiles_then_shows_progress_at_most_every_15_s():
+    clock = FakeClock()
+    stream, console = plain_console(clock)
+    console.init({})
+    console.compiling(0)
+    clock.now = 30.0
+    console.progress(0)  # compiled: speeds are measured from here
+    for second in range(1, 16):  # an update a second: 100 env steps/s
+        clock.now = 30.0 + second
+        console.progress(100 * second)
+    clock.now = 50.0
+    console.write({"iteration": 2000, "env_steps": 2000, "steps_per_s": 100.0}, 2000)
+    for second in (60, 64.9, 65):  # 15 s after the logging point's line, not after the last progress line
+        clock.now = second
+        console.progress(int((second - 30) * 100))
+    assert stream.getvalue().splitlines() == [
+        "[SAC] compiling the training program...",
+        "[SAC] compiled in 30.0 s",
+        "[SAC] training: env_steps=1500/6000 steps/s=100 eta=0:00:45",  # 4500 steps left at 100/s
+        "[SAC] iter=2000 env_steps=2000 steps/s=100",
+        "[SAC] training: env_steps=3500/6000 steps/s=100 eta=0:00:25",
+    ]
+
+
+def test_plain_console_prints_nothing_more_when_logging_points_come_sooner_than_15_s():
+    clock = FakeClock()
+    stream, console = plain_console(clock)
+    console.compiling(0)
+    clock.now = 5.0
+    console.progress(0)
+    for point in range(1, 6):  # a logging point every 10 s, progress every second
+        for second in range(1, 11):
+            clock.now = 5.0 + 10 * (point - 1) + second
+            console.progress(1000 * (point - 1) + 100 * second)
+        console.write({"iteration": point, "env_steps": 1000 * point, "steps_per_s": 100.0}, 1000 * point)
+    assert stream.getvalue().splitlines() == [
+        "[SAC] compiling the training program...", "[SAC] compiled in 5.0 s",
+        *(f"[SAC] iter={p} env_steps={1000 * p} steps/s=100" for p in range(1, 6)),
+    ]
+
+
+def test_plain_console_without_total_steps_shows_no_eta_and_without_compilation_no_compile_line():
+    clock = FakeClock()
+    stream = io.StringIO()
+    console = ConsoleRecorder(stream=stream, prefix="[PPO] ", progress_seconds=15.0, clock=clock)
+    console.progress(0)  # already compiled (a second learn()): its first call is training's start
+    clock.now = 20.0
+    console.progress(5000)
+    assert stream.getvalue().splitlines() == ["[PPO] training: env_steps=0",
+                                              "[PPO] training: env_steps=5000 steps/s=250"]
+
+
+def test_steps_per_s_has_one_format_at_every_magnitude():
+    assert [format_steps_per_s(v) for v in (123.4, 12345.6, 1234567)] == ["123", "12,346", "1,234,567"]
+    assert [format_steps_per_s(v) for v in (99.94, 52.34, 0.5, float("nan"))] == ["99.9", "52.3", "0.5", "nan"]
+    line = ConsoleRecorder(prefix="[PPO] ").line
+    for value, shown in ((123.4, "123"), (12345.6, "12,346"), (1234567.0, "1,234,567")):
+        assert line({"iteration": 1, "steps_per_s": value}) == f"[PPO] iter=1 steps/s={shown}"
+        bar = ProgressRecorder(total_steps=10**7, stream=io.StringIO(), style="bar")
+        bar.init({})
+        bar.write({"iteration": 1, "steps_per_s": value}, 1000)  # the first point: the bar shows its steps/s
+        assert bar._progress.tasks[0].fields["rate"] == f"{shown} steps/s "
+        bar.close()
+
+
+def test_a_run_piped_to_a_file_says_it_compiles_before_its_first_line(capsys):
+    cfg = bar_config({"env_name": "CartPole-v1", "env_type": "gymnax"}, "fused", 2, 2)
+    cfg["logging"]["console"] = "auto"  # pytest's captured stdout is not a terminal
+    run_experiment(cfg)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:1] == ["[PPO] compiling the training program..."]
+    assert re.fullmatch(r"\[PPO\] compiled in \d+\.\d s", lines[1])
+    assert lines[2].startswith("[PPO] iter=2 env_steps=64 steps/s=")

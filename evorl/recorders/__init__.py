@@ -2,11 +2,12 @@
 
 A recorder has ``init(config)`` (once, with the resolved config as a plain dict),
 ``write(metrics, step)`` (at each logging point; ``step`` is the env-step count) and
-``close()``; a recorder that shows progress between logging points (the progress bar) also
-has ``progress(step)``, called when training starts and after every learner update or
-compiled chunk. :class:`RecorderChain` fans out to several. :func:`make_recorders` builds the
-chain a config's ``logging`` section names; heavy backends (tensorboardX, wandb) are
-imported only when named.
+``close()``; a recorder that shows progress between logging points (the console) may also
+have ``compiling(step)``, called when the training program starts compiling (training then
+starts at env step ``step``), and ``progress(step)``, called when training starts and after
+every learner update or compiled chunk. :class:`RecorderChain` fans out to several.
+:func:`make_recorders` builds the chain a config's ``logging`` section names; heavy backends
+(tensorboardX, wandb) are imported only when named.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class RecorderChain:
         for recorder in self.recorders:
             recorder.write(metrics, step)
 
+    def compiling(self, step: int) -> None:
+        """The training program starts compiling: passed to the recorders that show it."""
+        report_progress(self.recorders, step, compiling=True)
+
     def progress(self, step: int) -> None:
         """Training has reached env step ``step``: passed to the recorders that show it."""
         report_progress(self.recorders, step)
@@ -62,12 +67,13 @@ class RecorderChain:
             recorder.close()
 
 
-def report_progress(recorders: list[Recorder], step: int) -> None:
-    """``progress(step)`` of each recorder that has one (the others only see logging points)."""
+def report_progress(recorders: list[Recorder], step: int, compiling: bool = False) -> None:
+    """``progress(step)`` of each recorder that has one, or with ``compiling`` (the training
+    program starts compiling) its ``compiling(step)``; the others only see logging points."""
     for recorder in recorders:
-        progress = getattr(recorder, "progress", None)
-        if progress is not None:
-            progress(step)
+        hook = getattr(recorder, "compiling" if compiling else "progress", None)
+        if hook is not None:
+            hook(step)
 
 
 def check_recorder_packages(logging: LoggingConfig) -> None:

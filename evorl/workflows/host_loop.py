@@ -341,6 +341,7 @@ class ChunkedWorkflow(RLWorkflow):
         tc = self.config.training
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
+            self.report_progress(done * self.env_steps_per_iteration, compiling=True)
             self.compile(state)
         self.report_progress(done * self.env_steps_per_iteration)  # compiled: the bar leaves "compiling..."
         self.last_metrics: dict[str, float] = {}

@@ -323,8 +323,9 @@ class RLWorkflow(Workflow):
         for recorder in self.recorders:
             recorder.write(metrics, step)
 
-    def report_progress(self, step: int) -> None:
-        """Tells the recorders that show progress (the bar) that training reached env step
-        ``step``: when it starts, after each learner update and after each compiled chunk."""
+    def report_progress(self, step: int, compiling: bool = False) -> None:
+        """Tells the recorders that show progress (the console) that training reached env step
+        ``step``: when its program starts compiling (``compiling``), when it starts, after each
+        learner update and after each compiled chunk."""
         if is_main_process():
-            report_progress(self.recorders, step)
+            report_progress(self.recorders, step, compiling)
