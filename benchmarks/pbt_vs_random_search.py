@@ -1,5 +1,5 @@
-"""PBT-PPO against random search: the same population with its initial hyperparameter draws
-held fixed, same seeds, same env steps.
+"""PBT against random search: the same population with its initial hyperparameter draws
+held fixed, same seeds, same env steps (PPO on CartPole and Acrobot; SAC on Pendulum).
 
 For each task, 8 learning rates are drawn log-uniformly from a range that holds mostly bad
 values (fixed NumPy seed); both arms train the same 8 agents (one per learning rate, the same
@@ -12,7 +12,13 @@ cost: the step alone (compiled by itself) against an interval of iterations that
 machine). A third arm ranks by training return (``fitness: train``), which needs no
 evaluation episodes.
 
-    python benchmarks/pbt_vs_random_search.py [--tasks cartpole acrobot] [--seed 0]
+A config task (``sac_pendulum``) runs a shipped PBT config as it is (its initial learning
+rates are the config's list) against the same config with ``pbt.enabled: false``, and also
+reports the env steps at which the population's best member first reached the config's
+header target (periodic evaluations, ``training.eval_episodes`` episodes each).
+
+    python benchmarks/pbt_vs_random_search.py [--tasks cartpole acrobot] [--seeds 0]
+    python benchmarks/pbt_vs_random_search.py --tasks sac_pendulum --seeds 2101 2102 --time-pbt-step 0
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ TASKS = {
     "cartpole": ({"env_name": "CartPole-v1", "env_type": "gymnax"}, 60, (1e-6, 1e-3)),
     "acrobot": ({"env_name": "Acrobot-v1", "env_type": "gymnax"}, 60, (1e-6, 1e-3)),
 }
+#: Shipped PBT configs run as they are, against themselves with pbt.enabled false.
+CONFIG_TASKS = {"sac_pendulum": "pbt_sac_pendulum"}
 NUM_AGENTS = 8
 #: name, PBT on, fitness
 ARMS = (("random search", False, "eval"), ("PBT", True, "eval"), ("PBT, fitness: train", True, "train"))
+CONFIG_ARMS = ARMS[:2]
 
 
 def config(task: str, learning_rates: list[float], pbt: bool, seed: int, fitness: str = "eval") -> dict:
@@ -47,26 +56,63 @@ def config(task: str, learning_rates: list[float], pbt: bool, seed: int, fitness
     }
 
 
-def run_arm(cfg: dict, eval_episodes: int) -> dict:
+def shipped_config(task: str, pbt: bool, seed: int) -> tuple[dict, float]:
+    """A config task's shipped config with ``pbt.enabled`` set, and its header's target."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _common import load_config
+    from suites import config_target, target_file
+
+    cfg = load_config(CONFIG_TASKS[task])
+    cfg["pbt"]["enabled"], cfg["seed"] = pbt, seed
+    return cfg, config_target(target_file(CONFIG_TASKS[task])).value
+
+
+class BestReached:
+    """A recorder: the env steps at which the population's best member's periodic greedy
+    return first reached ``target`` (None: never)."""
+
+    def __init__(self, target: float | None):
+        self.target, self.workflow, self.step = target, None, None
+
+    def init(self, config) -> None:
+        pass
+
+    def write(self, metrics: dict, step: int) -> None:
+        if self.target is None or self.step is not None or "eval/episode_return" not in metrics:
+            return
+        if np.max(self.workflow.last_metrics_per_agent["eval/episode_return"]) >= self.target:
+            self.step = int(step)
+
+    def close(self) -> None:
+        pass
+
+
+def run_arm(cfg: dict, eval_episodes: int, pbt_step_repeats: int = 5, target: float | None = None) -> dict:
     import jax
 
-    from evorl.workflows import PPOWorkflow
+    from evorl.workflows import resolve_workflow_cls
 
-    workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
+    workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
+    reached = BestReached(target)
+    workflow = workflow_cls.build_from_config(cfg, recorders=[reached])
+    reached.workflow = workflow
     state = workflow.init(jax.random.PRNGKey(cfg["seed"]))
     compile_s = workflow.compile(state)
     start = time.perf_counter()
     state = workflow.learn(state)
     train_s = time.perf_counter() - start
-    final = PPOWorkflow.build_from_config({**cfg, "training": {**cfg["training"], "eval_episodes": eval_episodes}},
-                                          recorders=[])
+    final = workflow_cls.build_from_config({**cfg, "training": {**cfg["training"], "eval_episodes": eval_episodes}},
+                                           recorders=[])
     final.evaluate(state)
     returns = final.last_metrics_per_agent["eval/episode_return"]  # [N]
     out = {"returns": [float(r) for r in returns], "best": float(np.max(returns)),
            "median": float(np.median(returns)), "train_s": train_s, "compile_s": compile_s,
-           "learning_rates": np.asarray(state.learning_rate).tolist()}
-    if cfg["pbt"]["enabled"]:
-        out.update(time_pbt_step(workflow, state))
+           "learning_rates": np.asarray(state.learning_rate).tolist(), "best_reached_step": reached.step}
+    if cfg["pbt"]["enabled"] and pbt_step_repeats:
+        out.update(time_pbt_step(workflow, state, pbt_step_repeats))
     return out
 
 
@@ -96,33 +142,48 @@ def time_pbt_step(workflow, state, repeats: int = 5) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=[*TASKS, *CONFIG_TASKS])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="training seeds (and, for a PPO task, the seed of the learning-rate draws)")
     parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument("--time-pbt-step", type=int, default=5, metavar="REPEATS",
+                        help="time the PBT step against an interval this many times after training (0: not)")
     args = parser.parse_args()
     rows = []
     for task in args.tasks:
-        low, high = TASKS[task][2]
-        draws = np.exp(np.random.default_rng(args.seed).uniform(np.log(low), np.log(high), NUM_AGENTS))
-        learning_rates = [float(f"{lr:.3g}") for lr in draws]
-        arms = {name: run_arm(config(task, learning_rates, pbt, args.seed, fitness), args.eval_episodes)
-                for name, pbt, fitness in ARMS}
-        row = {"task": task, "initial_learning_rates": learning_rates, **arms}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
-    print("\n| task | arm | best | median | train s | final learning rates |")
-    print("|---|---|---:|---:|---:|---|")
+        for seed in args.seeds:  # the arms alternate on each seed
+            if task in CONFIG_TASKS:
+                arms_run = CONFIG_ARMS
+                configs = {name: shipped_config(task, pbt, seed) for name, pbt, _ in arms_run}
+                learning_rates = configs["PBT"][0]["training"]["learning_rate"]
+            else:
+                arms_run = ARMS
+                low, high = TASKS[task][2]
+                draws = np.exp(np.random.default_rng(seed).uniform(np.log(low), np.log(high), NUM_AGENTS))
+                learning_rates = [float(f"{lr:.3g}") for lr in draws]
+                configs = {name: (config(task, learning_rates, pbt, seed, fitness), None)
+                           for name, pbt, fitness in arms_run}
+            arms = {}
+            for name, _, _ in arms_run:
+                cfg, target = configs[name]
+                arms[name] = run_arm(cfg, args.eval_episodes, args.time_pbt_step, target)
+                print(f"{task} seed {seed} {name}: {json.dumps(arms[name])}", flush=True)
+            rows.append({"task": task, "seed": seed, "initial_learning_rates": learning_rates, "arms": arms})
+    print("\n| task | seed | arm | best | median | best reached the target at (env steps) | train s "
+          "| final learning rates |")
+    print("|---|---:|---|---:|---:|---:|---:|---|")
     for row in rows:
-        for arm, _, _ in ARMS:
-            r = row[arm]
+        for arm, r in row["arms"].items():
             lrs = ", ".join(f"{lr:.1e}" for lr in r["learning_rates"])
-            print(f"| {row['task']} | {arm} | {r['best']:.1f} | {r['median']:.1f} | {r['train_s']:.1f} | {lrs} |")
+            print(f"| {row['task']} | {row['seed']} | {arm} | {r['best']:.1f} | {r['median']:.1f} "
+                  f"| {r['best_reached_step'] if r['best_reached_step'] is not None else '-'} | {r['train_s']:.1f} "
+                  f"| {lrs} |")
     for row in rows:
-        for arm, _, _ in ARMS[1:]:
-            r = row[arm]
-            print(f"{row['task']}, {arm}: PBT step {r['pbt_step_s']:.3f} s, {100 * r['pbt_share']:.1f}% of an "
-                  f"interval of {r['interval_s']:.2f} s")
-        print(f"{row['task']}: initial learning rates {row['initial_learning_rates']}")
+        for arm, r in row["arms"].items():
+            if "pbt_step_s" in r:
+                print(f"{row['task']} seed {row['seed']}, {arm}: PBT step {r['pbt_step_s']:.3f} s, "
+                      f"{100 * r['pbt_share']:.1f}% of an interval of {r['interval_s']:.2f} s")
+        print(f"{row['task']} seed {row['seed']}: initial learning rates {row['initial_learning_rates']}")
 
 
 if __name__ == "__main__":
