@@ -2,7 +2,8 @@
 
 Every function takes ``axis_name``: ``None`` on one device (the collective is the
 identity), or the name of the mapped device axis inside ``jax.shard_map``. One code path
-therefore serves one device and many.
+therefore serves one device and many. :func:`population_cond` does the same for the
+population's axis (the ``vmap`` over agents).
 """
 
 from __future__ import annotations
@@ -74,6 +75,27 @@ def vary_like(tree: Any, like: Any) -> Any:
         return lax.pcast(x, tuple(sorted(missing)), to="varying") if missing else x
 
     return jax.tree.map(cast, tree, like)
+
+
+def population_cond(pred: jax.Array, true_fn: Callable, false_fn: Callable, *operands, axis_name: str | None = None):
+    """``lax.cond(pred, true_fn, false_fn, *operands)`` for each agent of a population vmapped
+    over ``axis_name`` (the executor's population axis; None: one agent, a plain ``lax.cond``).
+
+    Under ``vmap`` a cond on a per-agent predicate becomes a select that computes both branches
+    for every agent: a population would pay for the gradient steps of an off-policy agent
+    before its learning starts. Here the branch is taken when the predicate holds for **any**
+    agent (``pmax`` over the population axis: one value for all, so the cond stays a branch),
+    and each agent then keeps ``true_fn``'s outputs where its own ``pred`` holds and
+    ``false_fn``'s elsewhere: the same values as the select, computed only when one is needed
+    (a predicate shared by all agents, such as the learning start, costs nothing more)."""
+    if axis_name is None:
+        return lax.cond(pred, true_fn, false_fn, *operands)
+
+    def per_agent(*args):
+        return jax.tree.map(lambda t, f: jax.numpy.where(pred, t, f), true_fn(*args), false_fn(*args))
+
+    some = lax.pmax(pred.astype(jax.numpy.int32), axis_name) > 0
+    return lax.cond(some, per_agent, false_fn, *operands)
 
 
 def axis_index(axis_name: str | None = None) -> jax.Array | int:

@@ -42,6 +42,7 @@ checkpoints before raising.
 from __future__ import annotations
 
 import contextlib
+import functools
 import queue
 import sys
 import threading
@@ -67,7 +68,7 @@ from evorl.workflows.actors import (  # the faults are defined there, raised her
 )
 from evorl.workflows.actor_processes import ProcessActorRollout
 from evorl.workflows.execution import (
-    DEVICE_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
+    DEVICE_AXIS, POPULATION_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
 )
 
 #: Python's GIL switch interval while actors run (its default is 5 ms).
@@ -173,7 +174,8 @@ class ActorLearnerExecutor:
         #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every update.
         self.alive = np.ones(num_agents if self.population else (), bool)
         self.records: list[dict] = []
-        agents = self._agents = jax.vmap if self.population else (lambda fn, **_: fn)
+        agents = self._agents = functools.partial(jax.vmap, axis_name=POPULATION_AXIS) if self.population \
+            else (lambda fn, **_: fn)
         self.compile_seconds: float | None = None
         self._initial_env_state = None
         self._init_jit = None

@@ -52,6 +52,9 @@ from evorl import metrics as M
 from evorl.distributed import host_copy
 
 DEVICE_AXIS = "devices"
+#: The name of the population's ``vmap`` axis: a step may branch once for all agents on it
+#: (:func:`evorl.distributed.population_cond`).
+POPULATION_AXIS = "agents"
 #: How a mesh holds the training state: environments split, or agents split.
 LAYOUTS = ("envs", "population")
 #: How long one compiled call of a chunk should run (seconds): the longest a stop request
@@ -269,7 +272,8 @@ class Executor:
         population step if one is due, then the final metrics. Returns the state, the totals,
         ``alive``, the final metrics and the population step's record (zeros when none ran)."""
         pl = self.placement
-        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0)) if pl.population else self._iterations
+        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0), axis_name=POPULATION_AXIS) \
+            if pl.population else self._iterations
         state, totals, alive = iterations(state, num_iterations, alive, totals)
         record = {}
         if self.population_step is not None:
@@ -291,7 +295,7 @@ class Executor:
             pl = self.placement
 
             def metrics(state):
-                return (jax.vmap(self._jit_step) if pl.population else self._jit_step)(state)[1]
+                return (jax.vmap(self._jit_step, axis_name=POPULATION_AXIS) if pl.population else self._jit_step)(state)[1]
 
             if pl.mesh is not None:  # the step's collectives need the device axis
                 per_agent = P(DEVICE_AXIS) if pl.layout == "population" else P()

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl import metrics as M
+from evorl.distributed import population_cond
 
 #: Agents named in a divergence error before the rest are only counted.
 MAX_NAMED_AGENTS = 3
@@ -78,8 +79,13 @@ def check_environment(iteration: int, env_faults: np.ndarray | None, labels: lis
 
 
 def tree_all_finite(tree: Any) -> jax.Array:
-    """Whether every floating-point leaf of ``tree`` is finite: a boolean ``[]`` on the device."""
-    flags = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+    """Whether every floating-point leaf of ``tree`` is finite: a boolean ``[]`` on the device.
+
+    A leaf is finite when :math:`\\max |x|` is (an infinity makes it infinite; XLA's ``max``
+    propagates NaN): one fused reduction per leaf, where ``all(isfinite(x))`` wrote a boolean
+    copy of the leaf and reduced that (3.6x slower on the CPU for a population's critics)."""
+    flags = [jnp.isfinite(jnp.max(jnp.abs(x))) for x in jax.tree.leaves(tree)
+             if jnp.issubdtype(x.dtype, jnp.inexact) and x.size]
     return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
@@ -89,16 +95,26 @@ FROZEN_FIELDS = ("agent_state", "opt_state", "lagged_params")
 
 
 def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array,
-                    fields: tuple[str, ...] = FROZEN_FIELDS) -> tuple[Any, jax.Array]:
+                    fields: tuple[str, ...] = FROZEN_FIELDS, axis_name: str | None = None) -> tuple[Any, jax.Array]:
     """One agent's iteration ``old -> new`` (an :class:`~evorl.workflows.on_policy.OnPolicyState`)
     kept only while the agent is ``alive`` and the iteration left its parameters, observation
     statistics, optimiser state and loss ``metrics`` (not the episode sums) finite; otherwise
     the agent keeps ``old``'s ``fields`` (default :data:`FROZEN_FIELDS`; an off-policy state
-    names its own) and is no longer alive. Returns the state and ``alive``."""
+    names its own) and is no longer alive. Returns the state and ``alive``.
+
+    ``axis_name``: the population's ``vmap`` axis this runs under. The old fields are then
+    selected only in an iteration where some agent is frozen
+    (:func:`evorl.distributed.population_cond`), not written back for every agent after every
+    iteration."""
     losses = [m.value for key, m in M.declared(metrics).items() if not key.startswith("episode_")]
     alive = alive & tree_all_finite((new.agent_state.params, new.agent_state.obs_stats, new.opt_state, losses))
-    kept = {name: jax.tree.map(lambda n, o: jnp.where(alive, n, o), getattr(new, name), getattr(old, name))
-            for name in fields}
+
+    def restored(new_fields, old_fields):  # ``old``'s fields, for an agent that is not alive
+        return old_fields
+
+    new_fields = {name: getattr(new, name) for name in fields}
+    kept = population_cond(~alive, restored, lambda n, o: n, new_fields, {name: getattr(old, name) for name in fields},
+                           axis_name=axis_name)
     return new.replace(**kept), alive
 
 

@@ -28,7 +28,7 @@ from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
 from evorl.workflows.actor_learner import ActorLearnerExecutor
-from evorl.workflows.execution import DEVICE_AXIS, Executor, to_host
+from evorl.workflows.execution import DEVICE_AXIS, POPULATION_AXIS, Executor, to_host
 from evorl.workflows.health import (
     FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
     frozen_message, nonfinite_metrics, tree_all_finite,
@@ -116,7 +116,8 @@ class ChunkedWorkflow(RLWorkflow):
             fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
             self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
                            fitness.evaluate, evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
-        freeze = functools.partial(freeze_diverged, fields=frozen_fields) if self.population else None
+        freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=POPULATION_AXIS) \
+            if self.population else None
         if self.asynchronous:
             update = make_learner_update(agent, self.optimizer, tc, None if learner_mesh is None else DEVICE_AXIS)
             self.executor = ActorLearnerExecutor(update, env, agent, tc, config.runner, learner_mesh, actor_devices,

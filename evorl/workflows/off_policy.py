@@ -17,7 +17,9 @@
    ``critic``, ``actor``, ``alpha``), each by its own loss and its own Adam state; then the
    target parameters (the agent's ``target_keys``) move every ``target_update_period``
    gradient steps, :math:`\\bar\\theta \\leftarrow \\tau \\theta + (1 - \\tau) \\bar\\theta`
-   (``tau = 1``: a copy). Before then the same program runs with the updates skipped (``lax.cond``).
+   (``tau = 1``: a copy). Before then the same program runs with the updates skipped (``lax.cond``;
+   in a population too, where the cond is taken once for all agents: no agent pays for
+   gradient steps before its learning starts, :func:`evorl.distributed.population_cond`).
 
 Steps 2 and 3 are :func:`make_learner_update`, the one update of both runners. With
 ``runner.mode=async`` (the default for host envs: gymnasium, MuJoCo, envpool) the actors of
@@ -66,12 +68,12 @@ from evorl.config import (
 )
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
-from evorl.distributed import agent_gradient_update, axis_index
+from evorl.distributed import agent_gradient_update, axis_index, population_cond
 from evorl.envs import EnvState, VectorEnv
 from evorl.memory_estimate import Term
 from evorl.rollout import Trajectory, rollout_with_policy_state
 from evorl.workflows.actor_learner import ActorPolicy, check_async_config, learner_placement
-from evorl.workflows.execution import Placement
+from evorl.workflows.execution import POPULATION_AXIS, Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
@@ -145,10 +147,11 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_en
     )
 
 
-def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
+def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool, population_axis: str | None = None):
     """``step(opt_states, agent_state, target_params, batch, key, gradient_steps) -> (opt_states,
     agent_state, metrics, applied)``: one optimiser step on ``group``'s parameters when its
-    period divides ``gradient_steps``, else nothing (``applied`` 0, metrics zeros)."""
+    period divides ``gradient_steps``, else nothing (``applied`` 0, metrics zeros); in a
+    population vmapped over ``population_axis`` the step is skipped for all agents at once."""
 
     def loss_of_group(view, params, target_params, batch, key):  # view.params: this group's
         return group.loss(view.replace(params={**params, group.key: view.params}), target_params, batch, key)
@@ -169,15 +172,20 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool):
         shapes = jax.eval_shape(apply, opt_states, agent_state, target_params, batch, key)[2]
         skip = lambda o, a, *_: (o, a, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))  # noqa: E731
         due = gradient_steps % group.period == 0
-        return (*lax.cond(due, apply, skip, opt_states, agent_state, target_params, batch, key), due.astype(jnp.float32))
+        return (*population_cond(due, apply, skip, opt_states, agent_state, target_params, batch, key,
+                                 axis_name=population_axis), due.astype(jnp.float32))
 
     return step
 
 
-def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None):
+def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
+                        population_axis: str | None = None):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
     docstring. Returns ``update(state, trajectory, key) -> (state, metrics)`` (``state.iteration``
-    counts the update; ``key`` drives the minibatch sampling and the losses).
+    counts the update; ``key`` drives the minibatch sampling and the losses). ``population_axis``:
+    the population's ``vmap`` axis when the update runs for a population (the executor's
+    :data:`~evorl.workflows.execution.POPULATION_AXIS`), so that the learning start and TD3's
+    delayed actor branch once for all agents instead of every agent computing both branches.
 
     With ``axis_name`` (``distributed.layout=envs`` on several devices) the trajectory and the
     buffer's columns are this device's environments': each device adds its own transitions,
@@ -188,7 +196,7 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
     The fused iteration (:func:`make_iteration`) and the asynchronous learner
     (:mod:`evorl.workflows.actor_learner`) both call it: one buffer, one update."""
     groups = agent.update_groups
-    steps = [group_step(group, optimizer, named_grad_norm=len(groups) > 1) for group in groups]
+    steps = [group_step(group, optimizer, len(groups) > 1, population_axis) for group in groups]
     policy = BehaviourPolicy(agent, tc.warmup_steps)
 
     def update_step(buffer, carry, key):
@@ -233,10 +241,10 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
         carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
         learning = buffer.size >= tc.learning_starts
         metric_shapes = jax.eval_shape(learn, carry, buffer, key)[1]
-        carry, loss_metrics = lax.cond(
+        carry, loss_metrics = population_cond(
             learning, learn,
             lambda carry, *_: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
-            carry, buffer, key)
+            carry, buffer, key, axis_name=population_axis)
         agent_state, opt_state, target_params, gradient_steps = carry
         metrics = {
             **loss_metrics,
@@ -251,11 +259,12 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
     return update
 
 
-def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None):
+def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
+                   population_axis: str | None = None):
     """One training iteration (see the module docstring): the behaviour policy's rollout, then
     :func:`make_learner_update` on it; metrics are scalars, reduced over ``axis_name`` (the
     device axis when the environments are split, :func:`make_learner_update`)."""
-    learner_update = make_learner_update(agent, optimizer, tc, axis_name)
+    learner_update = make_learner_update(agent, optimizer, tc, axis_name, population_axis)
     policy = BehaviourPolicy(agent, tc.warmup_steps)
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
@@ -304,7 +313,11 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         self._variant_data = self.variant_data(config)
         # actors act with the behaviour policy; the learner runs the fused iteration's update. A
         # PBT-replaced agent takes its source's networks, Adam states and targets, keeps its buffer
-        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_AXES,
+        # a population's learning start and delayed updates branch once for all its agents
+        population_axis = POPULATION_AXIS if self.population else None
+        self.build_runner(config, env, eval_env, agent,
+                          functools.partial(make_iteration, population_axis=population_axis),
+                          functools.partial(make_learner_update, population_axis=population_axis), ENV_AXES,
                           actor_devices=learner_placement(False, None)[1] if self.asynchronous else None,
                           acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
                                              functools.partial(acting_state, tc=tc)),
