@@ -110,10 +110,17 @@ def run_arm(cfg: dict, eval_episodes: int, pbt_step_repeats: int = 5, target: fl
     returns = final.last_metrics_per_agent["eval/episode_return"]  # [N]
     out = {"returns": [float(r) for r in returns], "best": float(np.max(returns)),
            "median": float(np.median(returns)), "train_s": train_s, "compile_s": compile_s,
-           "learning_rates": np.asarray(state.learning_rate).tolist(), "best_reached_step": reached.step}
+           "hyperparameters": evolving_values(cfg, state), "best_reached_step": reached.step}
     if cfg["pbt"]["enabled"] and pbt_step_repeats:
         out.update(time_pbt_step(workflow, state, pbt_step_repeats))
     return out
+
+
+def evolving_values(cfg: dict, state) -> dict[str, list[float]]:
+    """Each agent's final value of every key in ``pbt.hyperparameters`` (evolved or not)."""
+    return {key: np.asarray(state.learning_rate if key == "training.learning_rate"
+                            else getattr(state.agent_state.hparams, key.split(".", 1)[1])).tolist()
+            for key in cfg["pbt"]["hyperparameters"]}
 
 
 def time_pbt_step(workflow, state, repeats: int = 5) -> dict:
@@ -155,7 +162,9 @@ def main() -> None:
             if task in CONFIG_TASKS:
                 arms_run = CONFIG_ARMS
                 configs = {name: shipped_config(task, pbt, seed) for name, pbt, _ in arms_run}
-                learning_rates = configs["PBT"][0]["training"]["learning_rate"]
+                shipped = configs["PBT"][0]
+                initial = {key: shipped[key.split(".")[0]][key.split(".", 1)[1]]
+                           for key in shipped["pbt"]["hyperparameters"]}
             else:
                 arms_run = ARMS
                 low, high = TASKS[task][2]
@@ -163,27 +172,29 @@ def main() -> None:
                 learning_rates = [float(f"{lr:.3g}") for lr in draws]
                 configs = {name: (config(task, learning_rates, pbt, seed, fitness), None)
                            for name, pbt, fitness in arms_run}
+                initial = {"training.learning_rate": learning_rates}
             arms = {}
             for name, _, _ in arms_run:
                 cfg, target = configs[name]
                 arms[name] = run_arm(cfg, args.eval_episodes, args.time_pbt_step, target)
                 print(f"{task} seed {seed} {name}: {json.dumps(arms[name])}", flush=True)
-            rows.append({"task": task, "seed": seed, "initial_learning_rates": learning_rates, "arms": arms})
+            rows.append({"task": task, "seed": seed, "initial": initial, "arms": arms})
     print("\n| task | seed | arm | best | median | best reached the target at (env steps) | train s "
-          "| final learning rates |")
+          "| final evolving hyperparameters |")
     print("|---|---:|---|---:|---:|---:|---:|---|")
     for row in rows:
         for arm, r in row["arms"].items():
-            lrs = ", ".join(f"{lr:.1e}" for lr in r["learning_rates"])
+            final = "; ".join(f"{key.split('.')[1]} " + ", ".join(f"{v:.2g}" for v in values)
+                              for key, values in r["hyperparameters"].items())
             print(f"| {row['task']} | {row['seed']} | {arm} | {r['best']:.1f} | {r['median']:.1f} "
                   f"| {r['best_reached_step'] if r['best_reached_step'] is not None else '-'} | {r['train_s']:.1f} "
-                  f"| {lrs} |")
+                  f"| {final} |")
     for row in rows:
         for arm, r in row["arms"].items():
             if "pbt_step_s" in r:
                 print(f"{row['task']} seed {row['seed']}, {arm}: PBT step {r['pbt_step_s']:.3f} s, "
                       f"{100 * r['pbt_share']:.1f}% of an interval of {r['interval_s']:.2f} s")
-        print(f"{row['task']} seed {row['seed']}: initial learning rates {row['initial_learning_rates']}")
+        print(f"{row['task']} seed {row['seed']}: initial {row['initial']}")
 
 
 if __name__ == "__main__":
