@@ -18,7 +18,10 @@ final greedy return reaches the target **and** it did not collapse: with the sco
 normalised between a random policy (0) and the target (1),
 :math:`s = (R - R_{random}) / (R_{target} - R_{random})`, a run whose final score is below
 0.9 x its best score (over the periodic evaluations and the final one) has collapsed, even
-when its best met the target. An entry passes when at least 80% of its seeds pass (4 of 5).
+when its best met the target; and a passing seed's periodic evaluation first reached the
+target within 70% of the run's env steps (:data:`MARGIN_FRACTION`: a config that gets there
+only at its last evaluations is tuned to the edge). An entry passes when at least 80% of its
+seeds pass (4 of 5).
 ``R_random`` is measured: the untrained policy's return with sampled actions (near-uniform
 for a discrete policy). With ``rliable`` installed (``pip install -e ".[bench]"``) the
 normalised final scores of the whole set are aggregated into the interquartile mean (IQM)
@@ -46,6 +49,9 @@ from suites import COMPOSED, SUITES, Benchmark  # noqa: E402
 COLLAPSE_FRACTION = 0.9
 #: The share of an entry's seeds that must pass (4 of 5).
 REQUIRED_SEED_FRACTION = 0.8
+#: A passing seed's periodic evaluation first reached the target within this share of the
+#: run's env steps (a config that gets there only at its last evaluations is tuned to the edge).
+MARGIN_FRACTION = 0.7
 
 
 @dataclass
@@ -86,9 +92,17 @@ class Result:
         return [b > 0 and f < COLLAPSE_FRACTION * b for f, b in zip(final, best)]
 
     @property
+    def late(self) -> list[bool]:
+        """Per seed: no periodic evaluation reached the target within ``MARGIN_FRACTION`` of
+        the env steps (never, or only later)."""
+        return [x is None or x[0] > MARGIN_FRACTION * self.env_steps for x in self.first_reached]
+
+    @property
     def passed(self) -> list[bool]:
-        """Per seed: the final return reached the target and the run did not collapse."""
-        return [r >= self.target and not c for r, c in zip(self.per_seed, self.collapsed)]
+        """Per seed: the final return reached the target, the run did not collapse, and it
+        first reached the target with margin (not :attr:`late`)."""
+        return [r >= self.target and not c and not late
+                for r, c, late in zip(self.per_seed, self.collapsed, self.late)]
 
     @property
     def met(self) -> str:

@@ -30,18 +30,18 @@ def test_first_reached_records_the_first_evaluation_at_the_target():
 def result(per_seed, best, target=475.0, random=25.0, **kw) -> Result:
     return Result(name="x", env="gymnax/CartPole-v1", algorithm="IMPALA", env_steps=512_000, seeds=len(per_seed),
                   wall_s=10.0, compile_s=6.0, steps_per_s=51200.0, eval_return_mean=0.0, eval_return_std=0.0,
-                  target=target, per_seed=per_seed, first_reached=[None] * len(per_seed), best_per_seed=best,
-                  random_return=random, **kw)
+                  target=target, per_seed=per_seed, best_per_seed=best, random_return=random,
+                  **{"first_reached": [(102_400, 5.0)] * len(per_seed), **kw})
 
 
 def test_table_reports_each_seed():
     r = Result(name="x", env="gymnax/Breakout-MinAtar", algorithm="PPO", env_steps=3_276_800, seeds=2,
                wall_s=200.0, compile_s=9.0, steps_per_s=16384.0, eval_return_mean=17.5, eval_return_std=10.5,
-               target=20.0, per_seed=[28.0, 7.0], first_reached=[(2_457_600, 150.2), None],
+               target=20.0, per_seed=[28.0, 7.0], first_reached=[(1_638_400, 150.2), None],
                best_per_seed=[28.0, 21.0], random_return=1.0)
     row = markdown_table([r], "t").splitlines()[-1]
     # seed 2 collapsed: its best (21) met the target, its final score 6/19 < 0.9 x 20/19
-    assert "| 17.5 ± 10.5 | 28.0, 7.0 | 28.0, 21.0 | no, yes | 1.0 | 20 | 1/2 | 2.46M steps / 150 s; never |" in row
+    assert "| 17.5 ± 10.5 | 28.0, 7.0 | 28.0, 21.0 | no, yes | 1.0 | 20 | 1/2 | 1.64M steps / 150 s; never |" in row
 
 
 def test_collapse_counts_a_seed_that_fell_from_its_best_as_failing():
@@ -52,6 +52,14 @@ def test_collapse_counts_a_seed_that_fell_from_its_best_as_failing():
     assert not result([500.0, 9.0, 9.0, 500.0, 500.0], [500.0] * 5).ok  # 3/5 < 80%
     low = result([460.0] * 5, [480.0] * 5)  # no collapse (0.958 of best) but below the target
     assert low.collapsed == [False] * 5 and low.met == "0/5"
+
+
+def test_a_seed_that_first_reached_the_target_late_or_only_at_its_final_evaluation_fails():
+    # 512k env steps: 70% is 358,400
+    r = result([500.0] * 5, [500.0] * 5, first_reached=[(102_400, 5.0), (358_400, 9.0), (409_600, 9.0), None,
+                                                         (51_200, 1.0)])
+    assert r.late == [False, False, True, True, False]
+    assert r.passed == [True, True, False, False, True] and r.met == "3/5" and not r.ok
 
 
 def test_collapse_of_negative_returns_is_judged_on_the_normalised_score():
