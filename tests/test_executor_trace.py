@@ -37,3 +37,20 @@ def test_chunk_traces_the_step_once_and_matches_a_python_loop(num_agents):
         sums.append(expected.sum(axis=-1))
     np.testing.assert_allclose(np.asarray(state["x"]), expected, rtol=1e-6)
     np.testing.assert_allclose(np.asarray(metrics["x_sum"]), np.mean(sums, axis=0), rtol=1e-6)
+
+
+def test_a_call_runs_at_most_four_times_the_iterations_of_the_one_before(monkeypatch):
+    """Cheap iterations first (an off-policy warm-up) do not size a call of costly ones many
+    times CALL_SECONDS long: the call lengths grow by at most CALL_GROWTH."""
+    import evorl.workflows.execution as execution
+
+    step, _ = _counting_step()
+    executor = Executor(step, Placement(num_agents=1))
+    state = {"x": jnp.zeros(4)}
+    executor.compile(state)
+    clock = iter(np.arange(0.0, 1e3, 1e-6))  # every call measured at 1 microsecond: ~5e6 iterations fit
+    monkeypatch.setattr(execution.time, "perf_counter", lambda: next(clock))
+    done = []
+    executor.run(state, 1000, progress=done.append)
+    lengths = np.diff([0, *done])
+    assert list(lengths[:5]) == [1, 4, 16, 64, 256] and sum(lengths) == 1000

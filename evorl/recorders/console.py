@@ -121,7 +121,8 @@ class ConsoleRecorder:
             self._print(f"{self.prefix}compiled in {now - self._compile_start:.1f} s")
             self._compile_start = None
         speed = self.speed({}, step, now)
-        if self._last_line is None or now - self._last_line >= self.progress_seconds:
+        moved = step > self._first[1]  # not the start (a line there would say nothing)
+        if moved and (self._last_line is None or now - self._last_line >= self.progress_seconds):
             self._print(self.progress_line(step, speed))
 
     def write(self, metrics: dict[str, float], step: int) -> None:

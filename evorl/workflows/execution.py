@@ -60,6 +60,10 @@ LAYOUTS = ("envs", "population")
 #: How long one compiled call of a chunk should run (seconds): the longest a stop request
 #: waits for the training state (then comes the partial chunk's evaluation and checkpoint).
 CALL_SECONDS = 5.0
+#: A compiled call runs at most this many times the previous call's iterations: the speed
+#: measured on cheap iterations (an off-policy run before its learning starts) would otherwise
+#: size a call of costly ones many times :data:`CALL_SECONDS` long.
+CALL_GROWTH = 4
 
 
 def jit_rarely_run(fn, **jit_kwargs):
@@ -194,6 +198,7 @@ class Executor:
         self.compile_seconds: float | None = None
         #: Seconds the last compiled call took per iteration (None before the first).
         self._seconds_per_iteration: float | None = None
+        self._last_call_length = 1
         self._totals_shapes = None
         self._chunk = self._build_chunk()
         self._init_jit = None
@@ -339,7 +344,7 @@ class Executor:
             n = self._call_length(num_iterations - done)
             start = time.perf_counter()
             state, totals, final = self._call(state, n, totals)  # waits for the call (self.alive is read)
-            self._seconds_per_iteration = (time.perf_counter() - start) / n
+            self._seconds_per_iteration, self._last_call_length = (time.perf_counter() - start) / n, n
             done += n
             if progress is not None:
                 progress(done)
@@ -348,11 +353,12 @@ class Executor:
 
     def _call_length(self, left: int) -> int:
         """Iterations in the next compiled call: about :data:`CALL_SECONDS` at the last
-        measured speed (one for the very first call), at most ``left``, and never past the
-        next population step."""
+        measured speed (one for the very first call), at most ``left`` and :data:`CALL_GROWTH`
+        times the last call's, and never past the next population step."""
         n = 1
         if self._seconds_per_iteration is not None:
-            n = int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9))))
+            n = int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9)),
+                        CALL_GROWTH * self._last_call_length))
         if self.population_step is not None:
             interval = self.population_step.interval
             n = min(n, interval - self._iteration % interval)
