@@ -357,14 +357,15 @@ def plot(results: list[Result], path: Path, agg: tuple[float, float, float] | st
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suite", choices=sorted(SUITES))
-    parser.add_argument("--only", default="", help="run only entries whose name contains this")
+    parser.add_argument("--only", default="", help="run only the entry of this name, or else those whose name contains this")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: the set's; configs: 100-104, "
                                                       "never used for tuning)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
-    entries = [b for b in SUITES[args.suite] if args.only in b.name]
+    entries = [b for b in SUITES[args.suite] if args.only == b.name]  # a whole name: that entry alone
+    entries = entries or [b for b in SUITES[args.suite] if args.only in b.name]
     results, failures = [], []
     start = time.perf_counter()
     for bench in entries:

@@ -129,6 +129,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked(COMPOSED, env="pendulum"),
         checked(COMPOSED, algo="sac", env="pendulum"),
         checked(COMPOSED, algo="td3", env="pendulum"),
+        checked(COMPOSED, algo="ddpg", env="pendulum"),
         checked("ppo_cartpole"),
         checked("a2c_cartpole"),
         checked("impala_cartpole"),
@@ -138,6 +139,10 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("ppo_brax_inverted_pendulum"),
         checked("sac_brax_inverted_pendulum"),  # ~4 min per seed
         checked("td3_brax_inverted_pendulum"),  # ~4 min per seed
+        checked("sac_gymnasium_inverted_pendulum"),  # actor-learner, MuJoCo: ~4 min per seed
+        checked("cemrl_pendulum"),
+        checked("erl_pendulum"),
+        checked("pbt_sac_pendulum"),  # 8 SAC agents under PBT: ~1 min per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),
