@@ -41,7 +41,7 @@ def test_table_reports_each_seed():
                best_per_seed=[28.0, 21.0], random_return=1.0)
     row = markdown_table([r], "t").splitlines()[-1]
     # seed 2 collapsed: its best (21) met the target, its final score 6/19 < 0.9 x 20/19
-    assert "| 17.5 ± 10.5 | 28.0, 7.0 | 28.0, 21.0 | no, yes | 1.0 | 20 | 1/2 | 1.64M steps / 150 s; never |" in row
+    assert "| 17.5 ± 10.5 | 28.0, 7.0 | 28.0, 21.0 | no, yes | 1.0 | 20 | 1/2 | 1.64M steps (50%) / 150 s; never |" in row
 
 
 def test_collapse_counts_a_seed_that_fell_from_its_best_as_failing():
