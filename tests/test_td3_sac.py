@@ -175,6 +175,21 @@ def test_each_agent_of_a_tau_sweep_moves_its_targets_with_its_own_tau():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
 
 
+def test_each_agent_of_a_learning_rate_sweep_trains_at_its_own_rate():
+    """training.learning_rate is data (the state's learning_rate): a sweep [1e-4, 1e-2] trains
+    two agents in one program, the second one's networks as a run alone at 1e-2 (without
+    anneal_lr too: the optimiser once kept the config's first rate for every agent)."""
+    swept = SACWorkflow.build_from_config(tiny(learning_rate=[1e-4, 1e-2]), recorders=[])
+    state, _ = swept.run_iterations(swept.init(jax.random.PRNGKey(0)), 4)
+    key = jax.random.split(jax.random.PRNGKey(0), 1)[0]  # the variants' key
+    for index, rate in enumerate((1e-4, 1e-2)):
+        solo = SACWorkflow.build_from_config(tiny(learning_rate=rate), recorders=[])
+        single, _ = solo.run_iterations(solo.init(key), 4)
+        for a, b in zip(jax.tree.leaves(jax.tree.map(lambda x: x[index], state.agent_state.params)),
+                        jax.tree.leaves(single.agent_state.params)):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
+
+
 def test_config_errors_name_the_key():
     with pytest.raises(ConfigError, match="continuous"):
         SACWorkflow.build_from_config({**tiny(), "env": {"env_name": "CartPole-v1", "env_type": "gymnax"}})

@@ -77,7 +77,7 @@ from evorl.workflows.execution import POPULATION_AXIS, Placement
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
-from evorl.workflows.on_policy import episode_metrics, init_lagged_params, make_optimizer
+from evorl.workflows.on_policy import episode_metrics, init_lagged_params, make_optimizer, scheduled_learning_rate
 from evorl.workflows.pbt import check_pbt_config
 from evorl.workflows.rl_base import ExperimentConfig
 
@@ -232,12 +232,9 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
                             axis_name)  # T rows of this device's B environments
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
 
-        if tc.anneal_lr:  # linear decay to 0 at num_iterations
-            frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
-            opt_state = {k: o._replace(hyperparams={**o.hyperparams, "learning_rate": state.learning_rate * frac})
-                         for k, o in state.opt_state.items()}
-        else:
-            opt_state = state.opt_state
+        # each group's optimiser at the agent's own (annealed) rate: a sweep's or PBT's value
+        opt_state = {k: scheduled_learning_rate(o, state.learning_rate, state.iteration, tc)
+                     for k, o in state.opt_state.items()}
         carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
         learning = buffer.size >= tc.learning_starts
         metric_shapes = jax.eval_shape(learn, carry, buffer, key)[1]

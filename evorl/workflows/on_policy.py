@@ -87,6 +87,16 @@ def set_learning_rate(opt_state, learning_rate: jax.Array):
     return opt_state._replace(hyperparams=hyperparams)
 
 
+def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.Array, tc: TrainingConfig):
+    r"""``opt_state`` with this iteration's learning rate: the agent's own base rate
+    ``learning_rate`` (data in its training state: a population's sweep, PBT's explore), times
+    :math:`\max(1 - t / T, 0)` with ``tc.anneal_lr`` (linear decay to 0 at ``T =
+    tc.num_iterations``, never negative), else times 1. Every learner update sets it, so the
+    rate the optimiser applies is always the agent's."""
+    frac = jnp.maximum(1.0 - iteration.astype(jnp.float32) / tc.num_iterations, 0.0) if tc.anneal_lr else 1.0
+    return set_learning_rate(opt_state, learning_rate * frac)
+
+
 def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
                key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
     """A fresh training state: agent with ``hparams``, optimiser, reset environments (none
@@ -130,11 +140,7 @@ def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, t
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
         trajectory = agent.compute_targets(agent_state, trajectory)
 
-        if tc.anneal_lr:  # linear decay to 0 at num_iterations (and 0 beyond, never negative)
-            frac = jnp.maximum(1.0 - state.iteration.astype(jnp.float32) / tc.num_iterations, 0.0)
-        else:
-            frac = 1.0
-        opt_state = set_learning_rate(state.opt_state, state.learning_rate * frac)
+        opt_state = scheduled_learning_rate(state.opt_state, state.learning_rate, state.iteration, tc)
         agent_state, opt_state, loss_metrics = update_epochs(
             agent, gradient_update, tc.num_epochs, tc.num_minibatches, axis_name,
             agent_state, opt_state, trajectory, key,
