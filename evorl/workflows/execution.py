@@ -26,7 +26,10 @@ share of the data (see :mod:`evorl.workflows.on_policy`); :class:`Executor` owns
   agents still train, carried from chunk to chunk on the host;
 * **a population step** (with ``population_step``, e.g. PBT's exploit/explore): a function
   of the whole population run every ``interval`` iterations at the end of a compiled call
-  (calls are cut there), whose records the host collects (:meth:`Executor.take_records`).
+  (calls are cut there), whose records the host collects (:meth:`Executor.take_records`);
+* **a warm-up** (with ``warmup``, :class:`Warmup`): the leading iterations that cannot learn
+  yet (an off-policy run before its buffer holds ``learning_starts`` transitions) run a second
+  program, the step without its learning; calls are cut where it ends.
 
 :class:`Runner` is the protocol the host loop (:class:`~evorl.workflows.host_loop.ChunkedWorkflow`)
 drives; :class:`Executor` and the actor-learner
@@ -151,6 +154,18 @@ class Runner(Protocol):
         """The population steps' records since the last call, oldest first."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Warmup:
+    """The iterations before the learning starts, as a program of their own: ``step`` is the
+    iteration as it is then (same state and metrics as the full step's, without the learning
+    branch it would skip), run for the first ``iterations(state)`` iterations after ``state``
+    (read on the host when a run starts; never more than the full step would spend skipping:
+    the iterations after them run the full step, which decides for itself)."""
+
+    step: Callable
+    iterations: Callable[[Any], int]
+
+
 class PopulationStep(Protocol):
     """A step on the whole population, every ``interval`` iterations (PBT's exploit/explore:
     :class:`evorl.workflows.pbt.PBT`)."""
@@ -169,7 +184,7 @@ class Executor:
 
     def __init__(self, step: Callable, placement: Placement, env_fields: tuple[str, ...] | Mapping[str, Any] = (),
                  final_metrics: Callable[[Any], dict] | None = None, freeze: Callable | None = None,
-                 population_step: PopulationStep | None = None):
+                 population_step: PopulationStep | None = None, warmup: Warmup | None = None):
         """``env_fields``: the state's fields that ``layout="envs"`` splits across the devices,
         by name (the leading axis of every leaf is the environments') or as ``{name: axes}``,
         ``axes`` a prefix tree of the field giving each part's environments' axis (None:
@@ -179,7 +194,8 @@ class Executor:
         ``freeze(old, new, metrics, alive) -> (state, alive)``: applied after every iteration
         of one agent (e.g. :func:`evorl.workflows.health.freeze_diverged`); None: no agent is
         ever frozen. ``population_step``: run when the iteration count reaches a multiple of
-        its ``interval`` (a population only)."""
+        its ``interval`` (a population only). ``warmup``: the leading iterations that run
+        ``warmup.step`` instead of ``step`` (None: all run ``step``)."""
         if population_step is not None and not placement.population:
             raise ValueError("a population step needs a population (num_agents > 1)")
         self.population_step = population_step
@@ -189,6 +205,7 @@ class Executor:
         self.step = step
         #: The step under ``jax.jit``: its trace is made once and shared by every use below.
         self._jit_step = jax.jit(step)
+        self.warmup = warmup
         self.final_metrics = final_metrics
         self.freeze = freeze
         #: Which agents still train (``[N]``; ``[]`` for one agent), updated by every chunk.
@@ -196,11 +213,14 @@ class Executor:
         self.placement = placement
         self.env_fields = dict(env_fields) if isinstance(env_fields, Mapping) else dict.fromkeys(env_fields, 0)
         self.compile_seconds: float | None = None
-        #: Seconds the last compiled call took per iteration (None before the first).
-        self._seconds_per_iteration: float | None = None
-        self._last_call_length = 1
+        #: Per program ("step", "warmup"): the seconds its last compiled call took per
+        #: iteration and that call's length (absent before its first call).
+        self._timings: dict[str, tuple[float, int]] = {}
         self._totals_shapes = None
-        self._chunk = self._build_chunk()
+        #: The compiled calls of each program: the full step's, and the warm-up's if any.
+        self._chunks = {"step": self._build_chunk(self._jit_step)}
+        if warmup is not None:
+            self._chunks["warmup"] = self._build_chunk(jax.jit(warmup.step))
         self._init_jit = None
 
     # --- placement --------------------------------------------------------------------
@@ -251,17 +271,16 @@ class Executor:
         return self._init_jit(*args)
 
     # --- chunks of iterations ---------------------------------------------------------
-    def _iterations(self, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
-        """One agent's ``num_iterations`` (traced) steps; ``totals`` (the metrics' running
-        totals, see :func:`evorl.metrics.accumulate`) carried on from the previous call; with
-        ``freeze``, a step that leaves the agent non-finite is undone and the agent frozen.
-        Returns the state, the totals and ``alive``.
+    def _iterations(self, step: Callable, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
+        """One agent's ``num_iterations`` (traced) iterations of ``step`` (jitted); ``totals``
+        (the metrics' running totals, see :func:`evorl.metrics.accumulate`) carried on from the
+        previous call; with ``freeze``, a step that leaves the agent non-finite is undone and
+        the agent frozen. Returns the state, the totals and ``alive``.
 
         The step is traced once: under ``jax.jit`` the trace that ``eval_shape`` makes for the
         totals' shapes (:meth:`zero_totals`) is the one the loop body reuses (XLA inlines the
         call, so the program is the same).
         """
-        step = self._jit_step
 
         def body(_, carry):
             state, totals, alive = carry
@@ -272,13 +291,14 @@ class Executor:
 
         return lax.fori_loop(0, num_iterations, body, (state, totals, alive))
 
-    def _program(self, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
-        """One compiled call (on one device's share): every agent's iterations, then the
+    def _program(self, step: Callable, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
+        """One compiled call (on one device's share): every agent's iterations of ``step``, then the
         population step if one is due, then the final metrics. Returns the state, the totals,
         ``alive``, the final metrics and the population step's record (zeros when none ran)."""
         pl = self.placement
-        iterations = jax.vmap(self._iterations, in_axes=(0, None, 0, 0), axis_name=POPULATION_AXIS) \
-            if pl.population else self._iterations
+        iterations = functools.partial(self._iterations, step)
+        if pl.population:
+            iterations = jax.vmap(iterations, in_axes=(0, None, 0, 0), axis_name=POPULATION_AXIS)
         state, totals, alive = iterations(state, num_iterations, alive, totals)
         record = {}
         if self.population_step is not None:
@@ -309,17 +329,24 @@ class Executor:
             self._totals_shapes = jax.eval_shape(metrics, state)
         return to_host(M.zeros_like_totals(self._totals_shapes))
 
-    def _build_chunk(self):
+    @property
+    def _chunk(self):
+        """The full step's compiled call."""
+        return self._chunks["step"]
+
+    def _build_chunk(self, step: Callable):
+        """The compiled call of ``step`` (jitted): :meth:`_program` on the placement."""
         pl = self.placement
+        program = functools.partial(self._program, step)
         if pl.mesh is None:
-            return jax.jit(self._program, donate_argnums=0)
+            return jax.jit(program, donate_argnums=0)
         split_agents = pl.layout == "population"
 
         def sharded(state, num_iterations, alive, totals):
             specs = self.specs(state)
             # Agents split: every output is per device, so there is no replication to check.
             per_agent = P(DEVICE_AXIS) if split_agents else P()
-            return jax.shard_map(self._program, mesh=pl.mesh, in_specs=(specs, P(), per_agent, per_agent),
+            return jax.shard_map(program, mesh=pl.mesh, in_specs=(specs, P(), per_agent, per_agent),
                                  out_specs=(specs, per_agent, per_agent, per_agent, per_agent),
                                  check_vma=not split_agents)(state, num_iterations, alive, totals)
 
@@ -331,7 +358,8 @@ class Executor:
         between compiled calls, see :data:`CALL_SECONDS`). Returns the new state and the
         metrics of the iterations run, on the host (per iteration, see
         :func:`evorl.metrics.per_iteration`; ``[N]`` per agent for a population).
-        ``progress(k)`` is called once the first ``k`` iterations are done.
+        ``progress(k)`` is called once the first ``k`` iterations are done. With a
+        :class:`Warmup`, its iterations come first, in calls of their own.
 
         The input state's buffers are donated to the calls (no copy of the env states and
         parameters): keep using the returned state, not the one passed in.
@@ -339,35 +367,40 @@ class Executor:
         state = self.place(state)
         if self.population_step is not None:
             self._iteration = int(np.max(to_host(state.iteration)))
+        warmup_left = 0 if self.warmup is None else self.warmup.iterations(state)
         totals, final, done = self.zero_totals(state), {}, 0
         while done < num_iterations and not stop():
-            n = self._call_length(num_iterations - done)
+            program, left = ("warmup", min(num_iterations - done, warmup_left)) if warmup_left > 0 else \
+                ("step", num_iterations - done)
+            n = self._call_length(program, left)
             start = time.perf_counter()
-            state, totals, final = self._call(state, n, totals)  # waits for the call (self.alive is read)
-            self._seconds_per_iteration, self._last_call_length = (time.perf_counter() - start) / n, n
+            state, totals, final = self._call(program, state, n, totals)  # waits for the call (self.alive is read)
+            self._timings[program] = ((time.perf_counter() - start) / n, n)
+            warmup_left = max(warmup_left - n, 0)
             done += n
             if progress is not None:
                 progress(done)
         metrics = {**M.per_iteration(totals, max(done, 1)), **M.per_iteration(to_host(final), 1)}
         return state, metrics
 
-    def _call_length(self, left: int) -> int:
-        """Iterations in the next compiled call: about :data:`CALL_SECONDS` at the last
-        measured speed (one for the very first call), at most ``left`` and :data:`CALL_GROWTH`
-        times the last call's, and never past the next population step."""
+    def _call_length(self, program: str, left: int) -> int:
+        """Iterations in the next compiled call of ``program``: about :data:`CALL_SECONDS` at
+        its last measured speed (one for its very first call), at most ``left`` and
+        :data:`CALL_GROWTH` times its last call's, and never past the next population step."""
         n = 1
-        if self._seconds_per_iteration is not None:
-            n = int(min(left, max(1, CALL_SECONDS // max(self._seconds_per_iteration, 1e-9)),
-                        CALL_GROWTH * self._last_call_length))
+        if program in self._timings:
+            seconds, last_length = self._timings[program]
+            n = int(min(left, max(1, CALL_SECONDS // max(seconds, 1e-9)), CALL_GROWTH * last_length))
         if self.population_step is not None:
             interval = self.population_step.interval
             n = min(n, interval - self._iteration % interval)
         return n
 
-    def _call(self, state: Any, n: int, totals: dict) -> tuple[Any, dict, dict]:
-        """One compiled call of ``n`` iterations: the state, the running totals and the final
-        metrics; ``self.alive`` is updated and a population step's record kept (on the host)."""
-        state, totals, alive, final, record = self._chunk(state, np.int32(n), self.alive, totals)
+    def _call(self, program: str, state: Any, n: int, totals: dict) -> tuple[Any, dict, dict]:
+        """One compiled call of ``n`` iterations of ``program`` ("step" or "warmup"): the state,
+        the running totals and the final metrics; ``self.alive`` is updated and a population
+        step's record kept (on the host)."""
+        state, totals, alive, final, record = self._chunks[program](state, np.int32(n), self.alive, totals)
         # the totals go back as NumPy arrays, like ``alive``: every call sees arguments of one kind
         self.alive = np.asarray(host_copy(alive)) > 0
         if self.population_step is not None:
@@ -391,10 +424,14 @@ class Executor:
         return {}
 
     def compile(self, state: Any) -> float:
-        """Compiles the chunk ahead of time; returns (and keeps) the seconds it took."""
+        """Compiles the chunk ahead of time, and the warm-up's when ``state`` has warm-up
+        iterations ahead; returns (and keeps) the seconds it took."""
         start = time.perf_counter()
         state = self.place(state)
-        self._chunk = self._chunk.lower(state, np.int32(1), self.alive, self.zero_totals(state)).compile()
+        args = (state, np.int32(1), self.alive, self.zero_totals(state))
+        warming_up = self.warmup is not None and self.warmup.iterations(state) > 0
+        for program in ("step", "warmup") if warming_up else ("step",):
+            self._chunks[program] = self._chunks[program].lower(*args).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 

@@ -28,7 +28,7 @@ from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
 from evorl.workflows.actor_learner import ActorLearnerExecutor
-from evorl.workflows.execution import DEVICE_AXIS, POPULATION_AXIS, Executor, to_host
+from evorl.workflows.execution import DEVICE_AXIS, POPULATION_AXIS, Executor, Warmup, to_host
 from evorl.workflows.health import (
     FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
     frozen_message, nonfinite_metrics, tree_all_finite,
@@ -103,14 +103,16 @@ class ChunkedWorkflow(RLWorkflow):
 
     def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, env_fields, *,
                      learner_mesh=None, actor_devices=None, acting=None, frozen_fields=FROZEN_FIELDS,
-                     pbt_fields=None, deterministic: bool = True) -> None:
+                     pbt_fields=None, deterministic: bool = True, warmup_iterations=None) -> None:
         """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (PBT's
         population step with ``pbt.enabled``; ``pbt_fields``: the state fields it copies and
         keeps), ``executor`` (with ``asynchronous`` the actor-learner over
         ``make_learner_update(agent, optimizer, training, axis)``, else the fused
         :class:`~evorl.workflows.execution.Executor` over ``make_iteration(env, agent,
         optimizer, training, axis)``; a population's diverged agent is frozen, keeping
-        ``frozen_fields``), and the greedy ``evaluator`` with ``_evaluate``."""
+        ``frozen_fields``), and the greedy ``evaluator`` with ``_evaluate``. ``warmup_iterations(state)``:
+        how many of the iterations after ``state`` cannot learn yet; the fused runner runs them
+        as ``make_iteration(..., warmup=True)``, a program of their own (:class:`~evorl.workflows.execution.Warmup`)."""
         tc = config.training
         if config.pbt.enabled:
             fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
@@ -124,11 +126,15 @@ class ChunkedWorkflow(RLWorkflow):
                                                  final_metrics=chunk_health, acting=acting, num_agents=self.num_agents,
                                                  freeze=freeze, population_step=self.pbt)
         else:
-            step = make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name)
+            steps = {"step": make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name)}
+            if warmup_iterations is not None:
+                steps["warmup"] = make_iteration(env, agent, self.optimizer, tc, self.placement.step_axis_name,
+                                                 warmup=True)
             if self.pbt is not None:
-                step = self.pbt.summing_fitness_episodes(step)
-            self.executor = Executor(step, self.placement, env_fields, final_metrics=chunk_health, freeze=freeze,
-                                     population_step=self.pbt)
+                steps = {name: self.pbt.summing_fitness_episodes(step) for name, step in steps.items()}
+            warmup = Warmup(steps["warmup"], warmup_iterations) if warmup_iterations is not None else None
+            self.executor = Executor(steps["step"], self.placement, env_fields, final_metrics=chunk_health,
+                                     freeze=freeze, population_step=self.pbt, warmup=warmup)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host

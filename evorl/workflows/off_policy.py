@@ -20,6 +20,12 @@
    (``tau = 1``: a copy). Before then the same program runs with the updates skipped (``lax.cond``;
    in a population too, where the cond is taken once for all agents: no agent pays for
    gradient steps before its learning starts, :func:`evorl.distributed.population_cond`).
+   On the fused runner the iterations known to come before the learning start (the buffer
+   gains ``num_envs x rollout_length`` transitions an iteration:
+   :func:`iterations_before_learning`) run a program of their own without the learning
+   (``make_iteration(..., warmup=True)``, the executor's :class:`~evorl.workflows.execution.Warmup`):
+   the same state and metrics without the conditional, whose outputs XLA copies into the
+   loop's carry every iteration (for a population, most of a warm-up iteration's time).
 
 Steps 2 and 3 are :func:`make_learner_update`, the one update of both runners. With
 ``runner.mode=async`` (the default for host envs: gymnasium, MuJoCo, envpool) the actors of
@@ -57,6 +63,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from jax import lax
 
@@ -73,7 +80,7 @@ from evorl.envs import EnvState, VectorEnv
 from evorl.memory_estimate import Term
 from evorl.rollout import Trajectory, rollout_with_policy_state
 from evorl.workflows.actor_learner import ActorPolicy, check_async_config, learner_placement
-from evorl.workflows.execution import POPULATION_AXIS, Placement
+from evorl.workflows.execution import POPULATION_AXIS, Placement, to_host
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
@@ -179,7 +186,7 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool, population_
 
 
 def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
-                        population_axis: str | None = None):
+                        population_axis: str | None = None, warmup: bool = False):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
     docstring. Returns ``update(state, trajectory, key) -> (state, metrics)`` (``state.iteration``
     counts the update; ``key`` drives the minibatch sampling and the losses). ``population_axis``:
@@ -192,6 +199,10 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
     every device draws the same batch from the whole buffer (:func:`evorl.replay.sample`) and
     computes the same gradient steps on it, so the parameters stay equal on every device and
     equal to the 1-device run's.
+
+    ``warmup``: the update as it is while the buffer holds fewer than ``learning_starts``
+    transitions (the buffer add, the skipped learning's zeros), for updates known to come
+    before the learning start (:func:`iterations_before_learning`).
 
     The fused iteration (:func:`make_iteration`) and the asynchronous learner
     (:mod:`evorl.workflows.actor_learner`) both call it: one buffer, one update."""
@@ -236,12 +247,16 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
         opt_state = {k: scheduled_learning_rate(o, state.learning_rate, state.iteration, tc)
                      for k, o in state.opt_state.items()}
         carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
-        learning = buffer.size >= tc.learning_starts
         metric_shapes = jax.eval_shape(learn, carry, buffer, key)[1]
-        carry, loss_metrics = population_cond(
-            learning, learn,
-            lambda carry, *_: (carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)),
-            carry, buffer, key, axis_name=population_axis)
+        def skip(carry, *_):
+            return carry, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), metric_shapes)
+
+        if warmup:
+            learning = jnp.zeros((), bool)
+            carry, loss_metrics = skip(carry)
+        else:
+            learning = buffer.size >= tc.learning_starts
+            carry, loss_metrics = population_cond(learning, learn, skip, carry, buffer, key, axis_name=population_axis)
         agent_state, opt_state, target_params, gradient_steps = carry
         metrics = {
             **loss_metrics,
@@ -257,11 +272,12 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
 
 
 def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
-                   population_axis: str | None = None):
+                   population_axis: str | None = None, warmup: bool = False):
     """One training iteration (see the module docstring): the behaviour policy's rollout, then
-    :func:`make_learner_update` on it; metrics are scalars, reduced over ``axis_name`` (the
-    device axis when the environments are split, :func:`make_learner_update`)."""
-    learner_update = make_learner_update(agent, optimizer, tc, axis_name, population_axis)
+    :func:`make_learner_update` on it (``warmup``: its variant without the learning); metrics
+    are scalars, reduced over ``axis_name`` (the device axis when the environments are split,
+    :func:`make_learner_update`)."""
+    learner_update = make_learner_update(agent, optimizer, tc, axis_name, population_axis, warmup)
     policy = BehaviourPolicy(agent, tc.warmup_steps)
 
     def iteration(state: OffPolicyState) -> tuple[OffPolicyState, dict]:
@@ -280,6 +296,18 @@ def make_iteration(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainin
     return iteration
 
 
+def iterations_before_learning(tc: OffPolicyTrainingConfig, state: OffPolicyState) -> int:
+    """How many of the iterations after ``state`` cannot learn: those whose rollout leaves
+    fewer than ``learning_starts`` transitions in the buffer of every agent (``state.buffer.size``,
+    ``[N]`` for a population, read on the host). Each iteration adds ``num_envs x rollout_length``
+    (fewer once the buffer is full: the count is then at most the true one)."""
+    size = int(np.max(to_host(state.buffer.size)))
+    if size >= tc.learning_starts:
+        return 0
+    added = tc.num_envs * tc.rollout_length
+    return -(-(tc.learning_starts - size) // added) - 1  # the first learning iteration's index
+
+
 #: ``training:`` keys of the on-policy workflows that an off-policy run does not read.
 ON_POLICY_ONLY = tuple(f.name for f in dataclasses.fields(TrainingConfig)
                        if f.name not in OffPolicyTrainingConfig.__dataclass_fields__)
@@ -296,6 +324,9 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     training_hparams = ("gamma", "tau")
     training_config_cls = OffPolicyTrainingConfig
     replay_buffer_field = "buffer"
+    #: The fused runner's iterations before the learning start run as a program of their own
+    #: (:func:`iterations_before_learning`); False: every iteration runs the full one.
+    warmup_program = True
 
     def config_notes(self) -> list[str]:
         return self.config.training.run_length_notes("training")
@@ -319,7 +350,9 @@ class OffPolicyWorkflow(ChunkedWorkflow):
                           acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
                                              functools.partial(acting_state, tc=tc)),
                           frozen_fields=FROZEN_FIELDS,
-                          pbt_fields={"copied": PBT_COPIED_FIELDS, "kept": ("env_state", "buffer", "fitness_episodes")})
+                          pbt_fields={"copied": PBT_COPIED_FIELDS, "kept": ("env_state", "buffer", "fitness_episodes")},
+                          warmup_iterations=functools.partial(iterations_before_learning, tc)
+                          if self.warmup_program else None)
 
     def init(self, key: jax.Array) -> OffPolicyState:
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
