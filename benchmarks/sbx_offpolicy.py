@@ -30,15 +30,32 @@ timed. Compile time is excluded and reported apart (evorl: the AOT compile of th
 SBX: the first 10 update phases' time above the median phase's, its jit compiles of the
 update and of the action selection, left out of the timed window). Gradient steps/s = env steps/s x 10 / 100 here.
 
-**Learning** (``--learn-seeds 0,1,2``, optional): each side trains the config's budget
-(500k env steps, epsilon over the first half) and its greedy policy is scored on 16
-episodes; end-to-end training seconds (SBX: ``learn``; evorl: compile + ``learn``).
+**Learning** (``--learn-seeds 0,1,2``, optional): each side trains the budget (DQN: 500k env
+steps, epsilon over the first half; SAC and TD3: 15k env steps, the first 5,000 uniformly
+random) and its greedy policy is scored on ``eval_episodes`` episodes (DQN 16; SAC and TD3 100:
+a Pendulum return depends on its start state by hundreds, so 16 episodes leave a spread of about
+25 between sets of start states) from start states drawn per seed (gymnasium's env seeded
+10,000 + 1,000 x seed + episode for SBX; gymnax's from the run's key for evorl); end-to-end
+training seconds (SBX: ``learn``; evorl: compile + ``learn``; compile s apart: SBX's as in the
+speed runs, evorl's AOT compile). The seeds alternate sides, each run in a fresh process.
+
+**Population** (``--population 8``, SAC and TD3): ``training.num_seeds=8`` in one evorl process
+against 8 SBX processes started at once (what a user does instead), each agent for
+``learning_starts + --steps`` env steps (e.g. ``--steps 3000``: 8,000 per agent). Reported per
+side: the wall time from launch to the last exit; the training time (evorl: compile, warm-up
+and learning, timed apart; SBX: from the first ``learn`` start to the last ``learn`` end, its
+compiles inside); env steps/s per agent and in aggregate over both; the learning phase's env
+steps/s per agent with compiles excluded (evorl: the learning iterations; SBX: each process's
+timed window as in the speed runs, mean over the processes); and every agent's greedy return
+after the budget (``eval_episodes`` episodes). SBX's processes take seeds ``--seed + i``;
+evorl's agents the keys split from ``--seed``.
 
 Each side runs in its own process; SBX in its own virtual environment (``--sbx-python``
 or ``$SBX_PYTHON``, default ``/work/sbx-venv/bin/python``) with the same jax version.
 
     python benchmarks/sbx_offpolicy.py [--algo dqn] [--steps 200000] [--sides sbx,evorl,evorl-config]
         [--repeats 1] [--learn-seeds 0,1,2]
+    python benchmarks/sbx_offpolicy.py --algo sac --population 8 --steps 3000 [--seed 5000]
 """
 
 from __future__ import annotations
@@ -57,7 +74,6 @@ HERE = Path(__file__).resolve().parent
 SIDES_ALL = ("sbx", "evorl", "evorl-config")
 #: SBX: update phases after learning_starts left out of the timed window (their compiles).
 SKIP_PHASES = 10
-EVAL_EPISODES = 16
 
 #: Per algorithm: the shared settings, the evorl config (a file, or the composed config with
 #: ``groups``), and the evorl overrides that make its computation SBX's (side ``evorl``;
@@ -73,6 +89,7 @@ ALGOS = {
         "evorl_matched": {"agent.double_q": False, "agent.huber_delta": 1.0, "training.max_grad_norm": None},
         "sides": SIDES_ALL,
         "steps": 200_000,
+        "eval_episodes": 16,
     },
     # SAC and TD3: algo/sac.yaml and algo/td3.yaml (CleanRL's settings) on Pendulum-v1, one env,
     # one gradient step per env step; SBX's own defaults are these too (but learning_starts).
@@ -81,21 +98,24 @@ ALGOS = {
         "gymnasium_env": "Pendulum-v1",
         "settings": {"num_envs": 1, "rollout_length": 1, "num_updates": 1, "batch_size": 256,
                      "buffer_size": 1_000_000, "learning_starts": 5_000, "learning_rate": 3e-4, "gamma": 0.99,
-                     "target_update_period": 1, "tau": 0.005, "hidden": [256, 256]},
+                     "target_update_period": 1, "tau": 0.005, "hidden": [256, 256], "learn_steps": 15_000},
         "evorl_matched": {},
         "sides": ("sbx", "evorl"),
         "steps": 20_000,
+        "eval_episodes": 100,
     },
     "td3": {
         "evorl_config": "config", "groups": {"algo": "td3", "env": "pendulum"},
         "gymnasium_env": "Pendulum-v1",
         "settings": {"num_envs": 1, "rollout_length": 1, "num_updates": 1, "batch_size": 256,
                      "buffer_size": 1_000_000, "learning_starts": 5_000, "learning_rate": 3e-4, "gamma": 0.99,
-                     "target_update_period": 2, "tau": 0.005, "hidden": [256, 256], "policy_delay": 2,
+                     "target_update_period": 2, "tau": 0.005, "hidden": [256, 256], "learn_steps": 15_000,
+                     "policy_delay": 2,
                      "exploration_noise": 0.1, "target_noise": 0.2, "target_noise_clip": 0.5},
         "evorl_matched": {},
         "sides": ("sbx", "evorl"),
         "steps": 20_000,
+        "eval_episodes": 100,
     },
 }
 
@@ -106,10 +126,8 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
     from importlib.metadata import version
 
     import flax.linen as nn
-    import gymnasium as gym
     import jax
     import jax.numpy as jnp
-    import numpy as np
     import torch
     from sbx import DQN
     from sbx.common.policies import Flatten
@@ -159,18 +177,27 @@ def sbx_dqn(settings: dict, steps: int, seed: int, learn: bool) -> dict:
     out = timed_learn(model, total, s["learning_starts"], "sbx",
                       {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
     if learn:
-        eval_env, returns = gym.make(ALGOS["dqn"]["gymnasium_env"]), []
-        for episode in range(EVAL_EPISODES):
-            obs, _ = eval_env.reset(seed=10_000 + episode)
-            ret, done = 0.0, False
-            while not done:
-                action, _ = model.predict(obs, deterministic=True)
-                obs, reward, terminated, truncated, _ = eval_env.step(int(action))
-                ret += float(reward)
-                done = terminated or truncated
-            returns.append(ret)
-        out["eval_return"] = float(np.mean(returns))
+        out["eval_return"] = sbx_greedy_return(model, "dqn", seed)
     return out
+
+
+def sbx_greedy_return(model, algo: str, seed: int) -> float:
+    """Mean return of ``model``'s greedy policy over ``eval_episodes`` episodes of gymnasium's env
+    (seeded 10,000 + 1,000 x ``seed`` + episode)."""
+    import gymnasium as gym
+    import numpy as np
+
+    eval_env, returns = gym.make(ALGOS[algo]["gymnasium_env"]), []
+    for episode in range(ALGOS[algo]["eval_episodes"]):
+        obs, _ = eval_env.reset(seed=10_000 + 1_000 * seed + episode)
+        ret, done = 0.0, False
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = eval_env.step(int(action) if algo == "dqn" else action)
+            ret += float(reward)
+            done = terminated or truncated
+        returns.append(ret)
+    return float(np.mean(returns))
 
 
 def sbx_actor_critic_model(algo: str, env, s: dict, seed: int):
@@ -191,21 +218,24 @@ def sbx_actor_critic_model(algo: str, env, s: dict, seed: int):
     return SAC("MlpPolicy", env, ent_coef="auto_1.0", **common)  # learned temperature from 1, as evorl's
 
 
-def sbx_actor_critic(algo: str, settings: dict, steps: int, seed: int, learn: bool) -> dict:
-    """SBX's SAC or TD3 on gymnasium's env at ``settings``: the speed run only."""
+def sbx_actor_critic(algo: str, settings: dict, steps: int, seed: int, learn: bool, evaluate: bool = False) -> dict:
+    """SBX's SAC or TD3 on gymnasium's env at ``settings``: ``learning_starts + steps`` env steps
+    (``learn``: ``learn_steps``), timed as :func:`timed_learn`; the greedy return after it with
+    ``learn`` or ``evaluate``."""
     from importlib.metadata import version
 
     import torch
     from stable_baselines3.common.env_util import make_vec_env
 
-    if learn:
-        raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only; learning: sbx_inverted_pendulum.py)")
     torch.set_num_threads(1)
     s = settings
     env = make_vec_env(ALGOS[algo]["gymnasium_env"], n_envs=s["num_envs"], seed=seed)
     model = sbx_actor_critic_model(algo, env, s, seed)
-    return timed_learn(model, s["learning_starts"] + steps, s["learning_starts"], "sbx",
-                       {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
+    out = timed_learn(model, s["learn_steps"] if learn else s["learning_starts"] + steps, s["learning_starts"], "sbx",
+                      {name: version(name) for name in ("sbx-rl", "jax", "gymnasium", "flax", "optax")})
+    if learn or evaluate:
+        out["eval_return"] = sbx_greedy_return(model, algo, seed)
+    return out
 
 
 def timed_learn(model, total: int, learning_starts: int, side: str, versions: dict) -> dict:
@@ -225,9 +255,9 @@ def timed_learn(model, total: int, learning_starts: int, side: str, versions: di
             return True
 
     clock = Clock()
-    start = time.perf_counter()
+    start, start_epoch = time.perf_counter(), time.time()
     model.learn(total_timesteps=total, callback=clock)
-    end = time.perf_counter()
+    end, end_epoch = time.perf_counter(), time.time()
     marks = clock.marks + [(end, model.num_timesteps)]
     # update phases from the one that starts at learning_starts: the first ones compile the update
     # (TD3: two programs, with and without the delayed actor step) and the policy; the timed
@@ -238,7 +268,8 @@ def timed_learn(model, total: int, learning_starts: int, side: str, versions: di
     timed = first + SKIP_PHASES
     return {"side": side, "steps": marks[-1][1] - marks[timed][1], "seconds": marks[-1][0] - marks[timed][0],
             "compile_s": sum(max(0.0, p - median) for p in phases[:SKIP_PHASES]), "gradient_steps": model._n_updates,
-            "total_s": end - start, "versions": versions}
+            "total_s": end - start, "learn_start_epoch": start_epoch, "learn_end_epoch": end_epoch,
+            "versions": versions}
 
 
 # --- evorl side ---------------------------------------------------------------------------
@@ -283,13 +314,16 @@ def evorl_run(algo: str, side: str, steps: int, seed: int, learn: bool) -> dict:
         if "learn_steps" not in s:
             raise SystemExit(f"--learn-seeds: not implemented for {algo} (speed only)")
         iterations = s["learn_steps"] // per_iteration
-        cfg["training"].update(num_iterations=iterations, eval_interval=iterations, eval_episodes=EVAL_EPISODES)
+        cfg["training"].update(num_iterations=iterations, eval_interval=iterations,
+                               eval_episodes=ALGOS[algo]["eval_episodes"])
         workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
         start = time.perf_counter()
         state = workflow.init(jax.random.PRNGKey(seed))
+        compile_s = workflow.compile(state)  # learn() then finds it compiled
         state = workflow.learn(state)
         total = time.perf_counter() - start
-        return {"side": side, "steps": iterations * per_iteration, "total_s": total,
+        return {"side": side, "steps": iterations * per_iteration, "total_s": total, "compile_s": compile_s,
+                "gradient_steps": int(state.gradient_steps),
                 "eval_return": float(workflow.evaluate(state)["eval/episode_return"]), "versions": versions}
     warm = -(-s["learning_starts"] // per_iteration)
     iterations = steps // per_iteration
@@ -305,6 +339,101 @@ def evorl_run(algo: str, side: str, steps: int, seed: int, learn: bool) -> dict:
     seconds = time.perf_counter() - start
     return {"side": side, "steps": iterations * per_iteration, "seconds": seconds, "compile_s": compile_s,
             "gradient_steps": int(state.gradient_steps), "versions": versions}
+
+
+def evorl_population(algo: str, num_agents: int, steps: int, seed: int) -> dict:
+    """``training.num_seeds=num_agents`` in this process, each agent ``learning_starts + steps``
+    env steps: compile, warm-up (to ``learning_starts``) and learning timed apart, then every
+    agent's greedy return."""
+    from importlib.metadata import version
+
+    import jax
+    import numpy as np
+
+    from evorl.workflows import resolve_workflow_cls
+
+    s = ALGOS[algo]["settings"]
+    cfg = evorl_config(algo, "evorl", learn=False)
+    warm, iterations = s["learning_starts"] // s["num_envs"], steps // s["num_envs"]
+    cfg["seed"] = seed
+    cfg["training"].update(num_seeds=num_agents, num_iterations=warm + iterations, eval_interval=warm + iterations,
+                           eval_episodes=ALGOS[algo]["eval_episodes"])
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    start, start_epoch = time.perf_counter(), time.time()
+    state = workflow.init(jax.random.PRNGKey(seed))
+    compile_s = workflow.compile(state)
+    times = {}
+    for phase, n in (("warmup_s", warm), ("learning_s", iterations)):
+        t = time.perf_counter()
+        state, _ = workflow.run_iterations(state, n)
+        jax.block_until_ready(state)
+        times[phase] = time.perf_counter() - t
+    total = time.perf_counter() - start
+    workflow.evaluate(state)
+    returns = np.asarray(workflow.last_metrics_per_agent["eval/episode_return"]).reshape(-1)
+    return {"side": "evorl", "agents": num_agents, "steps_per_agent": (warm + iterations) * s["num_envs"],
+            "learning_steps_per_agent": iterations * s["num_envs"], "compile_s": compile_s, **times,
+            "total_s": total, "learn_start_epoch": start_epoch, "learn_end_epoch": start_epoch + total,
+            "gradient_steps": np.asarray(state.gradient_steps).reshape(-1).tolist(),
+            "eval_returns": returns.tolist(),
+            "versions": {name: version(name) for name in ("evorl", "jax", "gymnax", "flax", "optax")}}
+
+
+def population_side_by_side(args) -> list[dict]:
+    """evorl's population in one process, then ``args.population`` SBX processes at once (or
+    the other way round with ``--sbx-first``): one row per side, with every process's row."""
+    s = ALGOS[args.algo]["settings"]
+    n, per_agent = args.population, s["learning_starts"] + args.steps
+    evorl_cmd = [sys.executable, __file__, "--algo", args.algo, "--one", "evorl", "--population", str(n),
+                 "--steps", str(args.steps), "--seed", str(args.seed)]
+    sbx_cmds = [[args.sbx_python, __file__, "--algo", args.algo, "--one", "sbx", "--evaluate", "--steps",
+                 str(args.steps), "--seed", str(args.seed + i)] for i in range(n)]
+    rows = []
+    for side in (("sbx", "evorl") if args.sbx_first else ("evorl", "sbx")):
+        before = load()
+        wall = time.perf_counter()
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for cmd in (sbx_cmds if side == "sbx" else [evorl_cmd])]
+        outs = [proc.communicate() for proc in procs]
+        wall = time.perf_counter() - wall
+        for proc, (_, err) in zip(procs, outs):
+            if proc.returncode != 0:
+                sys.exit(f"{side} failed:\n{err[-3000:]}")
+        children = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+        span = max(c["learn_end_epoch"] for c in children) - min(c["learn_start_epoch"] for c in children)
+        if side == "evorl":
+            c = children[0]
+            learning_rate = c["learning_steps_per_agent"] / c["learning_s"]
+            returns, gradient_steps = c["eval_returns"], c["gradient_steps"]
+        else:  # each process's timed window: after learning_starts and its compiles
+            learning_rate = statistics.mean(c["steps"] / c["seconds"] for c in children)
+            returns, gradient_steps = [c["eval_return"] for c in children], [c["gradient_steps"] for c in children]
+        row = {"side": side, "algo": args.algo, "agents": n, "steps_per_agent": per_agent, "wall": wall,
+               "training_s": span, "per_agent_steps_per_s": per_agent / span, "aggregate_steps_per_s": n * per_agent / span,
+               "learning_steps_per_s_per_agent": learning_rate, "eval_returns": returns,
+               "gradient_steps": gradient_steps, "load_before": before, "load_after": load(), "children": children}
+        rows.append(row)
+        print(f"{side}: {n} agents x {per_agent:,} env steps, wall {wall:.1f} s, training {span:.1f} s, "
+              f"{row['per_agent_steps_per_s']:.1f} env steps/s per agent ({row['aggregate_steps_per_s']:.1f} aggregate), "
+              f"learning phase {learning_rate:.1f} per agent, returns {[round(r, 1) for r in returns]}, "
+              f"load {before} -> {row['load_after']}", flush=True)
+    evorl, sbx = (next(r for r in rows if r["side"] == side) for side in ("evorl", "sbx"))
+    e = evorl["children"][0]
+    print(f"\nevorl phases: compile {e['compile_s']:.1f} s, warm-up {e['warmup_s']:.1f} s, learning "
+          f"{e['learning_s']:.1f} s; SBX processes' learn: "
+          + ", ".join(f"{c['total_s']:.0f}" for c in sbx["children"]) + " s")
+    print("\n| side | agents x env steps | wall s | training s | env steps/s per agent | aggregate | "
+          "learning phase per agent (no compile) | mean greedy return | load before -> after |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(f"| {r['side']} | {n} x {per_agent:,} | {r['wall']:.1f} | {r['training_s']:.1f} | "
+              f"{r['per_agent_steps_per_s']:.1f} | {r['aggregate_steps_per_s']:.1f} | "
+              f"{r['learning_steps_per_s_per_agent']:.1f} | {statistics.mean(r['eval_returns']):.1f} | "
+              f"{r['load_before']} -> {r['load_after']} |")
+    print(f"\nevorl / SBX, env steps/s per agent: {evorl['per_agent_steps_per_s'] / sbx['per_agent_steps_per_s']:.2f}x "
+          f"(training), {sbx['wall'] / evorl['wall']:.2f}x (wall); learning phase "
+          f"{evorl['learning_steps_per_s_per_agent'] / sbx['learning_steps_per_s_per_agent']:.2f}x")
+    return rows
 
 
 # --- driver -------------------------------------------------------------------------------
@@ -366,21 +495,37 @@ def main() -> None:
     parser.add_argument("--learn-seeds", default="", help="also train the full budget on these seeds, e.g. 0,1,2")
     parser.add_argument("--learn-sides", default="sbx,evorl")
     parser.add_argument("--sbx-python", default=os.environ.get("SBX_PYTHON", "/work/sbx-venv/bin/python"))
+    parser.add_argument("--population", type=int, help="sac/td3: training.num_seeds=N in one evorl process "
+                        "against N SBX processes at once, each agent learning_starts + --steps env steps")
+    parser.add_argument("--seed", type=int, default=0, help="--population: the first seed")
+    parser.add_argument("--sbx-first", action="store_true", help="--population: run SBX's processes first")
     parser.add_argument("--json", help="write every row here")
     parser.add_argument("--one", choices=SIDES_ALL, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--learn", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--evaluate", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     settings = ALGOS[args.algo]["settings"]
     args.steps = args.steps or ALGOS[args.algo]["steps"]
     args.sides = args.sides or ",".join(ALGOS[args.algo]["sides"])
+    if args.population and args.algo == "dqn":
+        parser.error("--population: sac or td3")
     if args.one:
         if args.one == "sbx":
             result = (sbx_dqn(settings, args.steps, args.seed, args.learn) if args.algo == "dqn"
-                      else sbx_actor_critic(args.algo, settings, args.steps, args.seed, args.learn))
+                      else sbx_actor_critic(args.algo, settings, args.steps, args.seed, args.learn, args.evaluate))
+        elif args.population:
+            result = evorl_population(args.algo, args.population, args.steps, args.seed)
         else:
             result = evorl_run(args.algo, args.one, args.steps, args.seed, args.learn)
         print(json.dumps(result))
+        return
+    if args.population:
+        print(f"{args.algo}: {settings}; {args.population} agents; {os.cpu_count()} CPUs", flush=True)
+        rows = population_side_by_side(args)
+        if args.json:
+            with open(args.json, "a") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
         return
 
     print(f"{args.algo}: {settings}; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs", flush=True)
@@ -396,25 +541,30 @@ def main() -> None:
         for side in args.learn_sides.split(","):
             r = run_side(args, side, seed, learn=True)
             learning.append(r)
-            print(f"learn {side} seed {seed}: return {r['eval_return']:.1f}, {r['total_s']:.1f} s, "
+            print(f"learn {side} seed {seed}: return {r['eval_return']:.1f}, {r['total_s']:.1f} s "
+                  f"(compile {r['compile_s']:.1f} s), {r['gradient_steps']:,} gradient steps, "
                   f"load {r['load_before']} -> {r['load_after']}", flush=True)
 
-    ratio = settings["num_updates"] / (settings["num_envs"] * settings["rollout_length"])
-    print(f"\n{args.algo}, {args.steps:,} timed env steps per run after learning_starts; versions: "
-          + "; ".join(f"{r['side']}: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items() if v)
-                      for r in {r["side"]: r for r in speed}.values()))
-    print("\n| side | seed | env steps/s | gradient steps/s | compile s | process wall s | load (1-min avg) before -> after |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for r in speed:
-        rate = r["steps"] / r["seconds"]
-        print(f"| {r['side']} | {r['seed']} | {rate:,.0f} | {rate * ratio:,.0f} | {r['compile_s']:.1f} | "
-              f"{r['wall']:.1f} | {r['load_before']} -> {r['load_after']} |")
+    if speed:
+        ratio = settings["num_updates"] / (settings["num_envs"] * settings["rollout_length"])
+        print(f"\n{args.algo}, {args.steps:,} timed env steps per run after learning_starts; versions: "
+              + "; ".join(f"{r['side']}: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items() if v)
+                          for r in {r["side"]: r for r in speed}.values()))
+        print("\n| side | seed | env steps/s | gradient steps/s | compile s | process wall s | load (1-min avg) before -> after |")
+        print("|---|---:|---:|---:|---:|---:|---|")
+        for r in speed:
+            rate = r["steps"] / r["seconds"]
+            print(f"| {r['side']} | {r['seed']} | {rate:,.0f} | {rate * ratio:,.0f} | {r['compile_s']:.1f} | "
+                  f"{r['wall']:.1f} | {r['load_before']} -> {r['load_after']} |")
     if learning:
-        print("\n| side | seed | final greedy return (16 episodes) | training s (incl. compile) | load before -> after |")
-        print("|---|---:|---:|---:|---|")
+        print(f"\n| side | seed | final greedy return ({ALGOS[args.algo]['eval_episodes']} episodes) | training s (incl. compile) | compile s | "
+              "env steps/s without compile | load before -> after |")
+        print("|---|---:|---:|---:|---:|---:|---|")
         for r in learning:
-            print(f"| {r['side']} | {r['seed']} | {r['eval_return']:.1f} | {r['total_s']:.1f} | "
-                  f"{r['load_before']} -> {r['load_after']} |")
+            print(f"| {r['side']} | {r['seed']} | {r['eval_return']:.1f} | {r['total_s']:.1f} | {r['compile_s']:.1f} | "
+                  f"{settings['learn_steps'] / (r['total_s'] - r['compile_s']):.1f} | {r['load_before']} -> {r['load_after']} |")
+        for side in args.learn_sides.split(","):
+            print(returns_summary(learning, side)[1])
     if args.json:
         Path(args.json).write_text(json.dumps({"settings": settings, "speed": speed, "learning": learning}, indent=1))
 
