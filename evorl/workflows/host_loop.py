@@ -104,15 +104,13 @@ class ChunkedWorkflow(RLWorkflow):
     def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, env_fields, *,
                      learner_mesh=None, actor_devices=None, acting=None, frozen_fields=FROZEN_FIELDS,
                      pbt_fields=None, deterministic: bool = True, warmup_iterations=None) -> None:
-        """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (PBT's
-        population step with ``pbt.enabled``; ``pbt_fields``: the state fields it copies and
-        keeps), ``executor`` (with ``asynchronous`` the actor-learner over
-        ``make_learner_update(agent, optimizer, training, axis)``, else the fused
-        :class:`~evorl.workflows.execution.Executor` over ``make_iteration(env, agent,
-        optimizer, training, axis)``; a population's diverged agent is frozen, keeping
-        ``frozen_fields``), and the greedy ``evaluator`` with ``_evaluate``. ``warmup_iterations(state)``:
-        how many of the iterations after ``state`` cannot learn yet; the fused runner runs them
-        as ``make_iteration(..., warmup=True)``, a program of their own (:class:`~evorl.workflows.execution.Warmup`)."""
+        """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (with
+        ``pbt.enabled``; ``pbt_fields``: the state fields it copies and keeps), ``executor`` (with
+        ``asynchronous`` the actor-learner over ``make_learner_update(agent, optimizer, training,
+        axis)``, else the fused :class:`~evorl.workflows.execution.Executor` over
+        ``make_iteration(env, agent, optimizer, training, axis)``, and over its ``warmup=True``
+        variant for the ``warmup_iterations(state)`` iterations that cannot learn yet; a
+        population's diverged agent is frozen, keeping ``frozen_fields``), and ``evaluator``."""
         tc = config.training
         if config.pbt.enabled:
             fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
