@@ -123,6 +123,14 @@ class Placement:
         """The device axis the step reduces over: set only when environments are split."""
         return DEVICE_AXIS if self.mesh is not None and self.layout == "envs" else None
 
+    @property
+    def population_axis_name(self) -> str | None:
+        """The population's ``vmap`` axis a step may branch on once for all agents
+        (:func:`evorl.distributed.population_cond`): a population on one device. On a mesh
+        (inside ``shard_map``) a collective over the ``vmap`` axis fails JAX's checks, so there
+        each agent's branch stays a select (None), as a lone agent's needs no axis either."""
+        return POPULATION_AXIS if self.population and self.mesh is None else None
+
 
 class Runner(Protocol):
     """What the host loop drives: the fused :class:`Executor` and the actor-learner."""

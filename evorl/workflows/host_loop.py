@@ -28,7 +28,7 @@ from evorl.pbt_lineage import lineage_record
 from evorl.run_folder import resume_argument
 from evorl.workflows.actors import ActorLearnerError, EvaluationFailed
 from evorl.workflows.actor_learner import ActorLearnerExecutor
-from evorl.workflows.execution import DEVICE_AXIS, POPULATION_AXIS, Executor, Warmup, to_host
+from evorl.workflows.execution import DEVICE_AXIS, Executor, Warmup, to_host
 from evorl.workflows.health import (
     FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
     frozen_message, nonfinite_metrics, tree_all_finite,
@@ -116,7 +116,9 @@ class ChunkedWorkflow(RLWorkflow):
             fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
             self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
                            fitness.evaluate, evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
-        freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=POPULATION_AXIS) \
+        # an actor-learner's learner on a mesh runs inside shard_map too: no population branch there
+        population_axis = None if learner_mesh is not None else self.placement.population_axis_name
+        freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=population_axis) \
             if self.population else None
         if self.asynchronous:
             update = make_learner_update(agent, self.optimizer, tc, None if learner_mesh is None else DEVICE_AXIS)

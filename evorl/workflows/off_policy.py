@@ -80,7 +80,7 @@ from evorl.envs import EnvState, VectorEnv
 from evorl.memory_estimate import Term
 from evorl.rollout import Trajectory, rollout_with_policy_state
 from evorl.workflows.actor_learner import ActorPolicy, check_async_config, learner_placement
-from evorl.workflows.execution import POPULATION_AXIS, Placement, to_host
+from evorl.workflows.execution import Placement, to_host
 from evorl.workflows.behaviour import BehaviourPolicy, acting_state
 from evorl.workflows.host_loop import ChunkedWorkflow
 from evorl.workflows.on_policy import acting_state as lagged_agent_state
@@ -342,7 +342,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         # actors act with the behaviour policy; the learner runs the fused iteration's update. A
         # PBT-replaced agent takes its source's networks, Adam states and targets, keeps its buffer
         # a population's learning start and delayed updates branch once for all its agents
-        population_axis = POPULATION_AXIS if self.population else None
+        population_axis = self.placement.population_axis_name
         self.build_runner(config, env, eval_env, agent,
                           functools.partial(make_iteration, population_axis=population_axis),
                           functools.partial(make_learner_update, population_axis=population_axis), ENV_AXES,
