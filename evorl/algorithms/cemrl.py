@@ -49,7 +49,7 @@ One generation (:func:`~evorl.algorithms.cemrl.make_generation`: sample ``N`` ac
 first ``N/2`` improved by the shared TD3 critic, all ``N`` actors' episodes vmapped into the
 shared buffer, the sep-CEM update) is one iteration of the execution layer, so chunks of
 ``training.eval_interval`` generations compile into one program, and
-:class:`~evorl.workflows.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
+:class:`~evorl.engine.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
 evaluation of the distribution's mean actor, recorders, checkpoints (the buffer, the CEM
 distribution, the critic and its Adam state are in the state, so a resumed run continues
 exactly) and ``evorl.load_policy`` (the mean actor, as TD3's agent).
@@ -72,8 +72,8 @@ from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl import replay
-from evorl.agent import AgentState
+from evorl.rl import replay
+from evorl.rl.agent import AgentState
 from evorl.algorithms.population_rl import (
     PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase,
     mean_returns, population_metrics, ranked, when_learning,
@@ -81,7 +81,7 @@ from evorl.algorithms.population_rl import (
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
 from evorl.envs import VectorEnv
-from evorl.workflows.rl_base import ExperimentConfig
+from evorl.engine.rl_base import ExperimentConfig
 
 
 # --------------------------------------------------------------------------------------

@@ -69,8 +69,8 @@ from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl import replay
-from evorl.agent import AgentState
+from evorl.rl import replay
+from evorl.rl.agent import AgentState
 from evorl.algorithms.population_rl import (
     PopulationRLConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase, mean_returns,
     population_metrics, ranked, when_learning,
@@ -78,7 +78,7 @@ from evorl.algorithms.population_rl import (
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
 from evorl.envs import VectorEnv
-from evorl.workflows.rl_base import ExperimentConfig
+from evorl.engine.rl_base import ExperimentConfig
 
 
 # --------------------------------------------------------------------------------------
@@ -174,7 +174,7 @@ def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams
     key, agent_key, population_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
-    # which can hang jaxlib's CPU thread pool (evorl.workflows.execution.map_agents_sequentially)
+    # which can hang jaxlib's CPU thread pool (evorl.engine.execution.map_agents_sequentially)
     population = lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0],
                          jax.random.split(population_key, cfg.population_size))  # [N, D]
     actor, critic = agent_state.params["actor"], agent_state.params["critic"]

@@ -32,16 +32,16 @@ import jax.numpy as jnp
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from evorl import metrics as M
-from evorl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
+from evorl.rl import metrics as M
+from evorl.rl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
 from evorl.config import ConfigError, require
-from evorl.distributed import all_gather, axis_index, psum
+from evorl.rl.collectives import all_gather, axis_index, psum
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
-from evorl.evaluator import greedy_episodes
-from evorl.rollout import EpisodeStats
-from evorl.utils.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
-from evorl.workflows.on_policy import episode_metrics
+from evorl.engine.evaluator import greedy_episodes
+from evorl.rl.rollout import EpisodeStats
+from evorl.rl.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
+from evorl.rl.on_policy import episode_metrics
 
 
 # --------------------------------------------------------------------------------------
@@ -191,7 +191,7 @@ class ESPolicyOptions:
 
 @dataclass(frozen=True, eq=False)
 class ESAgent(ActorCriticAgent):
-    """The actor of :class:`~evorl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
+    """The actor of :class:`~evorl.rl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
     greedy actions; ES optimises it without gradients, so it has no loss."""
 
     def init(self, key: jax.Array) -> AgentState:
@@ -202,8 +202,8 @@ class ESAgent(ActorCriticAgent):
 def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,
                       normalize_obs: bool = False, **policy_options) -> ESAgent:
     """An :class:`ESAgent` with the policy network of the RL agents (``network_factory``'s
-    policy network, default :func:`~evorl.agent.make_actor_critic_networks`)."""
-    from evorl.agent import ActorCriticOptions, make_actor_critic_networks
+    policy network, default :func:`~evorl.rl.agent.make_actor_critic_networks`)."""
+    from evorl.rl.agent import ActorCriticOptions, make_actor_critic_networks
 
     options = ActorCriticOptions(**policy_options, critic_hidden_layer_sizes=(1,), normalize_obs=normalize_obs)
     check_network_options(action_space, obs_space, options)

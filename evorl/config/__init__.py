@@ -10,7 +10,7 @@
   :mod:`~evorl.config.atari`, the Atari preprocessing keys), :mod:`~evorl.config.distributed`,
   :mod:`~evorl.config.runner`, :mod:`~evorl.config.pbt`, :mod:`~evorl.config.checkpoint`,
   :mod:`~evorl.config.logging` (an algorithm's own sections live with it);
-* :mod:`~evorl.config.groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
+* :mod:`~evorl.app.config_groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
   algorithm's defaults are selected (it resolves workflows, so it is not imported here).
 """
 
