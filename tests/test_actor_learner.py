@@ -87,7 +87,7 @@ def test_several_actors_lag_and_vtrace_clips_the_ratios():
 
 
 def test_an_actor_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path, monkeypatch):
-    from evorl.workflows import actor_learner
+    from evorl.engine import actor_learner
 
     calls = {"n": 0}
     original = actor_learner.JaxEnvActorRollout.__call__
