@@ -11,6 +11,7 @@ importers; no module of the package imports them.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,17 @@ def test_the_checker_accepts_imports_down_and_within_a_layer(tmp_path):
         root / "rollout.py": '"""Moved."""\n\nfrom evorl.rl.rollout import rollout  # noqa: F401\n',
     }
     assert violations(sources, root) == []
+
+
+def test_the_sac_reading_path_names_real_files_under_1200_lines():
+    """docs/engine.md's "Read SAC end to end": every file it names exists, its stated line
+    count is the file's, and together they stay under 1,200 lines."""
+    text = (PACKAGE.parent / "docs" / "engine.md").read_text()
+    section = text.split("## Read SAC end to end", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| \d+ \| `([\w/.]+)` \| (\d+) \|", section, re.M)
+    assert len(rows) >= 5, section
+    for path, stated in rows:
+        actual = len((PACKAGE.parent / path).read_text().splitlines())
+        assert int(stated) == actual, f"{path}: the path says {stated} lines, the file has {actual}"
+    total = sum(int(n) for _, n in rows)
+    assert total < 1200 and f"({total:,} lines" in section, (total, section[:200])

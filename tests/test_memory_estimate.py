@@ -99,8 +99,8 @@ def test_a_replay_buffer_too_large_is_refused_before_the_envs_are_created(monkey
     terms: the buffer's lower bound (one observation float) is already past the limit."""
     from evorl.workflows import DQNWorkflow
 
-    for module in ("rl_base", "off_policy"):
-        monkeypatch.setattr(f"evorl.workflows.{module}.create_env", lambda *a, **k: pytest.fail("env created"),
+    for module in ("engine.rl_base", "engine.off_policy_workflow"):
+        monkeypatch.setattr(f"evorl.{module}.create_env", lambda *a, **k: pytest.fail("env created"),
                             raising=False)
     training = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "buffer_size": 2_000_000_000,
                 "batch_size": 8, "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2}

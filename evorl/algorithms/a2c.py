@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.config import require
-from evorl.envs.spaces import Box, Space
-from evorl.rl.targets import explained_variance, normalize_advantages
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
+from evorl.envs.spaces import Box, Space
+from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.targets import explained_variance, normalize_advantages
 
 
 @struct.dataclass

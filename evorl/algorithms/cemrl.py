@@ -72,57 +72,17 @@ from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl.rl import replay
-from evorl.rl.agent import AgentState
 from evorl.algorithms.population_rl import (
     PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase,
     mean_returns, population_metrics, ranked, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
-from evorl.envs import VectorEnv
 from evorl.engine.rl_base import ExperimentConfig
-
-
-# --------------------------------------------------------------------------------------
-# sep-CEM
-# --------------------------------------------------------------------------------------
-@struct.dataclass
-class CEMState:
-    mean: jax.Array  # [D] the distribution's mean
-    var: jax.Array  # [D] its diagonal covariance
-    eps: jax.Array  # [] the additive noise the next update adds to var
-
-
-def log_rank_weights(num_elites: int) -> jax.Array:
-    r""":math:`\lambda_j \propto \log(1 + K_e) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``."""
-    w = jnp.log(1.0 + num_elites) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
-    return w / jnp.sum(w)
-
-
-def cem_init(mean: jax.Array, sigma_init: float, eps_init: float) -> CEMState:
-    return CEMState(mean=jnp.asarray(mean, jnp.float32), var=jnp.full(jnp.shape(mean), sigma_init, jnp.float32),
-                    eps=jnp.asarray(eps_init, jnp.float32))
-
-
-def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
-    r""":math:`x_i = \mu + \sqrt v \odot n_i`, :math:`n_i \sim \mathcal N(0, I)`: ``[num, D]``."""
-    return cem.mean + jnp.sqrt(cem.var) * jax.random.normal(key, (num,) + cem.mean.shape)
-
-
-def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
-               eps_end: float) -> CEMState:
-    r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
-    (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
-    weighted squared deviations from the old mean plus :math:`\epsilon_t`, and the decayed
-    :math:`\epsilon_{t+1}`."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-    elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
-    weights = log_rank_weights(num_elites)  # [K_e]
-    mean = weights @ elites  # [D]
-    var = weights @ jnp.square(elites - cem.mean) + cem.eps  # [D]
-    eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
-    return CEMState(mean=mean, var=var, eps=eps)
+from evorl.envs import VectorEnv
+from evorl.rl import replay
+from evorl.rl.agent import AgentState
+from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights  # noqa: F401
 
 
 # --------------------------------------------------------------------------------------

@@ -11,14 +11,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import parse_section, require
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
-from evorl.rl.targets import Transition, double_q_targets
-from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
-from evorl.engine.off_policy_workflow import OffPolicyWorkflow
+from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
+from evorl.rl.targets import Transition, double_q_targets
 
 
 @struct.dataclass

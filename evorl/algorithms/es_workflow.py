@@ -29,10 +29,10 @@ from evorl.algorithms.es import (
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.engine.evaluator import make_evaluator
-from evorl.engine.memory_estimate import es_terms
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.memory_estimate import es_terms
 from evorl.engine.rl_base import ExperimentConfig
 
 

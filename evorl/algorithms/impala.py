@@ -14,12 +14,12 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
+from evorl.config import FloatOrInf, require
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow
+from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
-from evorl.config import FloatOrInf, require
-from evorl.envs.spaces import Box, Space
 from evorl.rl.targets import compute_pg_advantage, compute_vtrace, explained_variance  # noqa: F401  (importable from here too)
-from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 
 
 @struct.dataclass

@@ -40,21 +40,21 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from evorl.rl import metrics as M
-from evorl.rl import replay
-from evorl.rl.agent import hparams_as_arrays
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.rl.continuous_control import ContinuousNetworkOptions, ExploringActor
-from evorl.envs import VectorEnv
 from evorl.engine.evaluator import make_evaluator
-from evorl.engine.memory_estimate import Term
-from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
-from evorl.rl.on_policy import episode_metrics
+from evorl.engine.memory_estimate import Term
 from evorl.engine.rl_base import ExperimentConfig
+from evorl.envs import VectorEnv
+from evorl.rl import metrics as M, replay
+from evorl.rl.agent import hparams_as_arrays
+from evorl.rl.continuous_control import ContinuousNetworkOptions, ExploringActor
+from evorl.rl.evolution import ranked
+from evorl.rl.on_policy import episode_metrics
+from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
 
 
 def polyak(tau: float, online: Any, target: Any) -> Any:
@@ -181,11 +181,6 @@ def make_play(env: VectorEnv, agent: TD3Agent):
 def mean_returns(stats: EpisodeStats) -> jax.Array:
     """``[N]``: each actor's mean return over its episodes that ended (0 where none did)."""
     return stats.return_sum / jnp.maximum(stats.count, 1.0)
-
-
-def ranked(fitness: jax.Array) -> jax.Array:
-    """``fitness`` with a non-finite value ranking last (``-inf``)."""
-    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
 
 
 def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:

@@ -32,19 +32,15 @@ import numpy as np
 from flax import struct
 
 from evorl.config import parse_section, require
-from evorl.rl.continuous_control import (
-    ContinuousNetworkFactory,
-    ContinuousNetworkOptions,
-    ContinuousQAgent,
-    check_options,
-    make_q_ensemble,
-)
-from evorl.networks.distributions import TanhGaussian
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.networks import GaussianPolicyMLP, Network
-from evorl.rl.targets import Transition, soft_q_targets
-from evorl.engine.off_policy_workflow import OffPolicyWorkflow
+from evorl.networks.distributions import TanhGaussian
+from evorl.rl.continuous_control import (
+    ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_q_ensemble,
+)
 from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.targets import Transition, soft_q_targets
 
 
 @struct.dataclass

@@ -25,18 +25,14 @@ import jax.numpy as jnp
 from flax import struct
 
 from evorl.config import parse_section, require
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
+from evorl.envs.spaces import Box, Space
 from evorl.rl.continuous_control import (
-    ContinuousNetworkFactory,
-    ContinuousNetworkOptions,
-    ContinuousQAgent,
-    check_options,
-    make_deterministic_actor,
+    ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_deterministic_actor,
     make_q_ensemble,
 )
-from evorl.envs.spaces import Box, Space
-from evorl.rl.targets import Transition, clipped_double_q_targets
-from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.targets import Transition, clipped_double_q_targets
 
 
 @struct.dataclass

@@ -35,10 +35,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from evorl.config.checkpoint import CheckpointConfig
-from evorl.engine.processes import host_copy
 from evorl.app.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 from evorl.app.run_folder import NoSpaceLeft, is_disk_full, writing
+from evorl.config.checkpoint import CheckpointConfig
+from evorl.engine.processes import host_copy
 
 #: 2: the hyperparameters in the state are named as in the config (``gamma``, IMPALA's
 #: ``gae_lambda``; version 1 had ``discount`` and ``vtrace_lambda``). 3: a replay buffer's

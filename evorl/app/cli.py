@@ -29,27 +29,16 @@ from pathlib import Path
 from typing import Any
 
 from evorl.app.cli_args import (
-    allow_new_keys,
-    check_config_name,
-    check_resume_identity,
-    hydra_settings,
-    option_value,
-    overrides_last,
-    resume_config,
-    resume_elsewhere,
+    allow_new_keys, check_config_name, check_resume_identity, hydra_settings, option_value, overrides_last,
+    resume_config, resume_elsewhere,
 )
 from evorl.app.cli_errors import (
-    hydra_error_line,
-    missing_config_line,
-    plain_config,
-    raised_in,
-    undecodable_config_line,
-    yaml_error_line,
+    hydra_error_line, missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line,
 )
-from evorl.config import ConfigError
 from evorl.app.config_groups import CONFIG_DIR as _CONFIG_PATH
-from evorl.log_noise import quiet_third_party_logs
+from evorl.config import ConfigError
 from evorl.engine.processes import EXIT_PEER_LOST
+from evorl.log_noise import quiet_third_party_logs
 
 CONFIG_DIR = str(_CONFIG_PATH)
 

@@ -9,8 +9,8 @@ import re
 import sys
 
 from evorl.app.cli_errors import plain_config
-from evorl.config import ConfigError
 from evorl.app.config_groups import GROUPS, config_names
+from evorl.config import ConfigError
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
 

@@ -33,10 +33,6 @@ import jax
 import numpy as np
 
 from evorl.app.checkpoint import CheckpointError, Checkpointer
-from evorl.config import ConfigError, to_plain
-from evorl.engine.processes import PeerLost, is_main_process, peer_lost
-from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardware)
-from evorl.engine.processes import watching_run
 from evorl.app.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.app.run_folder import (
     CONFIG_YAML,
@@ -63,8 +59,12 @@ from evorl.app.run_folder import (
     write_yaml,
     writing,
 )
-from evorl.engine.processes import resume_argument
 from evorl.app.stop_signals import stop_on_signals
+from evorl.config import ConfigError, to_plain
+from evorl.engine.processes import PeerLost, is_main_process, peer_lost
+from evorl.engine.processes import watching_run
+from evorl.engine.processes import resume_argument
+from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardware)
 
 #: Keys of the experiment config that locate a run rather than define it.
 RUN_LOCATION_KEYS = ("output_dir", "resume")

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from evorl.config import dotted_keys
 from evorl.app.run_folder import CONFIG_YAML, METRICS_JSONL, load_run_config, read_jsonl
+from evorl.config import dotted_keys
 
 #: Groups are labelled by the config keys that tell them apart, or by folder name beyond this.
 MAX_LABEL_KEYS = 3

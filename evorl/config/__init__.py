@@ -20,16 +20,8 @@ from evorl.config.env import EnvConfig
 from evorl.config.errors import ConfigError, require, unknown_key_error
 from evorl.config.logging import LoggingConfig
 from evorl.config.parsing import (
-    INT32_MAX,
-    FloatOrInf,
-    coerce,
-    dataclass_from_signature,
-    dotted_keys,
-    parse_section,
-    section_data,
-    config_mapping,
-    to_plain,
-    type_hints,
+    FloatOrInf, INT32_MAX, coerce, config_mapping, dataclass_from_signature, dotted_keys, parse_section, section_data,
+    to_plain, type_hints,
 )
 from evorl.config.pbt import PBTConfig
 from evorl.config.runner import RunnerConfig

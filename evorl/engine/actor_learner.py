@@ -57,34 +57,19 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.rl import metrics as M
 from evorl.config import require, sweep_variants
 from evorl.config.runner import RunnerConfig
-from evorl.engine.evaluator import HostEnvFault
-from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
-from evorl.engine.actors import (
-    POLL_SECONDS,
-    Actor,
-    ActorFailed,
-    ChunkLog,
-    EnvStepTimeout,
-    EvaluationFailed,
-    HostEnvActorRollout,
-    JaxEnvActorRollout,
-    ParameterStore,
-    Rollout,
-    stop_actors,
-    trajectory_like,
-)
 from evorl.engine.actor_processes import ProcessActorRollout
-from evorl.engine.execution import (
-    DEVICE_AXIS,
-    POPULATION_AXIS,
-    PopulationStep,
-    jit_rarely_run,
-    map_agents_sequentially,
-    to_host,
+from evorl.engine.actors import (
+    Actor, ActorFailed, ChunkLog, EnvStepTimeout, EvaluationFailed, HostEnvActorRollout, JaxEnvActorRollout,
+    POLL_SECONDS, ParameterStore, Rollout, stop_actors, trajectory_like,
 )
+from evorl.engine.evaluator import HostEnvFault
+from evorl.engine.execution import (
+    DEVICE_AXIS, POPULATION_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
+)
+from evorl.rl import metrics as M
+from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
 
 #: Python's GIL switch interval while actors run (its default is 5 ms).
 GIL_SWITCH_SECONDS = 0.0002

@@ -21,9 +21,9 @@ import numpy as np
 from flax import struct
 from jax import lax
 
+from evorl.envs.vec_env import VectorEnv
 from evorl.rl.agent import Agent, AgentState
 from evorl.rl.collectives import vary
-from evorl.envs.vec_env import VectorEnv
 from evorl.rl.host_rollout import TimedSteps
 
 #: How often the thread waiting for a host evaluation checks its env step's time.

@@ -51,8 +51,8 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.rl import metrics as M
 from evorl.engine.processes import host_copy
+from evorl.rl import metrics as M
 
 DEVICE_AXIS = "devices"
 #: The name of the population's ``vmap`` axis: a step may branch once for all agents on it

@@ -20,30 +20,22 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.rl import metrics as M
 from evorl.config import require, sweep_variants
-from evorl.engine.processes import is_main_process
-from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
-from evorl.engine.lineage import lineage_record
-from evorl.engine.processes import resume_argument
-from evorl.engine.actors import ActorLearnerError, EvaluationFailed
 from evorl.engine.actor_learner import ActorLearnerExecutor
+from evorl.engine.actors import ActorLearnerError, EvaluationFailed
+from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
 from evorl.engine.execution import DEVICE_AXIS, Executor, Warmup, to_host
 from evorl.engine.health import (
-    FROZEN_FIELDS,
-    TrainingDiverged,
-    all_frozen_problems,
-    check_environment,
-    check_finite,
-    freeze_diverged,
-    frozen_message,
-    nonfinite_metrics,
-    tree_all_finite,
+    FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
+    frozen_message, nonfinite_metrics, tree_all_finite,
 )
-from evorl.rl.on_policy import OnPolicyState
+from evorl.engine.lineage import lineage_record
 from evorl.engine.pbt import PBT, evolving_hyperparameters
 from evorl.engine.population import aggregate_metrics, apply_variant, population_inputs, variant_label
+from evorl.engine.processes import is_main_process, resume_argument
 from evorl.engine.rl_base import RLWorkflow
+from evorl.rl import metrics as M
+from evorl.rl.on_policy import OnPolicyState
 
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
 #: chunk); every other training metric must be finite.

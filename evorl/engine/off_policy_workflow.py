@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from evorl.config import (
-    ConfigError, TrainingConfig, require, config_mapping, section_data, sweep_variants, unknown_key_error,
+    ConfigError, TrainingConfig, config_mapping, require, section_data, sweep_variants, unknown_key_error,
 )
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
@@ -29,10 +29,10 @@ from evorl.engine.pbt import check_pbt_config
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.agent import Agent
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
-from evorl.rl.on_policy import make_optimizer
 from evorl.rl.off_policy import (
-    ENV_AXES, FROZEN_FIELDS, PBT_COPIED_FIELDS, OffPolicyState, init_state, make_iteration, make_learner_update,
+    ENV_AXES, FROZEN_FIELDS, OffPolicyState, PBT_COPIED_FIELDS, init_state, make_iteration, make_learner_update,
 )
+from evorl.rl.on_policy import make_optimizer
 
 
 def iterations_before_learning(tc: OffPolicyTrainingConfig, state: OffPolicyState) -> int:

@@ -37,9 +37,9 @@ from jax import lax
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.engine.evaluator import each_agent
-from evorl.rl.rollout import EpisodeStats
 from evorl.engine.population import apply_variant
 from evorl.rl.evolution import Evolving, draw, exploit_explore
+from evorl.rl.rollout import EpisodeStats
 
 
 def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:

@@ -19,32 +19,19 @@ from typing import Any, ClassVar
 import jax
 import numpy as np
 
-from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
 from evorl.config import (
-    CheckpointConfig,
-    ConfigError,
-    DistributedConfig,
-    LoggingConfig,
-    PBTConfig,
-    RunnerConfig,
-    dataclass_from_signature,
-    TrainingConfig,
-    extract_sweeps,
-    parse_section,
-    require,
-    section_data,
-    sweep_variants,
-    config_mapping,
+    CheckpointConfig, ConfigError, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig,
+    config_mapping, dataclass_from_signature, extract_sweeps, parse_section, require, section_data, sweep_variants,
     unknown_key_error,
 )
-from evorl.config.env import HOST_ENV_TYPES, EnvConfig
-from evorl.engine.processes import initialize as initialize_distributed
-from evorl.engine.processes import is_main_process
-from evorl.envs import VectorEnv, create_env
+from evorl.config.env import EnvConfig, HOST_ENV_TYPES
 from evorl.engine.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
-from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
 from evorl.engine.population import apply_variant
+from evorl.engine.processes import initialize as initialize_distributed, is_main_process
+from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
 from evorl.engine.workflow import WORKFLOWS, Workflow
+from evorl.envs import VectorEnv, create_env
+from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
 
 @dataclass(frozen=True)
 class ExperimentConfig:

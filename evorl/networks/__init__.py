@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl import hardware
-from evorl.networks.distributions import make_distribution
-from evorl.envs.spaces import Box, Discrete, Space
 from evorl.config import ConfigError
+from evorl.envs.spaces import Box, Discrete, Space
+from evorl.networks.distributions import make_distribution
 
 ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh,

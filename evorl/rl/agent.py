@@ -19,17 +19,14 @@ import numpy as np
 from flax import struct
 from jax import lax
 
-from evorl.networks.distributions import make_distribution
 from evorl.envs.spaces import Box, Space
 from evorl.networks import Network
+from evorl.networks.distributions import make_distribution
 from evorl.rl.rollout import Trajectory, reset_policy_state
-from evorl.rl.targets import compute_gae
 from evorl.rl.running_statistics import (
-    RunningStatistics,
-    init_running_statistics,
-    normalize,
-    update_running_statistics,
+    RunningStatistics, init_running_statistics, normalize, update_running_statistics,
 )
+from evorl.rl.targets import compute_gae
 
 
 @struct.dataclass

@@ -23,10 +23,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import require
 from evorl.envs.spaces import Box, Space
 from evorl.networks import MLP, Network, get_activation
+from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
 
 

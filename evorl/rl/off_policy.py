@@ -69,13 +69,13 @@ from jax import lax
 from evorl import hardware
 from evorl.config.training import OffPolicyTrainingConfig
 from evorl.envs import EnvState, VectorEnv
-from evorl.rl import metrics as M
-from evorl.rl import replay
+from evorl.rl import metrics as M, replay
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
 from evorl.rl.collectives import agent_gradient_update, axis_index, population_cond
-from evorl.rl.on_policy import acting_state as lagged_agent_state
-from evorl.rl.on_policy import episode_metrics, init_lagged_params, scheduled_learning_rate
+from evorl.rl.on_policy import (
+    acting_state as lagged_agent_state, episode_metrics, init_lagged_params, scheduled_learning_rate,
+)
 from evorl.rl.rollout import Trajectory, rollout_with_policy_state
 
 

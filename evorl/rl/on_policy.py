@@ -31,12 +31,12 @@ import optax
 from flax import struct
 from jax import lax
 
-from evorl.rl import metrics as M
 from evorl import hardware
-from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import TrainingConfig, require
-from evorl.rl.collectives import agent_gradient_update, axis_index
 from evorl.envs import EnvState, VectorEnv
+from evorl.rl import metrics as M
+from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.rl.collectives import agent_gradient_update, axis_index
 from evorl.rl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
 
 

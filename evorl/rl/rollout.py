@@ -11,8 +11,8 @@ from flax import struct
 from jax import lax
 
 from evorl import hardware
-from evorl.rl.collectives import vary_like
 from evorl.envs.env import EnvState
+from evorl.rl.collectives import vary_like
 
 
 @struct.dataclass

@@ -15,11 +15,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from evorl.config import ConfigError
-from evorl.config.logging import RECORDERS, LoggingConfig
-from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, Recorder, RecorderChain, report_progress
 from evorl.app.recorders.files import CsvRecorder, JsonlRecorder
 from evorl.app.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
+from evorl.config import ConfigError
+from evorl.config.logging import LoggingConfig, RECORDERS
+from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, Recorder, RecorderChain, report_progress
 
 __all__ = [
     "Recorder", "RecorderChain", "ConsoleRecorder", "ProgressRecorder", "JsonlRecorder", "CsvRecorder",
