@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from evorl.rl.targets import compute_gae
+from evorl.utils.rl_toolkits import compute_gae
 
 
 def reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from evorl.algorithms.impala import compute_pg_advantage, compute_vtrace
-from evorl.rl.targets import compute_gae
+from evorl.utils.rl_toolkits import compute_gae
 
 GAMMA = 0.97
 
