@@ -1,11 +1,14 @@
-"""CEM-RL and ERL against TD3 alone at the same env steps (issue 35): brax hopper and
-halfcheetah, the same networks, optimiser, batch, discount, target networks and TD3 noise on
+"""CEM-RL and ERL against TD3 alone at the same env steps (issues 35 and 53): brax hopper and
+halfcheetah, or gymnax Pendulum-v1 (``--envs pendulum``, 200-step episodes, rewards scaled by
+0.1 and gamma 0.95 as ``configs/cemrl_pendulum.yaml``), the same networks, optimiser, batch, discount, target networks and TD3 noise on
 all three sides, one critic gradient step per env step on all three, the same 10k-step
 uniform warm-up, and greedy evaluation (10 episodes) of what each side would deploy: TD3's
 actor, CEM-RL's distribution mean, ERL's champion.
 
     python benchmarks/evolution_guided_vs_td3.py --envs hopper halfcheetah --seeds 0 1 2 \\
         --env-steps 200000 --out benchmarks/figures/evolution_guided_vs_td3.jsonl
+    python benchmarks/evolution_guided_vs_td3.py --envs pendulum --seeds 4411 4412 4413 4414 4415 \\
+        --env-steps 44000 --warmup 2000 --out pendulum.jsonl
 
 Each (env, algorithm, seed) appends one JSON line to ``--out`` as it finishes (so runs can
 be split across processes and the table printed later with ``--table``). The published
@@ -22,22 +25,33 @@ from pathlib import Path
 
 import numpy as np
 
-EPISODE_LENGTH = 1000
 POPULATION = 10
+#: Per env name: the env section and the discount (the brax envs' 1000-step episodes; gymnax
+#: Pendulum-v1 as the Pendulum configs of this repository).
+ENVS = {
+    "pendulum": ({"env_name": "Pendulum-v1", "env_type": "gymnax", "episode_length": 200, "reward_scale": 0.1}, 0.95),
+}
+
+
+def env_section(env_name: str, backend: str) -> tuple[dict, float]:
+    if env_name in ENVS:
+        return ENVS[env_name]
+    return {"env_name": env_name, "env_type": "brax", "backend": backend, "episode_length": 1000}, 0.99
 
 
 def configs(env_name: str, backend: str, hidden: list[int], env_steps: int, warmup: int) -> dict[str, dict]:
     """The three sides' configs, equal wherever the algorithms share a setting."""
-    env = {"env_name": env_name, "env_type": "brax", "backend": backend, "episode_length": EPISODE_LENGTH}
+    env, gamma = env_section(env_name, backend)
+    episode_length = env["episode_length"]
     agent = {"actor_hidden_layer_sizes": hidden, "critic_hidden_layer_sizes": hidden, "activation": "relu",
              "exploration_noise": 0.1, "target_noise": 0.2, "target_noise_clip": 0.5, "policy_delay": 2}
     common = {"seed": 0, "env": env, "logging": {"recorders": [], "plot": False}}
     shared = {"batch_size": 100, "buffer_size": 1_000_000, "learning_starts": warmup, "warmup_steps": warmup,
               "tau": 0.005}
-    eval_keys = {"eval_episodes": 10, "learning_rate": 1e-3, "gamma": 0.99}
+    eval_keys = {"eval_episodes": 10, "learning_rate": 1e-3, "gamma": gamma}
     num_envs = 10  # TD3: 10 envs x 1 step, then 10 gradient steps: one per env step
-    cem_generation = POPULATION * EPISODE_LENGTH
-    erl_generation = (POPULATION + 1) * EPISODE_LENGTH
+    cem_generation = POPULATION * episode_length
+    erl_generation = (POPULATION + 1) * episode_length
     return {
         "TD3": {**common, "workflow_cls": "evorl.workflows.TD3Workflow", "agent": agent,
                 "training": {**shared, **eval_keys, "num_iterations": env_steps // num_envs, "rollout_length": 1,

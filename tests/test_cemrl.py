@@ -32,14 +32,14 @@ TINY = {
 }
 
 
-def numpy_sep_cem(mean, var, eps, population, fitness, num_elites, tau_eps, eps_end):
-    """The paper's sep-CEM step in float64: elites by sorting (a NaN ranks last), weights
-    log((K + 1) / i), the variance around the old mean plus eps, then eps decays."""
+def numpy_sep_cem(mean, var, eps, population, fitness, num_elites, tau_eps, eps_end, var_scale):
+    """The sep-CEM step in float64: elites by sorting (a NaN ranks last), weights
+    log((K + 1) / i), var_scale times the variance around the old mean plus eps, then eps decays."""
     order = np.argsort(-np.where(np.isfinite(fitness), fitness, -np.inf), kind="stable")
     elites = np.asarray(population, np.float64)[order[:num_elites]]
     weights = np.log((num_elites + 1) / np.arange(1, num_elites + 1))
     weights /= weights.sum()
-    return weights @ elites, weights @ (elites - mean) ** 2 + eps, tau_eps * eps + (1 - tau_eps) * eps_end
+    return weights @ elites, var_scale * (weights @ (elites - mean) ** 2) + eps, tau_eps * eps + (1 - tau_eps) * eps_end
 
 
 def test_log_rank_weights_by_hand():
@@ -48,10 +48,11 @@ def test_log_rank_weights_by_hand():
     assert np.all(np.diff(np.asarray(log_rank_weights(5))) < 0)
 
 
-def test_cem_update_against_numpy_over_generations():
+@pytest.mark.parametrize("var_scale", [1.0, 1.0 / 5])  # the paper's eq. 2; the authors' code (the default)
+def test_cem_update_against_numpy_over_generations(var_scale):
     """Three chained updates of a 10-member, 7-parameter population (one NaN fitness) equal
-    the NumPy step: the weighted elite mean, the diagonal covariance around the old mean plus
-    eps_t, and eps_t = eps_end + (eps_0 - eps_end) tau^t."""
+    the NumPy step: the weighted elite mean, the diagonal covariance around the old mean
+    (times var_scale) plus eps_t, and eps_t = eps_end + (eps_0 - eps_end) tau^t."""
     rng = np.random.default_rng(0)
     eps0, eps_end, tau = 1e-2, 1e-5, 0.95
     cem = cem_init(rng.normal(size=7), sigma_init=1e-3, eps_init=eps0)
@@ -61,9 +62,10 @@ def test_cem_update_against_numpy_over_generations():
         population = mean + rng.normal(size=(10, 7)) * np.sqrt(var)
         fitness = rng.normal(size=10)
         fitness[3] = np.nan
-        cem = cem_update(cem, jnp.asarray(population, jnp.float32), jnp.asarray(fitness, jnp.float32), 5, tau, eps_end)
+        cem = cem_update(cem, jnp.asarray(population, jnp.float32), jnp.asarray(fitness, jnp.float32), 5, tau, eps_end,
+                         var_scale)
         mean, var, eps = numpy_sep_cem(mean, var, eps, population.astype(np.float32), fitness.astype(np.float32),
-                                       5, tau, eps_end)
+                                       5, tau, eps_end, var_scale)
         np.testing.assert_allclose(cem.mean, mean, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(cem.var, var, rtol=1e-4, atol=1e-9)
         np.testing.assert_allclose(float(cem.eps), eps_end + (eps0 - eps_end) * tau ** (t + 1), rtol=1e-5)
@@ -206,3 +208,14 @@ def check_learns_pendulum(workflow_cls, config_name: str) -> None:
         results.append((seed, float(before), float(after)))
     learned = [r for r in results if r[2] >= -400 and r[2] >= r[1] + 400]
     assert len(learned) >= 4, results
+
+
+def test_cemrl_variance_scale_defaults_to_the_authors_one_over_elites():
+    """``cemrl.var_scale: null`` is 1 / num_elites (the authors' code); a set value is used as
+    given; a non-positive one is refused with the key's name."""
+    from evorl.algorithms.cemrl import CEMRLConfig
+
+    assert CEMRLConfig(num_elites=4).elite_var_scale == pytest.approx(0.25)
+    assert CEMRLConfig(num_elites=4, var_scale=1.0).elite_var_scale == 1.0
+    with pytest.raises(ConfigError, match="cemrl.var_scale must be > 0"):
+        CEMRLConfig(var_scale=0.0).validate()

@@ -11,12 +11,16 @@ weights :math:`\lambda_j = \log(1 + K_e) - \log j` normalised to sum to 1:
 
 .. math::
     \mu' = \sum_j \lambda_j z_j, \qquad
-    v' = \sum_j \lambda_j (z_j - \mu)^2 + \epsilon_t, \qquad
+    v' = c \sum_j \lambda_j (z_j - \mu)^2 + \epsilon_t, \qquad
     \epsilon_{t+1} = \tau_\epsilon \epsilon_t + (1 - \tau_\epsilon) \epsilon_{end}
 
-(the squares around the *old* mean :math:`\mu`, the paper's eq. 2 restricted to the diagonal;
-the authors' code also divides the sum by :math:`K_e`, which we do not). The initial
-variance is ``sigma_init`` in every coordinate (the paper's :math:`\Sigma = \sigma_{init} I`).
+(the squares around the *old* mean :math:`\mu`, the paper's eq. 2 restricted to the diagonal,
+scaled by :math:`c` = ``var_scale``: by default :math:`1 / K_e` as the authors' code and every
+sep-CEM we read; :math:`c = 1`, the paper's equation as printed, gives the learning actors'
+starting points :math:`\sqrt{K_e}` times the spread, and on Pendulum the mean of their
+elites then swung between good and poor policies from one generation to the next). The
+initial variance is ``sigma_init`` in every coordinate (the paper's
+:math:`\Sigma = \sigma_{init} I`).
 
 **One generation** (:func:`make_generation`), read top to bottom:
 
@@ -159,7 +163,8 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
         transitions, stats = play(agent_state, population, unravel, noise, random_actions, play_key)  # [N x T x E], [N]
         buffer = replay.add(state.buffer, transitions)
         fitness = mean_returns(stats)  # [N]
-        updated = cem_update(state.cem, population, fitness, cfg.num_elites, cfg.tau_eps, cfg.eps_end)
+        updated = cem_update(state.cem, population, fitness, cfg.num_elites, cfg.tau_eps, cfg.eps_end,
+                             cfg.elite_var_scale)
         cem = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.cem, updated)
         agent_state = agent_state.replace(params={"actor": unravel(cem.mean), "critic": critic})
         elites = lax.top_k(ranked(fitness), cfg.num_elites)[1]  # [K_e]
@@ -196,6 +201,13 @@ class CEMRLConfig(PopulationRLConfig):
     eps_end: float = 1e-5
     #: Decay of the additive noise per generation.
     tau_eps: float = 0.95
+    #: Factor c on the elites' weighted squared deviations in the variance update (null: 1 /
+    #: num_elites, the authors' code; 1.0 is the paper's eq. 2, which made the mean actor swing).
+    var_scale: float | None = None
+
+    @property
+    def elite_var_scale(self) -> float:
+        return 1.0 / self.num_elites if self.var_scale is None else self.var_scale
 
     @property
     def learners(self) -> int:
@@ -211,6 +223,7 @@ class CEMRLConfig(PopulationRLConfig):
         require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
                 f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
         require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
+        require(self.var_scale is None or self.var_scale > 0, f"{where}.var_scale must be > 0, got {self.var_scale}.")
 
 
 #: The ``training:`` keys of CEM-RL: one iteration is one generation.

@@ -73,16 +73,16 @@ def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
 
 
 def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
-               eps_end: float) -> CEMState:
+               eps_end: float, var_scale: float) -> CEMState:
     r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
     (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
-    weighted squared deviations from the old mean plus :math:`\epsilon_t`, and the decayed
+    weighted squared deviations from the old mean times ``var_scale`` plus :math:`\epsilon_t`, and the decayed
     :math:`\epsilon_{t+1}`."""
     fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
     elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
     weights = log_rank_weights(num_elites)  # [K_e]
     mean = weights @ elites  # [D]
-    var = weights @ jnp.square(elites - cem.mean) + cem.eps  # [D]
+    var = var_scale * (weights @ jnp.square(elites - cem.mean)) + cem.eps  # [D]
     eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
     return CEMState(mean=mean, var=var, eps=eps)
 
