@@ -1,6 +1,11 @@
 """The one-line messages of ``evorl-train`` for what goes wrong before training starts: a
 YAML syntax error, an interpolation that does not resolve, a config group option or config
-file that does not exist, a config file that is not UTF-8 (see :mod:`evorl.app.cli`)."""
+file that does not exist, a config file that is not UTF-8 (see :mod:`evorl.app.cli`).
+
+A misspelt or unknown key is not here: it is refused where its section is parsed, for the
+Python API as for the command (:func:`evorl.config.errors.unknown_key_error`, raised by
+:func:`evorl.config.parsing.parse_section` and the workflows' ``parse_config``), below every
+layer that reads a config."""
 
 from __future__ import annotations
 
