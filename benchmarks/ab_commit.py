@@ -49,7 +49,7 @@ def throughput(tree: Path, seed: int) -> dict:
 
 def default_job(tree: Path, run_dir: Path) -> dict:
     code = (f"sys.argv = ['train.py', 'hydra.run.dir={run_dir}']; "
-            f"from evorl.cli import train_command; train_command()")
+            f"from evorl.cli import train_command; train_command()")  # the path trees before and after the layer folders share
     start = time.perf_counter()
     run_in(tree, code, tree)
     wall = time.perf_counter() - start

@@ -2,7 +2,7 @@
 
 An actor of ``configs/impala_gymnasium_cartpole.yaml`` (gymnasium CartPole-v1, 32 envs / 2
 actors = 16 envs per actor, 16-step rollouts, [64, 64] tanh networks) steps its envs with
-the loop of :func:`evorl.host_rollout.host_rollout`, here with ``time.perf_counter`` around
+the loop of :func:`evorl.rl.host_rollout.host_rollout`, here with ``time.perf_counter`` around
 each part of a step:
 
 * ``obs -> device``: the observations ``[B, 4]`` (NumPy) put on the device;
@@ -89,7 +89,7 @@ def timed_backend(env, timers: Timers):
 
 
 def profiled_rollout(env, act, agent_state, env_state, key, length, env_ids, timers: Timers, q: queue.Queue):
-    """:func:`evorl.host_rollout.host_rollout`'s loop with a timer around each part."""
+    """:func:`evorl.rl.host_rollout.host_rollout`'s loop with a timer around each part."""
     pc = time.perf_counter
     step_keys = jax.random.split(key, length)
     b = env_state.reward.shape[0]
@@ -135,7 +135,7 @@ def profiled_rollout(env, act, agent_state, env_state, key, length, env_ids, tim
         s["env step (evorl)"] += (t5 - t4) - backend
         s["trajectory writes"] += t6 - t5
         s["total"] += t6 - t0
-    from evorl.rollout import Trajectory
+    from evorl.rl.rollout import Trajectory
 
     t0 = pc()
     q.put(Trajectory(obs=obs_buf, actions=actions_buf, rewards=rewards, terminated=terminated,
@@ -190,8 +190,8 @@ def main() -> None:
                         help="only the last table (policy call variants)")
     args = parser.parse_args()
 
-    from evorl.host_rollout import host_rollout, make_policy_step
-    from evorl.workflows.actor_learner import GIL_SWITCH_SECONDS
+    from evorl.rl.host_rollout import host_rollout, make_policy_step
+    from evorl.engine.actor_learner import GIL_SWITCH_SECONDS
 
     cfg = load_config(args.config, num_iterations=10, eval_interval=10)
     apply_overrides(cfg, args.set)

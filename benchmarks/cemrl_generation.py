@@ -12,7 +12,7 @@ calls after one untimed call, with ``jax.block_until_ready``:
   (``jax.log_compiles``): the script prints the XLA programs compiled then and while the timed
   generations ran (none: one generation is one call of one program);
 - ``episodes``: the ``N`` actors' rollouts alone, ``episode_length`` steps each, vmapped over
-  the actors (:func:`evorl.rollout.rollout_with_policy_state` with the generation's behaviour
+  the actors (:func:`evorl.rl.rollout.rollout_with_policy_state` with the generation's behaviour
   policy), as their own compiled program;
 - ``updates``: the critic and actor updates alone (:func:`evorl.algorithms.cemrl.make_learn` on
   the filled buffer: ``num_updates`` critic steps on ``K = N / 2`` batches, every
@@ -89,8 +89,8 @@ def make_episodes(workflow, unravel):
     ``episode_length`` steps, vmapped over the ``N`` actors, as a generation plays them."""
     import jax
 
-    from evorl.continuous_control import ExploringActor
-    from evorl.rollout import rollout_with_policy_state
+    from evorl.rl.continuous_control import ExploringActor
+    from evorl.rl.rollout import rollout_with_policy_state
 
     env, agent = workflow.env, workflow.agent
     behaviour = ExploringActor(agent, jax.numpy.asarray(False))

@@ -2,7 +2,7 @@
 
 Prints the wall time of the whole command (fresh processes, ``EVORL_COMPILATION_CACHE=off``,
 a new run folder each time) and, from one more fresh process that runs the same job through
-:func:`evorl.cli.train`, where that time goes:
+:func:`evorl.app.cli.train`, where that time goes:
 
 * imports: jax, Hydra and evorl;
 * config: Hydra composing ``configs/config.yaml``;
@@ -47,10 +47,10 @@ def split(run_dir: str, overrides: list[str]) -> dict:
     import jax  # noqa: F401
     from hydra import compose, initialize_config_dir
 
-    from evorl import cli, experiment
-    from evorl.checkpoint import Checkpointer
-    from evorl.workflows.rl_base import RLWorkflow
-    from evorl.workflows.rl_workflow import OnPolicyWorkflow
+    from evorl.app import cli, experiment
+    from evorl.app.checkpoint import Checkpointer
+    from evorl.engine.rl_base import RLWorkflow
+    from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 
     t_imports = time.perf_counter() - t0
     spans = {"build": 0.0, "init": 0.0, "compile": 0.0, "training": 0.0, "evaluation": 0.0, "writing": 0.0}

@@ -14,7 +14,7 @@ One actor loop, the run's own policy, two ways of stepping envpool, alternating 
   This is what an async actor would be at a config's own ``num_envs``.
 
 The policy is the config's agent at its initial parameters through the actor's jitted policy
-step (:class:`evorl.host_rollout.PolicyStep`: keys, network, sampling, env actions), its
+step (:class:`evorl.rl.host_rollout.PolicyStep`: keys, network, sampling, env actions), its
 outputs fetched to NumPy as ``host_rollout`` does; the observations are converted as
 ``EnvpoolEnv`` does (Atari ``[B, C, H, W]`` -> ``[B, H, W, C]``). Printed: agent steps/s of
 each way per round and async / sync, then the env alone: microseconds per step of the ``B``
@@ -35,7 +35,7 @@ import numpy as np
 from _common import build, load_config
 
 from evorl.envs.envpool_env import quiet_float64_bounds
-from evorl.host_rollout import cached_policy_step
+from evorl.rl.host_rollout import cached_policy_step
 
 CASES = {"cartpole": ("impala_gymnasium_cartpole", 32), "breakout": ("impala_atari_breakout", 16)}
 

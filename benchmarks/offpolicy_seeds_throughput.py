@@ -70,9 +70,9 @@ def gradient_step_flops(algo: str) -> float:
     import jax.numpy as jnp
     from omegaconf import OmegaConf
 
-    from evorl.rollout import Trajectory
+    from evorl.rl.rollout import Trajectory
     from evorl.workflows import resolve_workflow_cls
-    from evorl.workflows.off_policy import make_learner_update
+    from evorl.rl.off_policy import make_learner_update
 
     cfg = OmegaConf.to_container(OmegaConf.load(TREE / "configs" / "algo" / f"{algo}.yaml"))
     cfg["env"] = {"env_name": "Pendulum-v1", "env_type": "gymnax"}

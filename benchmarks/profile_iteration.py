@@ -1,6 +1,6 @@
 """Where one training iteration's time goes: each part timed as its own compiled program.
 
-An on-policy iteration (:func:`evorl.workflows.on_policy.make_iteration`) is, in order: the
+An on-policy iteration (:func:`evorl.rl.on_policy.make_iteration`) is, in order: the
 rollout (env stepping and the policy's forward pass), the observation statistics and the
 targets (GAE: the value network over ``obs`` and ``next_obs``), ``num_epochs`` minibatch
 shuffles, and ``num_epochs x num_minibatches`` gradient steps (the loss's forward and
@@ -56,8 +56,8 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
 
     from evorl import hardware
     from evorl.envs.spaces import Discrete
-    from evorl.rollout import rollout
-    from evorl.workflows.on_policy import init_state, make_iteration, shuffled_minibatches
+    from evorl.rl.rollout import rollout
+    from evorl.rl.on_policy import init_state, make_iteration, shuffled_minibatches
 
     env, agent, optimizer, tc = workflow.env, workflow.agent, workflow.optimizer, workflow.config.training
     if workflow.num_agents != 1 or workflow.asynchronous:

@@ -44,7 +44,7 @@ def cartpole_config(core: str, iterations: int) -> dict:
 
 
 def run_memory(core: str) -> dict:
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     start = time.perf_counter()
     workflow = run_experiment(memory_config(core)).workflow

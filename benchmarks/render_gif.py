@@ -2,7 +2,7 @@
 
 A hand-written controller (push towards where the pole falls) balances CartPole for all 500
 steps, so the episode is as long as a trained agent's; its states are drawn and written by
-``evorl.rendering`` as ``render_episode`` does. Prints the wall and CPU seconds of drawing
+``evorl.app.rendering`` as ``render_episode`` does. Prints the wall and CPU seconds of drawing
 the frames and of writing the GIF. Needs the render extra (``pip install 'evorl[render]'``).
 
     python benchmarks/render_gif.py [--frames 500] [--out /tmp/cartpole.gif]
@@ -20,7 +20,7 @@ import numpy as np
 from jax import lax
 
 from evorl.envs.gymnax_env import GymnaxEnv
-from evorl.rendering import check_render, gymnax_frames, write_frames
+from evorl.app.rendering import check_render, gymnax_frames, write_frames
 
 
 def balanced_episode(env: GymnaxEnv, steps: int):

@@ -124,7 +124,7 @@ def load_config(name: str, overrides: dict, groups: dict[str, str] | None = None
     from omegaconf import OmegaConf
 
     if name == COMPOSED:
-        from evorl.config.groups import default_choices, default_config, select_algorithm
+        from evorl.app.config_groups import default_choices, default_config, select_algorithm
 
         choices = {**default_choices(), **(groups or {})}
         cfg, _ = select_algorithm(default_config(choices["algo"], choices["env"]))
@@ -191,7 +191,7 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
     import jax
     import numpy as np
 
-    from evorl.recorders import ConsoleRecorder
+    from evorl.engine.recording import ConsoleRecorder
     from evorl.workflows import resolve_workflow_cls
 
     cfg = load_config(bench.config, bench.overrides, bench.groups)

@@ -39,7 +39,7 @@ def stop_inside_a_chunk(name: str, run_dir: Path, after: float) -> tuple[int, fl
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from benchmarks.run import load_config
-        from evorl.experiment import run_experiment
+        from evorl.app.experiment import run_experiment
 
         class ShowProgress:
             def init(self, config): pass
@@ -76,8 +76,8 @@ def identical_to_uninterrupted(name: str, run_dir: Path, iteration: int) -> bool
     same config run without a stop."""
     import jax
 
-    from evorl.config.groups import select_algorithm, with_default_config
-    from evorl.experiment import load_run
+    from evorl.app.config_groups import select_algorithm, with_default_config
+    from evorl.app.experiment import load_run
     from evorl.workflows import resolve_workflow_cls
 
     _, restored, at = load_run(run_dir, iteration)

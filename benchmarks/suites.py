@@ -64,7 +64,7 @@ def target_file(config: str, groups: dict[str, str] | None = None) -> Path:
     header is for the default env, CartPole)."""
     if config != COMPOSED:
         return CONFIG_DIR / f"{config}.yaml"
-    from evorl.config.groups import default_choices
+    from evorl.app.config_groups import default_choices
 
     choices = {**default_choices(), **(groups or {})}
     tuned = CONFIG_DIR / "tuned" / f"{choices['algo']}_{choices['env']}.yaml"

@@ -26,11 +26,11 @@ from pathlib import Path
 
 import jax
 
-from evorl.checkpoint import CheckpointConfig, Checkpointer
-from evorl.experiment import resolved_config
-from evorl.plotting import plot_runs
-from evorl.recorders import LoggingConfig, make_recorders
-from evorl.run_folder import CURVE_PNG, checkpoint_dir
+from evorl.app.checkpoint import CheckpointConfig, Checkpointer
+from evorl.app.experiment import resolved_config
+from evorl.app.plotting import plot_runs
+from evorl.app.recorders import LoggingConfig, make_recorders
+from evorl.app.run_folder import CURVE_PNG, checkpoint_dir
 from evorl.workflows import PPOWorkflow
 
 CONFIG = {
@@ -52,7 +52,7 @@ def timed_learn(workflow, recorders_and_checkpointer=None, run_dir=None) -> floa
     state = workflow.learn(state)
     jax.block_until_ready(state)
     parts = {"learn": time.perf_counter() - start}
-    if chain:  # as evorl.experiment does: plot while the last checkpoint is written
+    if chain:  # as evorl.app.experiment does: plot while the last checkpoint is written
         plot_runs([run_dir], run_dir / CURVE_PNG)
         parts["plot"] = time.perf_counter() - start - parts["learn"]
         chain.close()
@@ -74,7 +74,7 @@ def tooling(workflow, run_dir: Path, tensorboard: bool):
 
 def import_seconds(modules: str) -> float:
     """Seconds to import ``modules`` in a fresh process that has already imported evorl's core."""
-    code = ("import time, evorl.workflows, evorl.experiment; t = time.perf_counter(); "
+    code = ("import time, evorl.workflows, evorl.app.experiment; t = time.perf_counter(); "
             f"import {modules}; print(time.perf_counter() - t)")
     return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
 

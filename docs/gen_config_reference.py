@@ -25,7 +25,7 @@ PAGE = "reference/config.md"
 
 def field_comments(cls: type) -> dict[str, str]:
     """The ``#:`` comments of the fields of ``cls``, RST markup kept (what ``--help`` shows)."""
-    from evorl.cli_help import field_comments as comments
+    from evorl.app.cli_help import field_comments as comments
 
     return comments(cls, markup=True)
 
@@ -41,7 +41,7 @@ def type_name(tp: Any) -> str:
 
 
 def default_cell(f: dataclasses.Field) -> str:
-    from evorl.cli_help import default_text
+    from evorl.app.cli_help import default_text
 
     if dataclasses.is_dataclass(f.default):
         return "(section)"
@@ -96,9 +96,9 @@ def page() -> str:
     from evorl.config import CheckpointConfig, DistributedConfig, LoggingConfig, RunnerConfig, TrainingConfig
     from evorl.config.training import OffPolicyTrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
-    from evorl.config.groups import CONFIG_DIR, GROUPS, config_names, group_options
+    from evorl.app.config_groups import CONFIG_DIR, GROUPS, config_names, group_options
     from evorl.workflows import WORKFLOWS
-    from evorl.workflows.rl_base import TOP_LEVEL_KEYS, ExperimentConfig, resolve_workflow_cls
+    from evorl.engine.rl_base import TOP_LEVEL_KEYS, ExperimentConfig, resolve_workflow_cls
 
     out = [
         "# Config reference",
@@ -145,7 +145,7 @@ def page() -> str:
         "## agent",
         "",
         "The `agent:` section is the algorithm's: exactly the keyword arguments of its agent "
-        "factory after the network keys every factory shares (`evorl.agent.ActorCriticOptions`). "
+        "factory after the network keys every factory shares (`evorl.rl.agent.ActorCriticOptions`). "
         "A key of another algorithm is an error naming the algorithm that has it.",
         "",
     ]

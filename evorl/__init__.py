@@ -8,7 +8,7 @@ __all__ = ["load_policy", "Policy"]
 def __getattr__(name: str):
     # imported on first use: ``import evorl`` stays free of JAX
     if name in ("load_policy", "Policy"):
-        from evorl import policy
+        from evorl.app import policy
 
         return getattr(policy, name)
     raise AttributeError(f"module 'evorl' has no attribute {name!r}")

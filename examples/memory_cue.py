@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=60)
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))  # so that evorl imports memory_cue by name
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     for core in ("gru", "none"):
         finals = [run_experiment(config(core, seed, args.iterations)).final_metrics["eval/episode_return"]

@@ -1,7 +1,7 @@
 """Learning curves of run folders: ``python scripts/plot.py RUN_DIR... -o curves.png``
 (the same as ``evorl-plot``)."""
 
-from evorl.scripts.plot import main
+from evorl.app.scripts.plot import main
 
 if __name__ == "__main__":
     main()

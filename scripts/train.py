@@ -5,7 +5,7 @@ as ``evorl/configs``); the default (``config.yaml``) is PPO on gymnax CartPole-v
 be overridden on the command line (``training.num_envs=16``); ``-m seed=1,2,3`` sweeps.
 """
 
-from evorl.cli import train_command
+from evorl.app.cli import train_command
 
 if __name__ == "__main__":
     train_command()

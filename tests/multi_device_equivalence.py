@@ -41,7 +41,7 @@ def resumed_on_one_device(cfg, iterations, folder):
     stopped."""
     from pathlib import Path
 
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     cfg = {**cfg, "checkpoint": {"save_interval": iterations // 2}, "logging": {"recorders": [], "plot": False},
            "training": {**cfg["training"], "num_iterations": iterations, "eval_interval": iterations // 2}}

@@ -12,7 +12,7 @@ def main():
     import jax
 
     from evorl.workflows import PPOWorkflow
-    from evorl.workflows.execution import to_host  # gathers arrays split across processes
+    from evorl.engine.execution import to_host  # gathers arrays split across processes
 
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
@@ -33,8 +33,8 @@ def experiment():
     cfg, run_dir, out_path = json.loads(sys.argv[2]), sys.argv[3], sys.argv[4]
     import jax
 
-    from evorl.cli import exit_on_config_error
-    from evorl.experiment import run_experiment
+    from evorl.app.cli import exit_on_config_error
+    from evorl.app.experiment import run_experiment
 
     with exit_on_config_error():  # as evorl-train
         result = run_experiment(cfg, output_dir=run_dir)

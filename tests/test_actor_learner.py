@@ -17,11 +17,11 @@ import pytest
 from conftest import TINY
 
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
-from evorl.run_folder import checkpoint_dir
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import checkpoint_dir
 from evorl.workflows import IMPALAWorkflow, PPOWorkflow
-from evorl.workflows.actor_learner import ActorFailed, EnvStepTimeout
-from evorl.workflows.rl_workflow import TrainingInterrupted
+from evorl.engine.actor_learner import ActorFailed, EnvStepTimeout
+from evorl.engine.host_loop import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,7 +87,7 @@ def test_several_actors_lag_and_vtrace_clips_the_ratios():
 
 
 def test_an_actor_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path, monkeypatch):
-    from evorl.workflows import actor_learner
+    from evorl.engine import actor_learner
 
     calls = {"n": 0}
     original = actor_learner.JaxEnvActorRollout.__call__
@@ -228,7 +228,7 @@ def test_host_env_checkpoint_resumes_with_fresh_episodes(tmp_path):
     np.testing.assert_array_equal(resumed.workflow.last_metrics["iteration"], 6)
     assert resumed.workflow.last_metrics["actors/policy_lag_max"] >= 0
     # evorl-eval plays greedy episodes on the host env; load_policy acts on its observations
-    from evorl.scripts.evaluate import evaluate, parse_args
+    from evorl.app.scripts.evaluate import evaluate, parse_args
 
     metrics = evaluate(parse_args([str(tmp_path), "--episodes", "3"]))
     assert 1 <= metrics["eval/episode_return"] <= 500

@@ -18,12 +18,12 @@ import pytest
 from conftest import TINY
 
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
-from evorl.run_folder import checkpoint_dir
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import checkpoint_dir
 from evorl.workflows import PPOWorkflow
-from evorl.workflows.actor_learner import ActorFailed, EnvStepTimeout
-from evorl.workflows.actor_processes import ACTOR_VARIABLE, CHILD_COMMAND, ActorProcessFailed, ProcessActorRollout
-from evorl.workflows.actors import HostEnvActorRollout
+from evorl.engine.actor_learner import ActorFailed, EnvStepTimeout
+from evorl.engine.actor_processes import ACTOR_VARIABLE, CHILD_COMMAND, ActorProcessFailed, ProcessActorRollout
+from evorl.engine.actors import HostEnvActorRollout
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the child processes")
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import TINY
 from test_dqn import TINY as DQN_TINY
 
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 from evorl.workflows import DQNWorkflow, PPOWorkflow
 
 GYM_CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnasium"}
@@ -95,8 +95,8 @@ def test_pbt_by_greedy_episodes_on_a_host_env_ranks_by_the_host_evaluators_retur
     """``pbt.fitness: eval`` on gymnasium CartPole (one actor in lockstep: reproducible): the
     step's fitness is each agent's mean greedy return from the host evaluator, on the state
     the same run without PBT reaches, with the key PBT's evaluation uses."""
-    from evorl.evaluator import make_evaluator
-    from evorl.workflows.pbt import EVAL_TAG
+    from evorl.engine.evaluator import make_evaluator
+    from evorl.engine.pbt import EVAL_TAG
 
     cfg = ppo_config(4, eval_interval=2)
     cfg["env"] = GYM_CARTPOLE

@@ -14,7 +14,7 @@ import pytest
 from conftest import TINY
 
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 from evorl.workflows import PPOWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,10 +13,10 @@ import pytest
 from jax.flatten_util import ravel_pytree
 from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_identical
 
-from evorl import replay
+from evorl.rl import replay
 from evorl.algorithms.cemrl import CEMState, cem_init, cem_sample, cem_update, log_rank_weights, make_learn
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 from evorl.workflows import CEMRLWorkflow
 
 TINY = {
@@ -164,7 +164,7 @@ def test_config_errors_name_the_key(section, values, message):
 def test_a_replay_buffer_too_large_is_refused_before_the_envs_are_created(monkeypatch):
     """2e9 transitions of Pendulum (lower bound: 5 floats each, 40 GB) is refused in one line
     naming the key, not allocated (the exact check after the agent is built says the same)."""
-    monkeypatch.setattr("evorl.workflows.rl_base.create_env", lambda *a, **k: pytest.fail("env created"))
+    monkeypatch.setattr("evorl.engine.rl_base.create_env", lambda *a, **k: pytest.fail("env created"))
     cfg = copy.deepcopy(TINY)
     cfg["cemrl"]["buffer_size"] = 2_000_000_000
     cfg["runner"] = {"max_memory_gb": 16}

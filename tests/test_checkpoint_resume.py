@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from conftest import TINY
 
-from evorl.checkpoint import CheckpointError
-from evorl.experiment import run_experiment
-from evorl.recorders import read_jsonl
+from evorl.app.checkpoint import CheckpointError
+from evorl.app.experiment import run_experiment
+from evorl.app.recorders import read_jsonl
 
 
 class Interrupted(Exception):
@@ -88,7 +88,7 @@ KILLED_DURING_SAVE = textwrap.dedent("""
     import sys, time
     import orbax.checkpoint._src.path.atomicity as atomicity
     from conftest import TINY
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     finalize = atomicity.AtomicRenameTemporaryPath.finalize
 
@@ -189,7 +189,7 @@ def test_resume_needs_a_checkpoint(tiny_cfg, tmp_path):
 def test_zero_size_leaves_round_trip(tmp_path):
     """orbax cannot write arrays without elements; mjx env states have them (``act`` of a model
     without actuator activations, e.g. reacher): they are saved and restored with their shape."""
-    from evorl.checkpoint import CheckpointConfig, Checkpointer
+    from evorl.app.checkpoint import CheckpointConfig, Checkpointer
 
     pytest.importorskip("brax")
     from evorl.envs import create_env
@@ -223,7 +223,7 @@ def flip_bytes_in_largest_file(folder: Path, count: int = 64) -> Path:
 
 def saved_state(folder: Path):
     """A state with arrays large enough (256 KiB) to be stored outside orbax's checksummed index."""
-    from evorl.checkpoint import CheckpointConfig, Checkpointer
+    from evorl.app.checkpoint import CheckpointConfig, Checkpointer
 
     rng = np.random.default_rng(0)
     state = {"params": rng.normal(size=(256, 256)).astype(np.float32),

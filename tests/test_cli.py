@@ -82,7 +82,7 @@ def test_joblib_sweep_runs_each_job_in_its_own_folder_and_plots(tmp_path, cache_
     out = run(command("evorl-plot") + [str(sweep_dir), "-o", str(tmp_path / "curves.png")], cwd=tmp_path,
               cache_dir=cache_dir)
     assert "(2 runs)" in out and (tmp_path / "curves.png").stat().st_size > 10_000
-    from evorl.plotting import group_runs
+    from evorl.app.plotting import group_runs
 
     assert list(group_runs([sweep_dir / "0", sweep_dir / "1"]).values()) == [[sweep_dir / "0", sweep_dir / "1"]]
 

@@ -102,14 +102,14 @@ def test_list_envs(tmp_path):
     out = train(["--list-envs", "gymnax"], tmp_path).stdout
     assert out.startswith("gymnax (") and "CartPole-v1" in out and "Breakout-MinAtar" in out and "brax" not in out
     pytest.importorskip("gymnasium")
-    check = ("import sys; from evorl.cli_help import env_names; names = env_names('gymnasium'); "
+    check = ("import sys; from evorl.app.cli_help import env_names; names = env_names('gymnasium'); "
              "assert 'CartPole-v1' in names and 'HalfCheetah-v5' in names and 'ALE/Pong-v5' in names, names; "
              "assert 'mujoco' not in sys.modules and 'ale_py' not in sys.modules")  # ids, not the envs' packages
     subprocess.run([sys.executable, "-c", check], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "unknown env type 'gym'" in train(["--list-envs", "gym"], tmp_path, status=2).stderr
 
 
-@pytest.mark.parametrize("module", ["evorl.scripts.evaluate", "evorl.scripts.plot"])
+@pytest.mark.parametrize("module", ["evorl.app.scripts.evaluate", "evorl.app.scripts.plot"])
 def test_eval_and_plot_help_are_plain_text(module, capsys):
     import importlib
 
@@ -122,7 +122,7 @@ def test_eval_and_plot_help_are_plain_text(module, capsys):
 
 
 def test_untuned_combinations_are_flagged_in_one_line():
-    from evorl.config.groups import untuned_note
+    from evorl.app.config_groups import untuned_note
 
     note = untuned_note({"algo": "a2c", "env": "acrobot"})
     assert note.startswith("note: algo=a2c env=acrobot has no tuned preset") and "algo=ppo has one" in note

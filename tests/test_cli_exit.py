@@ -8,7 +8,7 @@ import pytest
 
 SCRIPT = """
 import atexit, logging, sys, threading, time
-from evorl.cli import exit_without_teardown
+from evorl.app.cli import exit_without_teardown
 out = sys.argv[1]
 logging.basicConfig(filename=out + ".log", level=logging.INFO)
 logging.info("logged before the exit")  # written when logging's exit handler closes the file

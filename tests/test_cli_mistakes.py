@@ -84,7 +84,7 @@ def test_a_missing_extra_names_it(tmp_path):
 
 
 def test_hydra_settings_take_a_run_folder_file_as_its_folder(tmp_path):
-    from evorl.cli import hydra_settings
+    from evorl.app.cli import hydra_settings
 
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     (tmp_path / "run.json").write_text("{}\n")
@@ -97,7 +97,7 @@ def test_hydra_settings_take_a_run_folder_file_as_its_folder(tmp_path):
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """A finished run of two iterations (a checkpoint at iteration 2)."""
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     cfg = {**TINY, "training": {**TINY["training"], "num_iterations": 2}}
     return run_experiment(cfg, output_dir=tmp_path_factory.mktemp("finished") / "run").run_dir
@@ -151,7 +151,7 @@ def test_resume_with_a_config_name_for_another_run_is_refused_not_ignored(run_co
                            f"config error: resume={run_copy} continues that run's own config.yaml",
                            "workflow_cls='evorl.workflows.SACWorkflow' (the run's: 'evorl.workflows.PPOWorkflow')",
                            "env.env_name='inverted_pendulum' (the run's: 'CartPole-v1')", "Drop --config-name")
-    from evorl.cli_args import check_resume_identity
+    from evorl.app.cli_args import check_resume_identity
 
     resumed = {"workflow_cls": "evorl.workflows.PPOWorkflow", "env": {"env_name": "CartPole-v1", "env_type": "gymnax"},
                "seed": 3, "resume": str(run_copy)}
@@ -171,7 +171,7 @@ def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy,
 def test_options_after_overrides_keep_their_meaning(tmp_path):
     """``algo=sac env=pendulum --cfg job`` as typed: Hydra's argparse takes one run of overrides,
     so evorl gathers them after the options (it appends its own settings too)."""
-    from evorl.cli_args import overrides_last
+    from evorl.app.cli_args import overrides_last
 
     assert overrides_last(["algo=sac", "--cfg", "job", "env=pendulum", "-m", "--info", "config", "seed=1"]) == [
         "--cfg", "job", "-m", "--info", "config", "algo=sac", "env=pendulum", "seed=1"]

@@ -1,7 +1,7 @@
 """Every config in configs/ is valid for its workflow: each parses (no compilation), and the
 A2C and IMPALA configs also build (no training). The default config, composed from the groups
 algo/ x env/ (x tuned/), is valid for every combination, is composed the same by Hydra and by
-``evorl.config.groups.default_config``, and its default job is PPO CartPole as it always was."""
+``evorl.app.config_groups.default_config``, and its default job is PPO CartPole as it always was."""
 
 from pathlib import Path
 
@@ -37,8 +37,8 @@ def test_config_builds(name):
 
 
 # --- the composed default config ------------------------------------------------------------
-from evorl.config.groups import default_config, group_options, select_algorithm  # noqa: E402
-from evorl.experiment import resolved_config  # noqa: E402
+from evorl.app.config_groups import default_config, group_options, select_algorithm  # noqa: E402
+from evorl.app.experiment import resolved_config  # noqa: E402
 
 COMBINATIONS = [(a, e) for a in group_options("algo") for e in group_options("env")]
 

@@ -10,7 +10,7 @@ from conftest import TINY
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from custom_network import ResidualMLP, ResidualPPOWorkflow  # noqa: E402
 
-from evorl.experiment import run_experiment  # noqa: E402
+from evorl.app.experiment import run_experiment  # noqa: E402
 
 
 @pytest.mark.slow  # ~39 s on 2 cores at load 8-10 (2026-12-03)

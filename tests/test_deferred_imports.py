@@ -1,6 +1,6 @@
 """Cold-start helpers: ``evorl.deferred_imports`` (gymnax without its render-only plotting
 imports, the same modules run in full on first use, no change to what a failed import does)
-and ``evorl.experiment.imports_frozen``."""
+and ``evorl.app.experiment.imports_frozen``."""
 
 import subprocess
 import sys
@@ -60,7 +60,7 @@ def test_modules_already_imported_and_other_modules_are_untouched():
 def test_imports_frozen_leaves_the_heap_as_it_found_it():
     import gc
 
-    from evorl.experiment import imports_frozen
+    from evorl.app.experiment import imports_frozen
 
     assert gc.get_freeze_count() == 0
     with imports_frozen():

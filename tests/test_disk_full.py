@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
-from evorl.cli import EXIT_NO_SPACE, exit_on_config_error
-from evorl.experiment import load_run, run_experiment
-from evorl.recorders.files import JsonlRecorder
-from evorl.run_folder import checkpoint_dir
+from evorl.app.cli import EXIT_NO_SPACE, exit_on_config_error
+from evorl.app.experiment import load_run, run_experiment
+from evorl.app.recorders.files import JsonlRecorder
+from evorl.app.run_folder import checkpoint_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
@@ -97,8 +97,8 @@ ORBAX_FULL_AT_4 = textwrap.dedent("""
     import errno, os, sys
     import orbax.checkpoint._src.path.atomicity as atomicity
     from conftest import TINY
-    from evorl.cli import exit_on_config_error
-    from evorl.experiment import run_experiment
+    from evorl.app.cli import exit_on_config_error
+    from evorl.app.experiment import run_experiment
 
     finalize = atomicity.AtomicRenameTemporaryPath.finalize
 
@@ -135,7 +135,7 @@ def test_closed_event_loop_tracebacks_from_orbax_threads_are_not_printed(tmp_pat
     and printed a traceback (7 to 330 lines before the one-line error). Others still print."""
     import types
 
-    from evorl.checkpoint import CheckpointConfig, Checkpointer
+    from evorl.app.checkpoint import CheckpointConfig, Checkpointer
 
     printed = []
     monkeypatch.setattr(sys, "unraisablehook", lambda unraisable: printed.append(str(unraisable.exc_value)))
@@ -152,8 +152,8 @@ def test_closed_event_loop_tracebacks_from_orbax_threads_are_not_printed(tmp_pat
 RESUME = textwrap.dedent("""
     import sys
     from conftest import TINY
-    from evorl.cli import exit_on_config_error
-    from evorl.experiment import run_experiment
+    from evorl.app.cli import exit_on_config_error
+    from evorl.app.experiment import run_experiment
 
     with exit_on_config_error():
         run_experiment({**TINY, "resume": sys.argv[1]})

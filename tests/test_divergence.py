@@ -17,13 +17,13 @@ import pytest
 from conftest import TINY
 
 from evorl.algorithms.ppo import PPOWorkflow
-from evorl.workflows.execution import Executor
-from evorl.workflows.on_policy import ENV_FIELDS
-from evorl.workflows.rl_workflow import chunk_health
-from evorl.checkpoint import CheckpointConfig, Checkpointer
-from evorl.experiment import load_run, resolved_config, run_experiment
-from evorl.run_folder import checkpoint_dir, dumps_json
-from evorl.workflows.health import TrainingDiverged
+from evorl.engine.execution import Executor
+from evorl.rl.on_policy import ENV_FIELDS
+from evorl.engine.host_loop import chunk_health
+from evorl.app.checkpoint import CheckpointConfig, Checkpointer
+from evorl.app.experiment import load_run, resolved_config, run_experiment
+from evorl.app.run_folder import checkpoint_dir, dumps_json
+from evorl.engine.health import TrainingDiverged
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Adam steps of this size overflow the value loss within the first iteration.
@@ -148,7 +148,7 @@ def test_pbt_replaces_a_frozen_agent_at_its_next_step(tiny_cfg):
 
 
 def test_population_metrics_leave_out_only_the_returns_not_measured():
-    from evorl.workflows.population import aggregate_metrics
+    from evorl.engine.population import aggregate_metrics
 
     per_agent = {"train/episode_return": np.array([1.0, np.nan]), "train/loss": np.array([0.5, np.nan])}
     out = aggregate_metrics(per_agent, [{}], 2, may_be_nan=("train/episode_return",))
@@ -163,7 +163,7 @@ def test_run_folder_json_is_strict():
 
 
 def test_evaluate_refuses_a_nonfinite_checkpoint(tiny_cfg, tmp_path, capsys):
-    from evorl.scripts.evaluate import main
+    from evorl.app.scripts.evaluate import main
 
     tiny_cfg["training"]["num_iterations"] = 2
     run_experiment(tiny_cfg, output_dir=tmp_path)

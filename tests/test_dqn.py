@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl import replay
+from evorl.rl import replay
 from evorl.algorithms.dqn import DQNWorkflow, double_q_targets, epsilon_schedule, make_mlp_dqn_agent
 from evorl.config import ConfigError
 
@@ -256,7 +256,7 @@ def test_a_run_too_short_to_learn_says_so_before_it_starts(tmp_path, capsys, tra
     """6 iterations x 4 envs x 8 steps = 192 env steps: a learning start past them leaves every
     gradient step out, a warm-up over them every action of the policy. Legal (a short run may
     fill the buffer for a longer one to resume), so a note, not an error."""
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     run_experiment({**tiny(**training), "workflow_cls": "evorl.workflows.DQNWorkflow",
                     "logging": {"recorders": [], "plot": False}}, output_dir=tmp_path)
@@ -313,7 +313,7 @@ def test_dqn_learns_cartpole_within_50k_steps():
 def test_an_interrupted_run_resumes_bit_identical_replay_buffer_included(tmp_path):
     """Checkpointed at iteration 3 of 6 (the buffer, the target network and the gradient-step
     count are in the state), resumed to 6: every leaf equals the run never stopped."""
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     cfg = {**tiny(eval_interval=3), "workflow_cls": "evorl.workflows.DQNWorkflow",
            "checkpoint": {"save_interval": 3}, "logging": {"recorders": [], "plot": False}}

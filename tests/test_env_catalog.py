@@ -7,8 +7,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from evorl.cli_help import listing_lines
-from evorl.env_catalog import LISTINGS, SUITE_LEFT_OUT, envpool_listing, gymnasium_listing
+from evorl.app.cli_help import listing_lines
+from evorl.app.env_catalog import LISTINGS, SUITE_LEFT_OUT, envpool_listing, gymnasium_listing
 from evorl.envs import create_env
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from evorl.envs import EnvState, create_env
-from evorl.experiment import run_experiment
-from evorl.rollout import EpisodeStats
-from evorl.run_folder import checkpoint_dir
-from evorl.workflows import rl_base
-from evorl.workflows.health import EnvironmentNotFinite
+from evorl.app.experiment import run_experiment
+from evorl.rl.rollout import EpisodeStats
+from evorl.app.run_folder import checkpoint_dir
+from evorl.engine import rl_base
+from evorl.engine.health import EnvironmentNotFinite
 
 NAN_FROM_STEP = 4  # the poisoned envs' rewards are NaN from this step of an episode on
 

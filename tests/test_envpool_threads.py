@@ -8,7 +8,7 @@ import sys
 import pytest
 
 RUN = """
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 run_experiment({"workflow_cls": "evorl.workflows.PPOWorkflow",
                 "env": {"env_type": "envpool", "env_name": "CartPole-v1"},
                 "agent": {"core": "gru", "core_size": 8, "actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},

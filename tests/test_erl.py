@@ -14,7 +14,7 @@ from test_cemrl import check_exact_resume, check_learns_pendulum
 
 from evorl.algorithms.erl import crossover, ga_step, mutate, neuron_segments, tournament_select
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 from evorl.workflows import ERLWorkflow
 from evorl.algorithms.erl import ERLConfig
 

@@ -17,9 +17,9 @@ from test_multi_device import run_two_devices  # noqa: E402
 
 from evorl.algorithms.es import ESConfig, centered_rank, make_strategy, mirror, sample_population  # noqa: E402
 from evorl.config import ConfigError  # noqa: E402
-from evorl.experiment import run_experiment  # noqa: E402
+from evorl.app.experiment import run_experiment  # noqa: E402
 from evorl.workflows import ESWorkflow  # noqa: E402
-from evorl.workflows.execution import to_host  # noqa: E402
+from evorl.engine.execution import to_host  # noqa: E402
 
 CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 TINY_ES = {
@@ -241,8 +241,8 @@ def test_interrupted_and_resumed_es_run_is_bit_identical(uninterrupted, tmp_path
 
 def test_es_run_folder_works_with_eval_policy_and_plot(uninterrupted, tmp_path):
     import evorl
-    from evorl.plotting import plot_runs
-    from evorl.scripts.evaluate import evaluate, parse_args
+    from evorl.app.plotting import plot_runs
+    from evorl.app.scripts.evaluate import evaluate, parse_args
 
     run_dir = uninterrupted.run_dir
     metrics = evaluate(parse_args([str(run_dir), "--episodes", "3", "--max-frames", "10"]))
@@ -287,8 +287,8 @@ def test_es_refuses_the_async_runner():
                                        "Try a smaller es.sigma.")])
 def test_es_divergence_names_es_keys(es, hint):
     """ES refuses training.learning_rate and max_grad_norm: its divergence error names its own keys."""
-    from evorl.workflows.health import TrainingDiverged
-    from evorl.workflows.rl_workflow import NONFINITE_PARAMS
+    from evorl.engine.health import TrainingDiverged
+    from evorl.engine.host_loop import NONFINITE_PARAMS
 
     workflow = ESWorkflow.build_from_config({**TINY_ES, "es": {**TINY_ES["es"], **es}}, recorders=[])
     with pytest.raises(TrainingDiverged) as info:
@@ -316,7 +316,7 @@ def test_steps_per_s_counts_the_steps_the_episodes_took(monkeypatch):
             cls.now += 1.0
             return cls.now
 
-    monkeypatch.setattr("evorl.workflows.host_loop.time", OneSecondPerCall)
+    monkeypatch.setattr("evorl.engine.host_loop.time", OneSecondPerCall)
     logged = []
 
     class Spy:

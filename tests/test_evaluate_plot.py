@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from evorl.rendering import FFMPEG_PLAIN_START, render_episode
+from evorl.app.rendering import FFMPEG_PLAIN_START, render_episode
 from evorl.workflows import PPOWorkflow
 
 
@@ -49,7 +49,7 @@ def test_render_brax_episode_to_html(tmp_path):
 
 
 def _tiny_cartpole_run(tiny_cfg, tmp_path):
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     tiny_cfg["training"]["num_iterations"] = 2
     run_experiment(tiny_cfg, output_dir=tmp_path)
@@ -61,8 +61,8 @@ def _tiny_cartpole_run(tiny_cfg, tmp_path):
     ("episode.png", "cannot render: Rendering CartPole-v1 writes .gif or .mp4 files, not 'episode.png'."),
 ])
 def test_evaluate_checks_the_rendering_before_evaluating(tiny_cfg, tmp_path, monkeypatch, capsys, out_name, message):
-    from evorl.scripts.evaluate import main
-    from evorl.workflows.rl_workflow import OnPolicyWorkflow
+    from evorl.app.scripts.evaluate import main
+    from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 
     run_dir = _tiny_cartpole_run(tiny_cfg, tmp_path / "run")
     evaluations = []
@@ -98,7 +98,7 @@ def test_classic_control_rendering_is_quiet_on_a_headless_machine(tmp_path, capf
 def test_gif_palette_keeps_frequent_colours_exact(tmp_path):
     from PIL import Image
 
-    from evorl.rendering import write_gif
+    from evorl.app.rendering import write_gif
 
     rng = np.random.default_rng(0)
     flat = np.full((40, 60, 3), 255, np.uint8)
@@ -124,7 +124,7 @@ def test_gif_palette_keeps_frequent_colours_exact(tmp_path):
 def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
     """evorl-eval evaluates as the run did (training.eval_deterministic) unless --actions says
     otherwise, and its line names the mode it used; sampled and greedy returns differ here."""
-    from evorl.scripts.evaluate import main
+    from evorl.app.scripts.evaluate import main
 
     tiny_cfg["training"]["eval_deterministic"] = False
     run_dir = str(_tiny_cartpole_run(tiny_cfg, tmp_path / "run"))
@@ -141,7 +141,7 @@ def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
 def test_evaluate_a_population_says_so_and_gives_each_agent(tiny_cfg, tmp_path, capsys):
     """A run of 2 seeds: one line for the spread across agents, then each agent's episodes
     (the std of the first line is across agents; it used to read as if over episodes)."""
-    from evorl.scripts.evaluate import main
+    from evorl.app.scripts.evaluate import main
 
     tiny_cfg["training"]["num_seeds"] = 2
     run_dir = str(_tiny_cartpole_run(tiny_cfg, tmp_path / "run"))
@@ -160,8 +160,8 @@ def test_evaluate_a_population_says_so_and_gives_each_agent(tiny_cfg, tmp_path, 
     (["--actions", "sampled"], "--actions applies to runs that evaluate a stochastic policy"),
 ])
 def test_evaluate_usage_errors_are_one_line_and_status_2(tmp_path, capsys, args, message):
-    from evorl.experiment import run_experiment
-    from evorl.scripts.evaluate import main
+    from evorl.app.experiment import run_experiment
+    from evorl.app.scripts.evaluate import main
 
     run_experiment({"workflow_cls": "evorl.workflows.DQNWorkflow", "env": {"env_name": "CartPole-v1"},
                     "agent": {"q_hidden_layer_sizes": [8]},

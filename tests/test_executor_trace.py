@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl.workflows.execution import Executor, Placement
+from evorl.engine.execution import Executor, Placement
 
 
 def _counting_step():
@@ -42,7 +42,7 @@ def test_chunk_traces_the_step_once_and_matches_a_python_loop(num_agents):
 def test_a_call_runs_at_most_four_times_the_iterations_of_the_one_before(monkeypatch):
     """Cheap iterations first (an off-policy warm-up) do not size a call of costly ones many
     times CALL_SECONDS long: the call lengths grow by at most CALL_GROWTH."""
-    import evorl.workflows.execution as execution
+    import evorl.engine.execution as execution
 
     step, _ = _counting_step()
     executor = Executor(step, Placement(num_agents=1))

@@ -8,7 +8,7 @@ import pytest
 from evorl.algorithms.ppo import make_mlp_ppo_agent
 from evorl.config import ConfigError, parse_section
 from evorl.envs import EnvConfig, create_env
-from evorl.host_rollout import host_rollout
+from evorl.rl.host_rollout import host_rollout
 
 FIELDS = ("obs", "final_obs", "reward", "terminated", "truncated", "episode_return", "episode_length")
 

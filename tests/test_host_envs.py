@@ -15,8 +15,8 @@ from gymnasium import spaces
 from evorl.algorithms.ppo import make_mlp_ppo_agent
 from evorl.config import ConfigError, parse_section
 from evorl.envs import Box, Discrete, EnvConfig, HostVectorEnv, create_env
-from evorl.evaluator import Evaluator, HostEvaluator, make_evaluator
-from evorl.host_rollout import host_rollout
+from evorl.engine.evaluator import Evaluator, HostEvaluator, make_evaluator
+from evorl.rl.host_rollout import host_rollout
 
 THETA_LIMIT = 12 * 2 * np.pi / 360  # CartPole fails past 12 degrees
 
@@ -495,7 +495,7 @@ def test_host_evaluator_plays_one_episode_per_env():
 def test_render_host_episode(tmp_path):
     import imageio.v3 as iio
 
-    from evorl.rendering import host_frames, render_episode
+    from evorl.app.rendering import host_frames, render_episode
 
     env = atari(frame_stack=1)
     agent = make_mlp_ppo_agent(env.action_space, env.obs_space, network="nature_cnn")

@@ -15,11 +15,11 @@ import pytest
 from conftest import TINY
 
 from evorl.algorithms.ppo import make_mlp_ppo_agent
-from evorl.cli import EXIT_ACTOR_FAILED, exit_on_config_error
+from evorl.app.cli import EXIT_ACTOR_FAILED, exit_on_config_error
 from evorl.envs import create_env
-from evorl.evaluator import make_evaluator
-from evorl.experiment import run_experiment
-from evorl.run_folder import checkpoint_dir
+from evorl.engine.evaluator import make_evaluator
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import checkpoint_dir
 
 
 class EvalFault(gymnasium.Env):

@@ -23,7 +23,7 @@ def test_ppo_learns_cartpole_in_80k_steps():
     """The default set's cheap PPO learning check: the default job's settings (8 envs x 128
     steps) cut to 80 iterations (82k env steps), greedy return after training on seeds 0-3
     (measured 2026-12-03: 176.4, 500, 500, 472.2; a random policy returns ~20)."""
-    from evorl.config.groups import select_algorithm, with_default_config
+    from evorl.app.config_groups import select_algorithm, with_default_config
 
     cfg, _ = select_algorithm(with_default_config({"training": {"num_iterations": 80, "eval_interval": 80}}))
     workflow = PPOWorkflow.build_from_config(cfg, recorders=[])

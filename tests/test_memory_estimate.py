@@ -8,8 +8,13 @@ from conftest import TINY
 from test_cli_mistakes import TINY_OVERRIDES, assert_one_line, train
 
 from evorl.config import ConfigError
-from evorl.memory_estimate import (
-    WORD_BYTES, check_memory, memory_message, on_policy_terms, sizes_from_config, sizes_of_agent,
+from evorl.engine.memory_estimate import (
+    WORD_BYTES,
+    check_memory,
+    memory_message,
+    on_policy_terms,
+    sizes_from_config,
+    sizes_of_agent,
 )
 from evorl.workflows import PPOWorkflow
 
@@ -71,7 +76,7 @@ def test_too_large_networks_are_refused_before_anything_is_built(agent, parts, m
     def no_env(*args, **kwargs):
         raise AssertionError("the env was created before the memory check")
 
-    monkeypatch.setattr("evorl.workflows.rl_base.create_env", no_env)
+    monkeypatch.setattr("evorl.engine.rl_base.create_env", no_env)
     start = time.perf_counter()
     with pytest.raises(ConfigError, match="runner.max_memory_gb") as error:
         PPOWorkflow.build_from_config({**TINY, "agent": agent})
@@ -83,7 +88,7 @@ def test_too_large_networks_are_refused_before_anything_is_built(agent, parts, m
 
 
 def test_too_many_envs_are_refused_before_the_envs_are_created(monkeypatch):
-    monkeypatch.setattr("evorl.workflows.rl_base.create_env", lambda *a, **k: pytest.fail("env created"))
+    monkeypatch.setattr("evorl.engine.rl_base.create_env", lambda *a, **k: pytest.fail("env created"))
     training = {**TINY["training"], "num_envs": 10_000_000, "rollout_length": 128}
     with pytest.raises(ConfigError, match=r"rollout: 1 agent\(s\) x 128 x 10,000,000 steps"):
         PPOWorkflow.build_from_config({**TINY, "training": training})
@@ -94,8 +99,8 @@ def test_a_replay_buffer_too_large_is_refused_before_the_envs_are_created(monkey
     terms: the buffer's lower bound (one observation float) is already past the limit."""
     from evorl.workflows import DQNWorkflow
 
-    for module in ("rl_base", "off_policy"):
-        monkeypatch.setattr(f"evorl.workflows.{module}.create_env", lambda *a, **k: pytest.fail("env created"),
+    for module in ("engine.rl_base", "engine.off_policy_workflow"):
+        monkeypatch.setattr(f"evorl.{module}.create_env", lambda *a, **k: pytest.fail("env created"),
                             raising=False)
     training = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "buffer_size": 2_000_000_000,
                 "batch_size": 8, "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2}

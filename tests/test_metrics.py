@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import pytest
 
-from evorl import metrics as M
+from evorl.rl import metrics as M
 
 
 def test_over_steps_counts_only_the_steps_taken():
@@ -42,8 +42,8 @@ def test_gradient_update_reports_the_gradient_norm_before_clipping():
     import jax
     import optax
 
-    from evorl.agent import AgentState
-    from evorl.distributed import agent_gradient_update
+    from evorl.rl.agent import AgentState
+    from evorl.rl.collectives import agent_gradient_update
 
     params = {"w": jnp.array([3.0, -4.0]), "b": jnp.array(2.0)}
 

@@ -120,7 +120,7 @@ def test_two_processes_checkpoint_and_resume_exactly(tmp_path):
 def test_a_dead_process_stops_the_run_in_seconds_with_one_line(tmp_path, victim):
     """Whichever process dies, the survivor stops within 15 s with one line and run.json says
     failed (process 0 writes the run folder; when it is the one killed, process 1 records it)."""
-    from evorl.cli import EXIT_PEER_LOST
+    from evorl.app.cli import EXIT_PEER_LOST
 
     def cfg(port, i):  # checkpoints at every logging point: the peer may die during a save too
         return {**two_process_cfg(port, i), "logging": {"console": "lines", "recorders": ["console"], "plot": False},
@@ -151,7 +151,7 @@ def test_a_stopped_process_stops_the_other_after_the_heartbeat_timeout_with_one_
     half-written checkpoint folder left."""
     import signal
 
-    from evorl.cli import EXIT_PEER_LOST
+    from evorl.app.cli import EXIT_PEER_LOST
 
     heartbeat = 5
 
@@ -201,7 +201,7 @@ def orbax_barrier_error() -> TimeoutError:
 def test_a_lost_peer_is_read_through_the_chain_of_causes(monkeypatch):
     import jax
 
-    from evorl.distributed import peer_lost
+    from evorl.engine.processes import peer_lost
 
     assert peer_lost(orbax_barrier_error()) is None  # one process: no peer to lose
     monkeypatch.setattr(jax, "process_count", lambda: 2)
@@ -219,7 +219,7 @@ def test_a_thread_that_fails_on_a_lost_peer_prints_no_traceback_and_the_process_
 
     import jax
 
-    import evorl.cli as cli
+    import evorl.app.cli as cli
 
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     monkeypatch.setattr(jax, "process_index", lambda: 1)

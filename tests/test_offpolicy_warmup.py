@@ -1,5 +1,5 @@
 """The iterations before an off-policy run's learning start, as a program of their own
-(:func:`evorl.workflows.off_policy.iterations_before_learning`, the executor's ``Warmup``):
+(:func:`evorl.engine.off_policy_workflow.iterations_before_learning`, the executor's ``Warmup``):
 the same state and metrics, bit for bit, as every iteration running the full program, for one
 agent and a population, in one call or in calls that cross the learning start, and again after
 the buffer restarts empty (a resume with ``checkpoint.save_buffer: false``)."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evorl.algorithms.sac import SACWorkflow
-from evorl.workflows.off_policy import iterations_before_learning
+from evorl.engine.off_policy_workflow import iterations_before_learning
 
 from test_td3_sac import tiny
 

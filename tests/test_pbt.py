@@ -14,10 +14,11 @@ from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_ident
 from test_multi_device import run_two_devices
 
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
-from evorl.recorders import read_jsonl
+from evorl.app.experiment import run_experiment
+from evorl.app.recorders import read_jsonl
 from evorl.workflows import PPOWorkflow
-from evorl.workflows.pbt import Evolving, draw, evolving_hyperparameters, exploit_explore
+from evorl.engine.pbt import Evolving, evolving_hyperparameters
+from evorl.rl.evolution import draw, exploit_explore
 
 LR = Evolving("training.learning_rate", None, 1e-4, 1e-2, log_scale=True)
 CLIP = Evolving("agent.clip_epsilon", "clip_epsilon", 0.05, 0.5, log_scale=False)
@@ -25,7 +26,7 @@ FACTORS = (0.8, 1.2)
 
 
 def numpy_exploit_explore(fitness, values, draws, k, evolving, factors, p):
-    """The PBT step written out agent by agent (the module docstring of evorl.workflows.pbt)."""
+    """The PBT step written out agent by agent (the module docstring of evorl.engine.pbt)."""
     n = len(fitness)
     rank_key = lambda i: (-math.inf if math.isnan(fitness[i]) else fitness[i], i)  # noqa: E731
     order = sorted(range(n), key=rank_key)  # worst first; ties: lower index lower
@@ -313,7 +314,7 @@ def test_pbt_over_two_processes_equals_one_process(tmp_path):
 
 def test_nested_hyperparameter_keys_are_the_dotted_ones():
     """``pbt.hyperparameters.agent.clip_epsilon=[..]`` on the command line nests the key."""
-    from evorl.workflows.pbt import PBTConfig
+    from evorl.engine.pbt import PBTConfig
 
     nested = PBTConfig(hyperparameters={"agent": {"clip_epsilon": [0.1, 0.3]}, "training.gamma": [0.9, 0.999]})
     assert nested.hyperparameters == {"agent.clip_epsilon": [0.1, 0.3], "training.gamma": [0.9, 0.999]}

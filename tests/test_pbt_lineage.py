@@ -1,11 +1,12 @@
-"""The PBT lineage file's records (``evorl.pbt_lineage``): values as short as their float32,
+"""The PBT lineage file's records (``evorl.app.pbt_lineage``): values as short as their float32,
 and the population a step left, best first (what ``load_policy`` lists for a PBT run)."""
 
 import json
 
 import numpy as np
 
-from evorl.pbt_lineage import agent_label, lineage_record, population_after_step
+from evorl.app.pbt_lineage import agent_label, population_after_step
+from evorl.engine.lineage import lineage_record
 
 
 def test_lineage_values_are_the_shortest_that_read_back_as_their_float32():

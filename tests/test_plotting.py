@@ -6,8 +6,17 @@ import numpy as np
 import pytest
 import yaml
 
-from evorl.plotting import EVAL_RETURN, TRAIN_RETURN, bootstrap_ci, group_runs, iqm, plot_runs, short_count, time_unit
-from evorl.run_folder import CURVE_PNG
+from evorl.app.plotting import (
+    EVAL_RETURN,
+    TRAIN_RETURN,
+    bootstrap_ci,
+    group_runs,
+    iqm,
+    plot_runs,
+    short_count,
+    time_unit,
+)
+from evorl.app.run_folder import CURVE_PNG
 
 
 def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4, config=None):
@@ -176,8 +185,8 @@ def test_a_sampled_evaluation_is_labelled_as_such(tmp_path):
 def composed_config(algo, env, seed=0, **training):
     """The config.yaml ``evorl-train algo=<algo> env=<env>`` writes: every key, the algorithm's
     and the env's defaults included."""
-    from evorl.config.groups import default_config, select_algorithm
-    from evorl.experiment import resolved_config
+    from evorl.app.config_groups import default_config, select_algorithm
+    from evorl.app.experiment import resolved_config
     from evorl.workflows import resolve_workflow_cls
 
     cfg, _ = select_algorithm(default_config(algo, env))
@@ -220,7 +229,7 @@ def test_too_many_differing_keys_name_each_run_by_its_folder_below_the_common_pa
 
 
 def test_evorl_plot_writes_the_run_folders_plot_name_and_counts_runs(tmp_path, monkeypatch, capsys):
-    from evorl.scripts.plot import main
+    from evorl.app.scripts.plot import main
 
     run = write_run(tmp_path / "run", [100, 200], [1, 2], [10, 20])
     monkeypatch.chdir(tmp_path)

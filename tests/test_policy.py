@@ -11,7 +11,7 @@ from conftest import TINY
 
 import evorl
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
+from evorl.app.experiment import run_experiment
 
 
 def train(tmp_path, name, **changes):

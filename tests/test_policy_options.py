@@ -10,7 +10,7 @@ import pytest
 
 from evorl.algorithms.ppo import PPOWorkflow, make_mlp_ppo_agent
 from evorl.config import ConfigError
-from evorl.distributions import DiagGaussian, TanhGaussian, log1m_tanh_sq, make_distribution
+from evorl.networks.distributions import DiagGaussian, TanhGaussian, log1m_tanh_sq, make_distribution
 from evorl.envs.spaces import Box, Discrete
 from evorl.networks import CNN_CHANNELS, ConvTorso, make_policy_network, make_v_network
 

@@ -61,8 +61,8 @@ def test_population_evaluates_every_agent():
 def test_population_init_factorises_one_agent_at_a_time(tiny_cfg):
     """A population's initialisation runs the orthogonal initialisers' QR factorisations one
     agent at a time, never batched: jaxlib 0.10's batched CPU QR can deadlock XLA's thread
-    pool (``evorl.workflows.execution.map_agents_sequentially``)."""
-    from evorl.workflows.population import population_inputs
+    pool (``evorl.engine.execution.map_agents_sequentially``)."""
+    from evorl.engine.population import population_inputs
 
     tiny_cfg["training"]["num_seeds"] = 4
     workflow = PPOWorkflow.build_from_config(tiny_cfg, recorders=[])
@@ -79,7 +79,7 @@ def test_run_json_records_each_agents_final_return(tmp_path):
     aggregated ``final_eval`` (mean, min, max across agents) is computed from the same values."""
     import json
 
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     cfg = {**config(num_seeds=3, num_iterations=2, eval_interval=2), "logging": {"plot": False, "recorders": []}}
     result = run_experiment(cfg, output_dir=tmp_path / "run")

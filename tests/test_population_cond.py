@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from evorl.distributed import population_cond
-from evorl.rollout import Trajectory
+from evorl.rl.collectives import population_cond
+from evorl.rl.rollout import Trajectory
 from evorl.workflows import SACWorkflow
-from evorl.workflows.execution import POPULATION_AXIS
-from evorl.workflows.off_policy import make_learner_update
+from evorl.engine.execution import POPULATION_AXIS
+from evorl.rl.off_policy import make_learner_update
 from test_td3_sac import tiny
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from test_cemrl import TINY
 
-from evorl.experiment import run_experiment
-from evorl.population_plot import plot_population
-from evorl.run_folder import METRICS_JSONL, POPULATION_PNG
+from evorl.app.experiment import run_experiment
+from evorl.app.population_plot import plot_population
+from evorl.app.run_folder import METRICS_JSONL, POPULATION_PNG
 from evorl.workflows import CEMRLWorkflow, PPOWorkflow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

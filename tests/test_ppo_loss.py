@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl.agent import AgentState, hparams_as_arrays
+from evorl.rl.agent import AgentState, hparams_as_arrays
 from evorl.algorithms.ppo import PPOAgent, PPOHParams
 from evorl.envs.spaces import Box, Discrete
 from evorl.networks import Network
-from evorl.rollout import Trajectory
+from evorl.rl.rollout import Trajectory
 
 # Linear "networks" so every number below can be followed by hand.
 linear_policy = Network(init=lambda key: None, apply=lambda w, obs: obs @ w)

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from conftest import TINY
 
-from evorl.experiment import run_experiment
-from evorl.recorders import ConsoleRecorder, ProgressRecorder
-from evorl.recorders.console import format_steps_per_s
+from evorl.app.experiment import run_experiment
+from evorl.engine.recording import ConsoleRecorder, ProgressRecorder
+from evorl.engine.recording import format_steps_per_s
 
 
 class SlowCorridor(gymnasium.Env):

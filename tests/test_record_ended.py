@@ -1,4 +1,4 @@
-"""The evaluation bookkeeping both evaluators share (``evorl.evaluator.record_ended``), with
+"""The evaluation bookkeeping both evaluators share (``evorl.engine.evaluator.record_ended``), with
 NumPy and jax.numpy, against a plain loop: each environment records its first episode."""
 
 import types
@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl.evaluator import record_ended
+from evorl.engine.evaluator import record_ended
 
 
 @pytest.mark.parametrize("xp", [np, jnp])

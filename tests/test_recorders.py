@@ -9,9 +9,14 @@ import sys
 
 import pytest
 
-from evorl.recorders import (
-    ConsoleRecorder, CsvRecorder, JsonlRecorder, LoggingConfig, ProgressRecorder, RecorderChain,
-    make_recorders, read_jsonl, truncate_records,
+from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, RecorderChain
+from evorl.app.recorders import (
+    CsvRecorder,
+    JsonlRecorder,
+    LoggingConfig,
+    make_recorders,
+    read_jsonl,
+    truncate_records,
 )
 
 METRICS = [
@@ -78,7 +83,7 @@ def read_tensorboard_scalars(log_dir):
 
 
 def test_tensorboard_scalars(tmp_path):
-    from evorl.recorders.tensorboard import TensorBoardRecorder
+    from evorl.app.recorders.tensorboard import TensorBoardRecorder
 
     write_all(TensorBoardRecorder(tmp_path / "tb"), config={"seed": 1})
     scalars = read_tensorboard_scalars(tmp_path / "tb")
@@ -102,7 +107,7 @@ def test_progress_bar_style_shows_the_bar_and_lines():
 
 
 def test_progress_bar_eta_from_the_first_logging_point():
-    from evorl.recorders.console import eta_text
+    from evorl.engine.recording import eta_text
 
     assert eta_text(7200 + 61, 1.0) == "2:01:01" and eta_text(100, None) == "-:--:--" and eta_text(0, 5.0) == "0:00:00"
     stream = io.StringIO()
@@ -138,7 +143,7 @@ def test_unknown_recorder_is_a_config_error():
 
 
 def test_optional_backends_are_not_imported_unless_asked():
-    code = ("import sys, evorl.experiment, evorl.cli, evorl.recorders; from evorl.workflows import PPOWorkflow; "
+    code = ("import sys, evorl.app.experiment, evorl.app.cli, evorl.app.recorders; from evorl.workflows import PPOWorkflow; "
             "print(sorted(m for m in ('wandb', 'tensorboardX', 'matplotlib', 'orbax') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -146,7 +151,7 @@ def test_optional_backends_are_not_imported_unless_asked():
 
 def test_wandb_offline(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
-    from evorl.recorders.wandb import WandbRecorder
+    from evorl.app.recorders.wandb import WandbRecorder
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -157,8 +162,8 @@ def test_wandb_offline(tmp_path, monkeypatch):
 
 def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_path, monkeypatch):
     from evorl.config import ConfigError
-    from evorl.experiment import run_experiment
-    from evorl.workflows.rl_workflow import OnPolicyWorkflow
+    from evorl.app.experiment import run_experiment
+    from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 
     def init(self, key):
         raise AssertionError("compiled before the check")
@@ -173,7 +178,7 @@ def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_p
 
 
 def test_console_line_says_a_populations_steps_per_s_are_all_agents():
-    from evorl.recorders.console import ConsoleRecorder
+    from evorl.engine.recording import ConsoleRecorder
 
     line = ConsoleRecorder(prefix="[PPO] ").line
     single = {"iteration": 2, "env_steps": 100, "steps_per_s": 50.0, "eval/episode_return": 9.0}

@@ -18,8 +18,8 @@ from evorl.algorithms.impala import make_mlp_impala_agent
 from evorl.algorithms.ppo import make_mlp_ppo_agent
 from evorl.config import ConfigError
 from evorl.envs import create_env
-from evorl.experiment import run_experiment
-from evorl.rollout import Trajectory, rollout, rollout_with_policy_state
+from evorl.app.experiment import run_experiment
+from evorl.rl.rollout import Trajectory, rollout, rollout_with_policy_state
 
 CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 SMALL = {"core_size": 16, "actor_hidden_layer_sizes": [16], "critic_hidden_layer_sizes": [16]}

@@ -13,8 +13,8 @@ from conftest import TINY
 
 from evorl.algorithms.ppo import make_mlp_ppo_agent
 from evorl.envs import create_env
-from evorl.experiment import run_experiment
-from evorl.host_rollout import host_rollout, host_rollout_with_policy_state
+from evorl.app.experiment import run_experiment
+from evorl.rl.host_rollout import host_rollout, host_rollout_with_policy_state
 from evorl.workflows import PPOWorkflow
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))

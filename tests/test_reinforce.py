@@ -6,12 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl.agent import AgentState, hparams_as_arrays
+from evorl.rl.agent import AgentState, hparams_as_arrays
 from evorl.algorithms.reinforce import REINFORCEAgent, REINFORCEHParams
 from evorl.config import ConfigError
 from evorl.envs.spaces import Box, Discrete
 from evorl.networks import Network
-from evorl.rollout import Trajectory
+from evorl.rl.rollout import Trajectory
 from evorl.workflows import REINFORCEWorkflow
 
 linear = Network(init=lambda key: None, apply=lambda w, obs: obs @ w)

@@ -9,10 +9,10 @@ import sys
 import pytest
 from conftest import TINY
 
-from evorl.checkpoint import CheckpointError
+from evorl.app.checkpoint import CheckpointError
 from evorl.config import ConfigError
-from evorl.experiment import run_experiment
-from evorl.run_folder import read_jsonl
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import read_jsonl
 
 
 def tiny(num_iterations):
@@ -48,7 +48,7 @@ def test_resume_takes_a_file_of_the_run_folder_as_the_folder(run_copy):
 
 def test_a_config_yaml_that_is_not_utf8_is_a_config_error_naming_it(run_copy):
     """What resume= (and evorl-eval) read; it names where the config is kept too."""
-    from evorl.run_folder import load_run_config
+    from evorl.app.run_folder import load_run_config
 
     (run_copy / "config.yaml").write_bytes(b"seed: 3\n# caf\xe9\n")
     with pytest.raises(ConfigError, match=r"config.yaml is not UTF-8 text \(byte 0xe9 at line 2, column 6\).*"
@@ -72,7 +72,7 @@ def test_a_garbled_run_json_is_set_aside_in_one_line_and_the_resume_goes_on(run_
 
 def test_a_stale_running_status_reads_as_interrupted(run_copy, capfd):
     """run.json says 'running', its process is dead and the folder's lock is free."""
-    from evorl.run_folder import read_run_info
+    from evorl.app.run_folder import read_run_info
 
     pid = dead_pid()
     info = json.loads((run_copy / "run.json").read_text())
@@ -93,7 +93,7 @@ def test_a_stale_running_status_reads_as_interrupted(run_copy, capfd):
 
 
 def test_a_live_run_is_not_stale(run_copy):
-    from evorl.run_folder import RunFolderLock, read_run_info
+    from evorl.app.run_folder import RunFolderLock, read_run_info
 
     info = json.loads((run_copy / "run.json").read_text())
     (run_copy / "run.json").write_text(json.dumps({**info, "status": "running"}))
@@ -143,7 +143,7 @@ def test_a_fresh_run_reuses_a_folder_without_checkpoints(run_copy):
 def test_a_lost_peer_names_the_run_folder_to_resume(monkeypatch, tmp_path):
     import jax
 
-    from evorl.distributed import peer_lost
+    from evorl.engine.processes import peer_lost
 
     monkeypatch.setattr(jax, "process_count", lambda: 2)
     monkeypatch.setattr(jax, "process_index", lambda: 1)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
-from evorl.experiment import run_experiment
-from evorl.run_folder import LOCK_FILE, RunFolderInUse
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import LOCK_FILE, RunFolderInUse
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
@@ -23,8 +23,8 @@ RACER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     from conftest import TINY
-    from evorl.cli import exit_on_config_error
-    from evorl.experiment import run_experiment
+    from evorl.app.cli import exit_on_config_error
+    from evorl.app.experiment import run_experiment
 
     while not Path(sys.argv[2]).exists():
         time.sleep(0.01)
@@ -35,7 +35,7 @@ RACER = textwrap.dedent("""
 #: Holds the lock of the run folder argv[1] until killed.
 HOLDER = textwrap.dedent("""
     import sys, time
-    from evorl.run_folder import RunFolderLock
+    from evorl.app.run_folder import RunFolderLock
 
     with RunFolderLock(sys.argv[1]):
         print("locked", flush=True)

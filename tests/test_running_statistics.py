@@ -1,6 +1,6 @@
 import numpy as np
 
-from evorl.utils.running_statistics import init_running_statistics, normalize, update_running_statistics
+from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
 
 
 def test_running_statistics_equal_numpy_over_all_batches():

@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 from conftest import TINY
 
-from evorl.experiment import run_experiment
-from evorl.run_folder import checkpoint_dir, load_run_config
-from evorl.workflows.execution import CALL_SECONDS
-from evorl.workflows.rl_workflow import TrainingInterrupted
+from evorl.app.experiment import run_experiment
+from evorl.app.run_folder import checkpoint_dir, load_run_config
+from evorl.engine.execution import CALL_SECONDS
+from evorl.engine.host_loop import TrainingInterrupted
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -67,7 +67,7 @@ def test_a_second_signal_stops_at_once(tmp_path):
     after the chunk, the second (before it ends) kills the process with the signal."""
     script = textwrap.dedent(f"""
         import os, signal
-        from evorl.experiment import run_experiment
+        from evorl.app.experiment import run_experiment
 
         class SignalTwice:
             def init(self, config): pass
@@ -144,7 +144,7 @@ def test_sigterm_inside_a_long_chunk_stops_within_seconds_and_resumes_bit_identi
     cfg = {**TINY, "training": {**TINY["training"], "num_iterations": 10**6, "eval_interval": 10**6,
                                 "anneal_lr": False}, "checkpoint": {"save_interval": 10**6}}
     script = textwrap.dedent(f"""
-        from evorl.experiment import run_experiment
+        from evorl.app.experiment import run_experiment
 
         class ShowProgress:
             def init(self, config): pass
@@ -231,7 +231,7 @@ def test_a_signal_python_swallowed_before_learn_stops_learn_at_once():
     The signal is remembered: ``learn``, when it starts, stops at its first safe point."""
     import gc
 
-    from evorl.stop_signals import stop_on_signals, stopping_outside_training
+    from evorl.app.stop_signals import stop_on_signals, stopping_outside_training
 
     class Workflow:
         stop_requested = None

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from evorl import replay
+from evorl.rl import replay
 from evorl.algorithms.sac import SACWorkflow, make_mlp_sac_agent, soft_q_targets, temperature_loss
 from evorl.algorithms.td3 import (
     DDPGWorkflow, TD3Workflow, clipped_double_q_targets, make_mlp_ddpg_agent, make_mlp_td3_agent,
@@ -65,7 +65,7 @@ def test_a_group_step_moves_only_its_own_parameters():
     reads the critics, but as constants), as TD3's and SAC's separate optimisers do."""
     import optax
 
-    from evorl.workflows.off_policy import group_step
+    from evorl.rl.off_policy import group_step
 
     optimizer = optax.adam(1e-2)
     for agent in (make_mlp_td3_agent(ACTIONS, OBS, actor_hidden_layer_sizes=(8,), critic_hidden_layer_sizes=(8,)),
@@ -207,7 +207,7 @@ def test_config_errors_name_the_key():
 def test_an_interrupted_sac_run_resumes_bit_identical(tmp_path):
     """Checkpointed at iteration 3 of 6 (buffer, three Adam states, target critics, the
     temperature), resumed to 6: every leaf equals the run never stopped."""
-    from evorl.experiment import run_experiment
+    from evorl.app.experiment import run_experiment
 
     cfg = {**tiny(eval_interval=3), "workflow_cls": "evorl.workflows.SACWorkflow",
            "checkpoint": {"save_interval": 3}, "logging": {"recorders": [], "plot": False}}
@@ -281,8 +281,8 @@ def test_checkpoints_without_the_buffer_resume_with_an_empty_one(tmp_path, capsy
     the resumed run says its buffer restarts empty, starts with an empty one of the same
     shape and learns again once it holds learning_starts transitions."""
     from evorl.config import ConfigError as Error
-    from evorl.experiment import run_experiment
-    from evorl.run_folder import checkpoint_dir
+    from evorl.app.experiment import run_experiment
+    from evorl.app.run_folder import checkpoint_dir
 
     cfg = {**tiny(eval_interval=3), "workflow_cls": "evorl.workflows.TD3Workflow",
            "checkpoint": {"save_interval": 3, "save_buffer": False}, "logging": {"recorders": [], "plot": False}}

@@ -141,7 +141,7 @@ def test_renamed_key_names_the_new_one():
 
 
 def test_network_factory_builds_the_agents_networks():
-    from evorl.agent import make_actor_critic_networks
+    from evorl.rl.agent import make_actor_critic_networks
     from evorl.algorithms.a2c import make_mlp_a2c_agent
     from evorl.envs.spaces import Box, Discrete
 
@@ -168,7 +168,7 @@ def test_sampled_evaluation_acts_like_the_policy_not_its_argmax():
 
     from evorl.algorithms.ppo import make_mlp_ppo_agent
     from evorl.envs import create_env
-    from evorl.evaluator import Evaluator
+    from evorl.engine.evaluator import Evaluator
 
     env = create_env({"env_name": "CartPole-v1", "env_type": "gymnax"})
     agent = make_mlp_ppo_agent(env.action_space, env.obs_space)

@@ -53,7 +53,7 @@ One generation (:func:`~evorl.algorithms.cemrl.make_generation`: sample ``N`` ac
 first ``N/2`` improved by the shared TD3 critic, all ``N`` actors' episodes vmapped into the
 shared buffer, the sep-CEM update) is one iteration of the execution layer, so chunks of
 ``training.eval_interval`` generations compile into one program, and
-:class:`~evorl.workflows.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
+:class:`~evorl.engine.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
 evaluation of the distribution's mean actor, recorders, checkpoints (the buffer, the CEM
 distribution, the critic and its Adam state are in the state, so a resumed run continues
 exactly) and ``evorl.load_policy`` (the mean actor, as TD3's agent).
@@ -76,57 +76,17 @@ from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl import replay
-from evorl.agent import AgentState
 from evorl.algorithms.population_rl import (
     PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase,
     mean_returns, population_metrics, ranked, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
+from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
-from evorl.workflows.rl_base import ExperimentConfig
-
-
-# --------------------------------------------------------------------------------------
-# sep-CEM
-# --------------------------------------------------------------------------------------
-@struct.dataclass
-class CEMState:
-    mean: jax.Array  # [D] the distribution's mean
-    var: jax.Array  # [D] its diagonal covariance
-    eps: jax.Array  # [] the additive noise the next update adds to var
-
-
-def log_rank_weights(num_elites: int) -> jax.Array:
-    r""":math:`\lambda_j \propto \log(1 + K_e) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``."""
-    w = jnp.log(1.0 + num_elites) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
-    return w / jnp.sum(w)
-
-
-def cem_init(mean: jax.Array, sigma_init: float, eps_init: float) -> CEMState:
-    return CEMState(mean=jnp.asarray(mean, jnp.float32), var=jnp.full(jnp.shape(mean), sigma_init, jnp.float32),
-                    eps=jnp.asarray(eps_init, jnp.float32))
-
-
-def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
-    r""":math:`x_i = \mu + \sqrt v \odot n_i`, :math:`n_i \sim \mathcal N(0, I)`: ``[num, D]``."""
-    return cem.mean + jnp.sqrt(cem.var) * jax.random.normal(key, (num,) + cem.mean.shape)
-
-
-def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
-               eps_end: float, var_scale: float) -> CEMState:
-    r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
-    (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
-    weighted squared deviations from the old mean times ``var_scale`` plus :math:`\epsilon_t`, and the decayed
-    :math:`\epsilon_{t+1}`."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-    elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
-    weights = log_rank_weights(num_elites)  # [K_e]
-    mean = weights @ elites  # [D]
-    var = var_scale * (weights @ jnp.square(elites - cem.mean)) + cem.eps  # [D]
-    eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
-    return CEMState(mean=mean, var=var, eps=eps)
+from evorl.rl import replay
+from evorl.rl.agent import AgentState
+from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights  # noqa: F401
 
 
 # --------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Deep Q-Networks (Mnih et al., 2015) with double Q-learning (van Hasselt et al., 2016),
-n-step targets and a target network, trained by :class:`~evorl.workflows.off_policy.OffPolicyWorkflow`."""
+n-step targets and a target network, trained by :class:`~evorl.engine.off_policy_workflow.OffPolicyWorkflow`."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import parse_section, require
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
-from evorl.replay import Transition
-from evorl.utils.running_statistics import init_running_statistics, normalize, update_running_statistics
-from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
+from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
+from evorl.rl.targets import Transition, double_q_targets
 
 
 @struct.dataclass
@@ -53,14 +54,6 @@ def epsilon_schedule(hp: DQNHParams, env_steps: jax.Array) -> jax.Array:
     """Linear from ``epsilon_start`` at step 0 to ``epsilon_end`` at ``epsilon_decay_steps``, then flat."""
     frac = jnp.clip(env_steps.astype(jnp.float32) / hp.epsilon_decay_steps, 0.0, 1.0)
     return hp.epsilon_start + frac * (hp.epsilon_end - hp.epsilon_start)
-
-
-def double_q_targets(q_online_next: jax.Array, q_target_next: jax.Array, rewards: jax.Array,
-                     discounts: jax.Array) -> jax.Array:
-    r"""Double Q-learning targets :math:`y = R + D\, \bar Q(s', \arg\max_a Q(s', a))`: the online
-    network picks the action, the target network values it. ``q_*_next [N, A]``, the rest ``[N]``."""
-    best = jnp.argmax(q_online_next, axis=-1)  # [N]
-    return rewards + discounts * jnp.take_along_axis(q_target_next, best[:, None], axis=-1)[:, 0]
 
 
 @dataclass(frozen=True)
@@ -126,7 +119,7 @@ class DQNAgent(Agent):
 
     (``double_q``; else :math:`y = R + D \max_{a'} \bar Q(s', a')`), :math:`\bar Q` the target
     network, :math:`R, D` the transition's discounted reward sum and bootstrap discount
-    (:func:`evorl.replay.n_step_transitions`), :math:`\ell` Huber with ``huber_delta`` or
+    (:func:`evorl.rl.replay.n_step_transitions`), :math:`\ell` Huber with ``huber_delta`` or
     :math:`\tfrac12 x^2`. It acts epsilon-greedily (:meth:`behaviour`) and evaluates greedily.
     """
 

@@ -64,90 +64,21 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl import replay
-from evorl.agent import AgentState
 from evorl.algorithms.population_rl import (
     PopulationRLConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase, mean_returns,
     population_metrics, ranked, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
+from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
-from evorl.workflows.rl_base import ExperimentConfig
-
-
-# --------------------------------------------------------------------------------------
-# The genetic operators, on flat actors
-# --------------------------------------------------------------------------------------
-def neuron_segments(actor_params: Any) -> np.ndarray:
-    """``[D]`` int: for each coordinate of ``ravel_pytree(actor_params)``, its neuron: leaves of
-    one module (a kernel ``[in, out]`` and its bias ``[out]``) share the ids of their last axis,
-    so a neuron is a column of incoming weights with its bias."""
-    leaves = jax.tree_util.tree_flatten_with_path(actor_params)[0]  # ravel_pytree's order
-    last = [int(leaf.shape[-1]) if leaf.shape else 1 for _, leaf in leaves]  # works on shapes too
-    width = 1 + max(last)
-    modules: dict[tuple, int] = {}
-    ids = []
-    for (path, leaf), columns in zip(leaves, last):
-        module = modules.setdefault(tuple(path[:-1]), len(modules))
-        column = np.arange(int(np.prod(leaf.shape))) % columns  # row-major: the last axis runs fastest
-        ids.append(module * width + column)
-    _, dense = np.unique(np.concatenate(ids), return_inverse=True)
-    return dense.astype(np.int32)
-
-
-def tournament_select(key: jax.Array, fitness: jax.Array, num: int, size: int) -> jax.Array:
-    """``[num]`` indices: each the fittest of ``size`` indices drawn uniformly with replacement
-    (the first drawn among equals)."""
-    drawn = jax.random.randint(key, (num, size), 0, fitness.shape[0])  # [num, size]
-    return drawn[jnp.arange(num), jnp.argmax(ranked(fitness)[drawn], axis=1)]
-
-
-def crossover(key: jax.Array, a: jax.Array, b: jax.Array, segments: np.ndarray) -> tuple[jax.Array, jax.Array]:
-    """Two children of ``a, b [D]``: each neuron (``segments [D]``, a NumPy array) from ``a`` or
-    ``b`` with probability 1/2, the second child taking the other parent's."""
-    take_a = jax.random.bernoulli(key, 0.5, (int(np.max(segments)) + 1,))[segments]  # [D]
-    return jnp.where(take_a, a, b), jnp.where(take_a, b, a)
-
-
-def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
-    """ERL's mutation of one actor ``x [D]`` (module docstring, step 4)."""
-    chosen_key, kind_key, noise_key, reset_key = jax.random.split(key, 4)
-    chosen = jax.random.uniform(chosen_key, x.shape) < cfg.mutation_frac  # [D]
-    u = jax.random.uniform(kind_key, x.shape)
-    strength = jnp.where(u < cfg.super_mutation_prob, cfg.super_mutation_strength, cfg.mutation_strength)
-    reset = (u >= cfg.super_mutation_prob) & (u < cfg.super_mutation_prob + cfg.reset_prob)
-    perturbed = x + strength * jnp.abs(x) * jax.random.normal(noise_key, x.shape)
-    new = jnp.where(reset, jax.random.normal(reset_key, x.shape), perturbed)
-    return jnp.where(chosen, jnp.clip(new, -cfg.weight_clip, cfg.weight_clip), x)
-
-
-def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments: np.ndarray, cfg: Any):
-    """The next population ``[N, D]`` (module docstring) and each row's first parent ``[N]``
-    (an elite is its own parent)."""
-    num, elites = population.shape[0], cfg.num_elites
-    children = num - elites
-    select_key, cross_key, pair_key, mutate_key, mutation_key = jax.random.split(key, 5)
-    elite_ids = lax.top_k(ranked(fitness), elites)[1]  # [E], best first
-    parents = tournament_select(select_key, fitness, children, cfg.tournament_size)  # [C]
-    offspring = population[parents]  # [C, D]
-    pairs = children // 2
-    if pairs:
-        a, b = offspring[0:2 * pairs:2], offspring[1:2 * pairs:2]  # [P, D] each
-        child_a, child_b = jax.vmap(lambda k, x, y: crossover(k, x, y, segments))(
-            jax.random.split(cross_key, pairs), a, b)
-        crossing = jax.random.uniform(pair_key, (pairs, 1)) < cfg.crossover_prob  # [P, 1]
-        crossed = jnp.stack([jnp.where(crossing, child_a, a), jnp.where(crossing, child_b, b)], 1)  # [P, 2, D]
-        offspring = offspring.at[:2 * pairs].set(crossed.reshape((2 * pairs, -1)))
-    mutated = jax.vmap(mutate, in_axes=(0, 0, None))(jax.random.split(mutate_key, children), offspring, cfg)
-    mutating = jax.random.uniform(mutation_key, (children, 1)) < cfg.mutation_prob  # [C, 1]
-    offspring = jnp.where(mutating, mutated, offspring)
-    return jnp.concatenate([population[elite_ids], offspring]), jnp.concatenate([elite_ids, parents])
+from evorl.rl import replay
+from evorl.rl.agent import AgentState
+from evorl.rl.evolution import crossover, ga_step, mutate, neuron_segments, tournament_select  # noqa: F401
 
 
 # --------------------------------------------------------------------------------------
@@ -174,7 +105,7 @@ def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams
     key, agent_key, population_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
-    # which can hang jaxlib's CPU thread pool (evorl.workflows.execution.map_agents_sequentially)
+    # which can hang jaxlib's CPU thread pool (evorl.engine.execution.map_agents_sequentially)
     population = lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0],
                          jax.random.split(population_key, cfg.population_size))  # [N, D]
     actor, critic = agent_state.params["actor"], agent_state.params["critic"]

@@ -32,42 +32,17 @@ import jax.numpy as jnp
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from evorl import metrics as M
-from evorl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
 from evorl.config import ConfigError, require
-from evorl.distributed import all_gather, axis_index, psum
+from evorl.engine.evaluator import greedy_episodes
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
-from evorl.evaluator import greedy_episodes
-from evorl.rollout import EpisodeStats
-from evorl.utils.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
-from evorl.workflows.on_policy import episode_metrics
-
-
-# --------------------------------------------------------------------------------------
-# Fitness shaping and mirrored sampling
-# --------------------------------------------------------------------------------------
-def centered_rank(fitness: jax.Array) -> jax.Array:
-    r"""Centred ranks of the costs ``fitness [P]`` (lower is better: the strategies minimise
-    ``-R``) in ``[-0.5, 0.5]``: ``rank_i / (P - 1) - 0.5`` with
-    ``rank_i = #\{j: f_j < f_i\} + (#\{j: f_j = f_i\} - 1) / 2`` (0 for the smallest; tied
-    values share the mean of their ranks, so the shaped values still sum to 0).
-
-    A non-finite cost (NaN, or +-inf: a member whose return diverged) ranks as the worst,
-    ``+inf``, as evosax and PBT's ranking do; all of them tie above every finite cost."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, jnp.inf)
-    f = fitness[:, None], fitness[None, :]
-    below = jnp.sum(f[1] < f[0], axis=1)
-    ties = jnp.sum(f[1] == f[0], axis=1)
-    ranks = below + (ties - 1) / 2.0
-    return (ranks / (fitness.shape[0] - 1) - 0.5).astype(jnp.float32)
-
-
-def mirror(population: jax.Array, mean: jax.Array) -> jax.Array:
-    """Mirrored (antithetic) sampling: ``[x_1..x_{P/2}, 2m - x_1, .., 2m - x_{P/2}]`` from the
-    first half of ``population [P, D]``: member ``i + P/2`` is ``m - sigma eps_i``."""
-    half = population[: population.shape[0] // 2]
-    return jnp.concatenate([half, 2.0 * mean - half])
+from evorl.rl import metrics as M
+from evorl.rl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
+from evorl.rl.collectives import all_gather, axis_index, psum
+from evorl.rl.evolution import centered_rank, mirror
+from evorl.rl.on_policy import episode_metrics
+from evorl.rl.rollout import EpisodeStats
+from evorl.rl.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
 
 
 # --------------------------------------------------------------------------------------
@@ -191,7 +166,7 @@ class ESPolicyOptions:
 
 @dataclass(frozen=True, eq=False)
 class ESAgent(ActorCriticAgent):
-    """The actor of :class:`~evorl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
+    """The actor of :class:`~evorl.rl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
     greedy actions; ES optimises it without gradients, so it has no loss."""
 
     def init(self, key: jax.Array) -> AgentState:
@@ -202,8 +177,8 @@ class ESAgent(ActorCriticAgent):
 def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,
                       normalize_obs: bool = False, **policy_options) -> ESAgent:
     """An :class:`ESAgent` with the policy network of the RL agents (``network_factory``'s
-    policy network, default :func:`~evorl.agent.make_actor_critic_networks`)."""
-    from evorl.agent import ActorCriticOptions, make_actor_critic_networks
+    policy network, default :func:`~evorl.rl.agent.make_actor_critic_networks`)."""
+    from evorl.rl.agent import ActorCriticOptions, make_actor_critic_networks
 
     options = ActorCriticOptions(**policy_options, critic_hidden_layer_sizes=(1,), normalize_obs=normalize_obs)
     check_network_options(action_space, obs_space, options)

@@ -2,9 +2,9 @@
 evorl.workflows.ESWorkflow`` with an ``es:`` section, see :class:`~evorl.algorithms.es.ESConfig`).
 
 One generation (:func:`~evorl.algorithms.es.make_generation`) is one iteration of the
-execution layer (:class:`~evorl.workflows.execution.Executor`), so chunks of
+execution layer (:class:`~evorl.engine.execution.Executor`), so chunks of
 ``training.eval_interval`` generations compile into one program, and the host loop of
-:class:`~evorl.workflows.host_loop.ChunkedWorkflow` (health checks, greedy evaluation of
+:class:`~evorl.engine.host_loop.ChunkedWorkflow` (health checks, greedy evaluation of
 the mean, recorders, progress bar, checkpoints and exact resume) runs ES unchanged.
 With several devices (``distributed.multi_devices``, or ``jax.distributed`` processes) the
 ES state is replicated and each device plays ``population_size / D`` members; fitness and
@@ -28,12 +28,12 @@ from evorl.algorithms.es import (
 )
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.evaluator import make_evaluator
-from evorl.memory_estimate import es_terms
-from evorl.workflows.execution import Executor, Placement
-from evorl.workflows.health import TrainingDiverged
-from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
-from evorl.workflows.rl_base import ExperimentConfig
+from evorl.engine.evaluator import make_evaluator
+from evorl.engine.execution import Executor, Placement
+from evorl.engine.health import TrainingDiverged
+from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.memory_estimate import es_terms
+from evorl.engine.rl_base import ExperimentConfig
 
 
 

@@ -19,7 +19,7 @@ the mean return of its episodes that ended (:func:`mean_returns`).
 **The host side** (:class:`PopulationRLWorkflow`): one agent whose state holds the population,
 the shared critic and the buffer; one generation is one iteration of the execution layer, so
 chunks of ``training.eval_interval`` generations compile into one program, and
-:class:`~evorl.workflows.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
+:class:`~evorl.engine.host_loop.ChunkedWorkflow` runs it unchanged: health checks, greedy
 evaluation of the state's ``agent_state`` (TD3's), recorders, checkpoints (the population, the
 buffer, the critic and the Adam states are in the state, so a resumed run continues exactly),
 ``population.png`` and ``evorl.load_policy``. A subclass names its config section
@@ -40,21 +40,21 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from evorl import metrics as M
-from evorl import replay
-from evorl.agent import hparams_as_arrays
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.continuous_control import ContinuousNetworkOptions, ExploringActor
+from evorl.engine.evaluator import make_evaluator
+from evorl.engine.execution import Executor, Placement
+from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.memory_estimate import Term
+from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
-from evorl.evaluator import make_evaluator
-from evorl.memory_estimate import Term
-from evorl.rollout import EpisodeStats, rollout_with_policy_state
-from evorl.workflows.execution import Executor, Placement
-from evorl.workflows.host_loop import ChunkedWorkflow, chunk_health
-from evorl.workflows.on_policy import episode_metrics
-from evorl.workflows.rl_base import ExperimentConfig
+from evorl.rl import metrics as M, replay
+from evorl.rl.agent import hparams_as_arrays
+from evorl.rl.continuous_control import ContinuousNetworkOptions, ExploringActor
+from evorl.rl.evolution import ranked
+from evorl.rl.on_policy import episode_metrics
+from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
 
 
 def polyak(tau: float, online: Any, target: Any) -> Any:
@@ -183,11 +183,6 @@ def mean_returns(stats: EpisodeStats) -> jax.Array:
     return stats.return_sum / jnp.maximum(stats.count, 1.0)
 
 
-def ranked(fitness: jax.Array) -> jax.Array:
-    """``fitness`` with a non-finite value ranking last (``-inf``)."""
-    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-
-
 def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:
     """A generation's log: the training return over all its ended episodes and the
     population's fitness (best, mean, std, worst of ``fitness [N]``)."""
@@ -260,7 +255,7 @@ class PopulationRLTrainingConfig:
 class PopulationRLWorkflow(ChunkedWorkflow):
     """An evolution-guided algorithm on the shared host loop (module docstring)."""
 
-    #: The run's config dataclass: an :class:`~evorl.workflows.rl_base.ExperimentConfig` with
+    #: The run's config dataclass: an :class:`~evorl.engine.rl_base.ExperimentConfig` with
     #: one more field, the algorithm's section (``erl: ERLConfig = ERLConfig()``).
     experiment_config_cls: ClassVar[type]
     #: That section's name and dataclass (derived from ``experiment_config_cls``).
@@ -379,7 +374,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
 
 
 def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
-    """The large contributors of an evolution-guided run (:mod:`evorl.memory_estimate`): the
+    """The large contributors of an evolution-guided run (:mod:`evorl.engine.memory_estimate`): the
     shared replay buffer (obs, next obs, action, reward, done per transition) and the
     population, ``N x P`` with ``P`` the agent's parameters (an order of magnitude per actor)."""
     per_transition = 2 * sizes.obs_size + sizes.action_size + 2

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.config import require
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.utils.rl_toolkits import explained_variance, normalize_advantages
-from evorl.workflows.rl_workflow import OnPolicyWorkflow
+from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.targets import explained_variance, normalize_advantages
 
 
 @struct.dataclass
@@ -130,7 +130,7 @@ def make_mlp_ppo_agent(
 ) -> PPOAgent:
     """A PPO agent (see :class:`PPOAgent`) with the networks of ``network_factory`` (default:
     separate actor and critic MLPs) configured by ``network_options``, the keys of
-    :class:`~evorl.agent.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
+    :class:`~evorl.rl.agent.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
     ``network``, ``policy_distribution``, ``normalize_obs``, ...).
     """
     hparams = PPOHParams(gamma=gamma, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,

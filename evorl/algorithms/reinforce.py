@@ -27,11 +27,11 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.config import require
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.utils.rl_toolkits import compute_gae
-from evorl.workflows.rl_workflow import OnPolicyWorkflow
+from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.targets import compute_gae
 
 
 @struct.dataclass

@@ -1,5 +1,5 @@
 r"""Soft actor-critic (Haarnoja et al., 2018, with the automatic temperature of "SAC algorithms
-and applications"), trained by :class:`~evorl.workflows.off_policy.OffPolicyWorkflow`.
+and applications"), trained by :class:`~evorl.engine.off_policy_workflow.OffPolicyWorkflow`.
 
 A tanh-Gaussian actor :math:`a = \tanh(u)`, :math:`u \sim \mathcal N(\mu_\phi(s), \sigma_\phi(s)^2)`,
 twin critics :math:`Q_{\theta_{1,2}}` and a temperature :math:`\alpha = e^{\log\alpha}`.
@@ -32,14 +32,15 @@ import numpy as np
 from flax import struct
 
 from evorl.config import parse_section, require
-from evorl.continuous_control import (
-    ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_q_ensemble,
-)
-from evorl.distributions import TanhGaussian
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.networks import GaussianPolicyMLP, Network
-from evorl.replay import Transition
-from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
+from evorl.networks.distributions import TanhGaussian
+from evorl.rl.continuous_control import (
+    ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_q_ensemble,
+)
+from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.targets import Transition, soft_q_targets
 
 
 @struct.dataclass
@@ -59,12 +60,6 @@ class SACHParams:
     def validated(self) -> "SACHParams":
         require(self.alpha is None or self.alpha >= 0, f"alpha must be >= 0 or null, got {self.alpha}.")
         return self
-
-
-def soft_q_targets(q_next: jax.Array, next_log_probs: jax.Array, alpha: jax.Array, rewards: jax.Array,
-                   discounts: jax.Array) -> jax.Array:
-    r""":math:`y = R + D (\min_i Q_i' - \alpha \log\pi(a' \mid s'))`: ``q_next [num_critics, N]``, the rest ``[N]``."""
-    return rewards + discounts * (jnp.min(q_next, axis=0) - alpha * next_log_probs)
 
 
 def temperature_loss(log_alpha: jax.Array, log_probs: jax.Array, target_entropy: jax.Array) -> jax.Array:

@@ -1,5 +1,5 @@
 r"""TD3 (Fujimoto et al., 2018) and DDPG (Lillicrap et al., 2016), trained by
-:class:`~evorl.workflows.off_policy.OffPolicyWorkflow`.
+:class:`~evorl.engine.off_policy_workflow.OffPolicyWorkflow`.
 
 A deterministic actor :math:`\mu_\phi(s) \in [-1, 1]^d` and critics :math:`Q_{\theta_i}(s, a)`.
 Each gradient step fits the critics to
@@ -25,13 +25,14 @@ import jax.numpy as jnp
 from flax import struct
 
 from evorl.config import parse_section, require
-from evorl.continuous_control import (
+from evorl.engine.off_policy_workflow import OffPolicyWorkflow
+from evorl.envs.spaces import Box, Space
+from evorl.rl.continuous_control import (
     ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_deterministic_actor,
     make_q_ensemble,
 )
-from evorl.envs.spaces import Box, Space
-from evorl.replay import Transition
-from evorl.workflows.off_policy import OffPolicyWorkflow, UpdateGroup
+from evorl.rl.off_policy import UpdateGroup
+from evorl.rl.targets import Transition, clipped_double_q_targets
 
 
 @struct.dataclass
@@ -67,11 +68,6 @@ class DDPGHParams(TD3HParams):
 def smoothed_target_actions(target_actions: jax.Array, noise: jax.Array, noise_clip: jax.Array) -> jax.Array:
     r""":math:`\mathrm{clip}(\bar\mu(s') + \mathrm{clip}(\epsilon, -c, c), -1, 1)`; ``[N, d]``."""
     return jnp.clip(target_actions + jnp.clip(noise, -noise_clip, noise_clip), -1.0, 1.0)
-
-
-def clipped_double_q_targets(q_next: jax.Array, rewards: jax.Array, discounts: jax.Array) -> jax.Array:
-    r""":math:`y = R + D \min_i Q_i'`: ``q_next [num_critics, N]``, ``rewards``, ``discounts [N]``."""
-    return rewards + discounts * jnp.min(q_next, axis=0)
 
 
 @dataclass(frozen=True, eq=False)

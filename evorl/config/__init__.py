@@ -10,7 +10,7 @@
   :mod:`~evorl.config.atari`, the Atari preprocessing keys), :mod:`~evorl.config.distributed`,
   :mod:`~evorl.config.runner`, :mod:`~evorl.config.pbt`, :mod:`~evorl.config.checkpoint`,
   :mod:`~evorl.config.logging` (an algorithm's own sections live with it);
-* :mod:`~evorl.config.groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
+* :mod:`~evorl.app.config_groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
   algorithm's defaults are selected (it resolves workflows, so it is not imported here).
 """
 
@@ -20,16 +20,8 @@ from evorl.config.env import EnvConfig
 from evorl.config.errors import ConfigError, require, unknown_key_error
 from evorl.config.logging import LoggingConfig
 from evorl.config.parsing import (
-    INT32_MAX,
-    FloatOrInf,
-    coerce,
-    dataclass_from_signature,
-    dotted_keys,
-    parse_section,
-    section_data,
-    config_mapping,
-    to_plain,
-    type_hints,
+    FloatOrInf, INT32_MAX, coerce, config_mapping, dataclass_from_signature, dotted_keys, parse_section, section_data,
+    to_plain, type_hints,
 )
 from evorl.config.pbt import PBTConfig
 from evorl.config.runner import RunnerConfig

@@ -1,4 +1,4 @@
-"""The ``checkpoint:`` config section (:mod:`evorl.checkpoint` writes the checkpoints)."""
+"""The ``checkpoint:`` config section (:mod:`evorl.app.checkpoint` writes the checkpoints)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``logging:`` config section (:mod:`evorl.recorders` makes the recorders it names)."""
+"""The ``logging:`` config section (:mod:`evorl.app.recorders` makes the recorders it names)."""
 
 from __future__ import annotations
 

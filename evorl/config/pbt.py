@@ -1,4 +1,4 @@
-"""The ``pbt:`` config section: population-based training (:mod:`evorl.workflows.pbt`)."""
+"""The ``pbt:`` config section: population-based training (:mod:`evorl.engine.pbt`)."""
 
 from __future__ import annotations
 

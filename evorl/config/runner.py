@@ -18,7 +18,7 @@ class RunnerConfig:
 
     #: ``auto`` (the default): ``async`` for host environments (gymnasium, envpool), ``fused``
     #: otherwise; ``fused``: rollout and update in one compiled program per chunk (JAX envs
-    #: only); ``async``: actor threads and a learner (:mod:`evorl.workflows.actor_learner`).
+    #: only); ``async``: actor threads and a learner (:mod:`evorl.engine.actor_learner`).
     mode: str = "auto"
     #: Actor threads; each owns ``training.num_envs / num_actors`` environments.
     num_actors: int = 2
@@ -26,7 +26,7 @@ class RunnerConfig:
     #: step holds Python's GIL (gymnasium's Atari and MuJoCo, pure-Python envs) then step in
     #: parallel with each other and the learner. Each child imports JAX and compiles the
     #: policy when training starts (a few seconds) and acts on the CPU
-    #: (:mod:`evorl.workflows.actor_processes`).
+    #: (:mod:`evorl.engine.actor_processes`).
     actor_processes: bool = False
     #: Rollouts that may wait for the learner; actors block while the queue is full.
     queue_size: int = 4
@@ -43,7 +43,7 @@ class RunnerConfig:
     #: ``queue_size / num_actors + 1`` updates; ``benchmarks/async_lag.py``). 0: no delay.
     learner_delay_seconds: float = 0.0
     #: The memory the run may use, in GB over all its devices: a config whose estimate
-    #: (:mod:`evorl.memory_estimate`) is larger is refused before anything is compiled. null:
+    #: (:mod:`evorl.engine.memory_estimate`) is larger is refused before anything is compiled. null:
     #: what the machine has (MemAvailable on CPU, the devices' bytes_limit on GPU); .inf: no check.
     max_memory_gb: FloatOrInf | None = None
 

@@ -150,7 +150,7 @@ class OffPolicyTrainingConfig(LoopConfig):
                 f"drawn from the buffer's transitions.")
         require(self.n_step <= self.rollout_length,
                 f"{where}.n_step={self.n_step} exceeds {where}.rollout_length={self.rollout_length}: an n-step "
-                f"window stays inside one rollout (evorl.replay.n_step_transitions), so n_step can be at most "
+                f"window stays inside one rollout (evorl.rl.replay.n_step_transitions), so n_step can be at most "
                 f"rollout_length.")
         require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
 

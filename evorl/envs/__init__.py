@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evorl.config import ConfigError
-from evorl.config.env import ENV_TYPE_KEYS, ENV_TYPE_SPECS, ENV_TYPES, EnvConfig, check_env_type_keys
+from evorl.config.env import ENV_TYPES, ENV_TYPE_KEYS, ENV_TYPE_SPECS, EnvConfig, check_env_type_keys
 from evorl.envs.env import EnvState
 from evorl.envs.host_env import HostVectorEnv
 from evorl.envs.spaces import Box, Discrete, Space

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from evorl.config import ConfigError
-from evorl.config.atari import ALE_MAX_FRAMES, FIRE, AtariOptions, atari_options, check_fire_action, env_id
+from evorl.config.atari import ALE_MAX_FRAMES, AtariOptions, FIRE, atari_options, check_fire_action, env_id
 from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_vector import make_vector, vector_backend
 from evorl.envs.host_env import HostVectorEnv

@@ -8,10 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.envs.spaces import Box, Discrete
-from evorl.envs.vec_env import VectorEnv
 from evorl.config import ConfigError
 from evorl.deferred_imports import import_gymnax
+from evorl.envs.spaces import Box, Discrete
+from evorl.envs.vec_env import VectorEnv
 
 # Names the seed and other libraries use for gymnax environments.
 GYMNAX_ALIASES = {

@@ -1,7 +1,7 @@
 """Network factories. A :class:`Network` is a pair of pure functions over a params pytree.
 
 ``make_policy_network`` returns a network whose output parametrises the action
-distribution of :func:`evorl.distributions.make_distribution` (logits for ``Discrete``,
+distribution of :func:`evorl.networks.distributions.make_distribution` (logits for ``Discrete``,
 ``(mean, log_std)`` for ``Box``); ``make_v_network`` returns a state-value network ``[...]``.
 Any object with the same ``init`` / ``apply`` can replace them in an agent.
 
@@ -26,9 +26,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl import hardware
-from evorl.distributions import make_distribution
-from evorl.envs.spaces import Box, Discrete, Space
 from evorl.config import ConfigError
+from evorl.envs.spaces import Box, Discrete, Space
+from evorl.networks.distributions import make_distribution
 
 ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh,

@@ -1,1 +1,2 @@
-"""Implementations of the ``evorl-eval`` and ``evorl-plot`` commands (``scripts/`` wraps them)."""
+"""Moved to :mod:`evorl.app.scripts`; these paths stay for ``evorl-eval`` and ``evorl-plot``
+entry points installed before the move."""

@@ -1,28 +1,21 @@
-"""Workflows. Algorithm workflows are imported lazily (``evorl.workflows.PPOWorkflow``)."""
+"""The workflows by name: ``evorl.workflows.PPOWorkflow`` (what a config's ``workflow_cls``
+names) imports its algorithm's module on first use; ``resolve_workflow_cls`` turns such a
+name into the class. The classes themselves live with their algorithms (``evorl.algorithms``),
+the base classes and the registry of names (``WORKFLOWS``) in ``evorl.engine``."""
 
 from __future__ import annotations
 
 import importlib
 
-from evorl.workflows.rl_workflow import OnPolicyWorkflow, RLWorkflow, resolve_workflow_cls
-from evorl.workflows.workflow import Workflow
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow
+from evorl.engine.rl_base import RLWorkflow, resolve_workflow_cls
+from evorl.engine.workflow import WORKFLOWS, Workflow
 
-#: Public name -> module defining it.
-WORKFLOWS = {
-    "PPOWorkflow": "evorl.algorithms.ppo",
-    "A2CWorkflow": "evorl.algorithms.a2c",
-    "IMPALAWorkflow": "evorl.algorithms.impala",
-    "DQNWorkflow": "evorl.algorithms.dqn",
-    "DDPGWorkflow": "evorl.algorithms.td3",
-    "TD3Workflow": "evorl.algorithms.td3",
-    "SACWorkflow": "evorl.algorithms.sac",
-    "REINFORCEWorkflow": "evorl.algorithms.reinforce",
-    "ESWorkflow": "evorl.algorithms.es_workflow",
-    "CEMRLWorkflow": "evorl.algorithms.cemrl",
-    "ERLWorkflow": "evorl.algorithms.erl",
-}
-
-__all__ = ["Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls", *WORKFLOWS]
+__all__ = [  # the names of WORKFLOWS too, written out for the docs' static reading
+    "WORKFLOWS", "Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls",
+    "PPOWorkflow", "A2CWorkflow", "IMPALAWorkflow", "DQNWorkflow", "DDPGWorkflow", "TD3Workflow", "SACWorkflow",
+    "REINFORCEWorkflow", "ESWorkflow", "CEMRLWorkflow", "ERLWorkflow",
+]
 
 
 def __getattr__(name: str):

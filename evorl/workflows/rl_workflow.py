@@ -1,34 +1,8 @@
-"""``OnPolicyWorkflow``, the one training loop PPO, A2C and IMPALA share, on top of
-``RLWorkflow`` (config, env, agent, recorders; defined in :mod:`evorl.workflows.rl_base`
-and importable from here).
+"""Moved: ``OnPolicyWorkflow`` to :mod:`evorl.engine.on_policy_workflow`, ``RLWorkflow`` to
+:mod:`evorl.engine.rl_base`, the host loop to :mod:`evorl.engine.host_loop`; this path keeps
+working."""
 
-The workflow is the glue of three parts:
-
-* the algorithm, one pure training iteration (:func:`evorl.workflows.on_policy.make_iteration`:
-  rollout, observation statistics, targets, epochs of minibatch updates);
-* the execution layer (:class:`evorl.workflows.execution.Executor`): the population axis,
-  placement over devices, chunks of ``eval_interval`` iterations compiled once;
-* the host loop (:class:`~evorl.workflows.host_loop.ChunkedWorkflow`, importable from here):
-  ``learn`` runs a chunk, checks that every agent is still finite
-  (:mod:`evorl.workflows.health`; in a population a diverged agent is frozen and reported,
-  and training stops only when all are), evaluates greedily, logs and checkpoints; asked to
-  stop (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
-
-With ``training.actor_lag = k`` the rollout acts with the parameters of ``k`` iterations
-ago (IMPALA's decoupled actors simulated on one machine).
-"""
-
-from __future__ import annotations
-
-import functools
-
-import jax
-
-from evorl.config import require, sweep_variants
-from evorl.config.env import HOST_ENV_TYPES
-from evorl.workflows.actor_learner import check_async_config, learner_device_count, learner_placement
-from evorl.workflows.execution import DEVICE_AXIS, Placement
-from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names are public here too)
+from evorl.engine.host_loop import (  # noqa: F401
     NONFINITE_PARAMS,
     ChunkedWorkflow,
     TrainingInterrupted,
@@ -36,83 +10,6 @@ from evorl.workflows.host_loop import (  # noqa: F401  (the host loop's names ar
     train_metrics,
     training_env,
 )
-from evorl.workflows.on_policy import (
-    ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
-)
-from evorl.workflows.pbt import check_pbt_config
-from evorl.workflows.rl_base import (  # noqa: F401  (RLWorkflow and its config are public here too)
-    TOP_LEVEL_KEYS,
-    ExperimentConfig,
-    RLWorkflow,
-    resolve_workflow_cls,
-)
-
-__all__ = ["ChunkedWorkflow", "OnPolicyWorkflow", "OnPolicyState", "RLWorkflow", "ExperimentConfig", "TrainingInterrupted",
-           "resolve_workflow_cls"]
-
-
-class OnPolicyWorkflow(ChunkedWorkflow):
-    """The one on-policy training loop (see the module docstring).
-
-    ``training.num_seeds`` x the variants of any hyperparameter lists train as one population;
-    ``enable_multi_devices`` places it over all devices as ``distributed.layout`` says.
-    """
-
-    #: The algorithm takes one gradient step per rollout (A2C, REINFORCE): the config must
-    #: keep ``training.num_epochs = num_minibatches = 1``.
-    one_gradient_step: bool = False
-
-    def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
-        tc = config.training
-        eval_env, env = self.runner_and_envs(config, env)  # evaluation: whole episodes
-        learner_mesh = actor_devices = None
-        if self.asynchronous:
-            learner_mesh, actor_devices = learner_placement(enable_multi_devices, config.runner.learner_devices)
-            self.placement = Placement(self.num_agents, None)
-            axis_name = None if learner_mesh is None else DEVICE_AXIS
-        else:
-            self.placement = Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
-            axis_name = self.placement.step_axis_name
-        if axis_name is not None:
-            agent = agent.with_axis_name(axis_name)
-        super().__init__(config, env, agent, recorders)
-        self.optimizer = make_optimizer(tc)
-        self._variant_data = self.variant_data(config)
-        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_FIELDS,
-                          learner_mesh=learner_mesh, actor_devices=actor_devices, deterministic=tc.eval_deterministic)
-
-    @classmethod
-    def check_config(cls, config, agent, num_devices):
-        tc = config.training
-        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
-        if config.pbt.enabled:
-            check_pbt_config(config, cls, num_agents, asynchronous,
-                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
-        if cls.one_gradient_step:
-            require(tc.num_epochs == 1 and tc.num_minibatches == 1,
-                    f"{cls.name()} takes one gradient step per rollout: set training.num_epochs=1 and "
-                    f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
-        if asynchronous:
-            check_async_config(config, agent, num_devices)
-            learner_devices = learner_device_count(num_devices, config.runner.learner_devices)
-            check_minibatches(tc, agent, tc.num_envs // learner_devices)
-            return
-        if config.distributed.layout == "population":
-            require(num_agents % num_devices == 0,
-                    f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
-                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
-            num_devices = 1  # each agent's environments stay on one device
-        require(
-            tc.num_envs % num_devices == 0,
-            f"training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).",
-        )
-        check_minibatches(tc, agent, tc.num_envs // num_devices)
-
-    # --- state --------------------------------------------------------------------------
-    def init(self, key: jax.Array) -> OnPolicyState:
-        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
-        ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
-        env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
-        return self.init_agents(
-            functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag), key)
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow  # noqa: F401
+from evorl.engine.rl_base import TOP_LEVEL_KEYS, ExperimentConfig, RLWorkflow, resolve_workflow_cls  # noqa: F401
+from evorl.rl.on_policy import OnPolicyState  # noqa: F401

@@ -1,0 +1,1 @@
+"""Implementations of the ``evorl-eval`` and ``evorl-plot`` commands (``scripts/`` wraps them)."""

@@ -1,0 +1,172 @@
+"""``OffPolicyWorkflow``: DQN, DDPG, TD3 and SAC on the shared host loop and execution layer.
+
+The iteration it runs (collect, n-step transitions into the replay buffer in the state,
+gradient steps of the agent's update groups) is :mod:`evorl.rl.off_policy`; this module holds
+the workflow: its ``training:`` section and checks, the runner it builds (fused, or the
+actor-learner acting with the behaviour policy), the warm-up program's length
+(:func:`iterations_before_learning`) and the memory estimate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import jax
+import numpy as np
+
+from evorl.config import (
+    ConfigError, TrainingConfig, config_mapping, require, section_data, sweep_variants, unknown_key_error,
+)
+from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.training import OffPolicyTrainingConfig
+from evorl.engine.actor_learner import ActorPolicy, check_async_config, learner_placement
+from evorl.engine.execution import Placement, to_host
+from evorl.engine.host_loop import ChunkedWorkflow
+from evorl.engine.memory_estimate import Term
+from evorl.engine.pbt import check_pbt_config
+from evorl.engine.rl_base import ExperimentConfig
+from evorl.rl.agent import Agent
+from evorl.rl.behaviour import BehaviourPolicy, acting_state
+from evorl.rl.off_policy import (
+    ENV_AXES, FROZEN_FIELDS, OffPolicyState, PBT_COPIED_FIELDS, init_state, make_iteration, make_learner_update,
+)
+from evorl.rl.on_policy import make_optimizer
+
+
+def iterations_before_learning(tc: OffPolicyTrainingConfig, state: OffPolicyState) -> int:
+    """How many of the iterations after ``state`` cannot learn: those whose rollout leaves
+    fewer than ``learning_starts`` transitions in the buffer of every agent (``state.buffer.size``,
+    ``[N]`` for a population, read on the host). Each iteration adds ``num_envs x rollout_length``
+    (fewer once the buffer is full: the count is then at most the true one)."""
+    size = int(np.max(to_host(state.buffer.size)))
+    if size >= tc.learning_starts:
+        return 0
+    added = tc.num_envs * tc.rollout_length
+    return -(-(tc.learning_starts - size) // added) - 1  # the first learning iteration's index
+
+
+#: ``training:`` keys of the on-policy workflows that an off-policy run does not read.
+ON_POLICY_ONLY = tuple(f.name for f in dataclasses.fields(TrainingConfig)
+                       if f.name not in OffPolicyTrainingConfig.__dataclass_fields__)
+
+
+class OffPolicyWorkflow(ChunkedWorkflow):
+    """Off-policy training from a replay buffer (see the module docstring) on the shared host
+    loop: ``learn``, greedy evaluation, health checks, populations and checkpoints are
+    :class:`~evorl.engine.host_loop.ChunkedWorkflow`'s. A subclass declares its agent
+    (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
+
+    #: ``training.gamma`` and ``training.tau`` are data in the agent's hyperparameters (a
+    #: population may give each agent its own; PBT may evolve them).
+    training_hparams = ("gamma", "tau")
+    training_config_cls = OffPolicyTrainingConfig
+    replay_buffer_field = "buffer"
+    #: The fused runner's iterations before the learning start run as a program of their own
+    #: (:func:`iterations_before_learning`); False: every iteration runs the full one.
+    warmup_program = True
+
+    def config_notes(self) -> list[str]:
+        return self.config.training.run_length_notes("training")
+
+    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+        tc = config.training
+        eval_env, env = self.runner_and_envs(config, env)
+        self.placement = Placement(self.num_agents, None) if self.asynchronous else \
+            Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
+        super().__init__(config, env, agent, recorders)
+        self.optimizer = make_optimizer(tc)
+        self._variant_data = self.variant_data(config)
+        # actors act with the behaviour policy; the learner runs the fused iteration's update. A
+        # PBT-replaced agent takes its source's networks, Adam states and targets, keeps its buffer
+        # a population's learning start and delayed updates branch once for all its agents
+        population_axis = self.placement.population_axis_name
+        self.build_runner(config, env, eval_env, agent,
+                          functools.partial(make_iteration, population_axis=population_axis),
+                          functools.partial(make_learner_update, population_axis=population_axis), ENV_AXES,
+                          actor_devices=learner_placement(False, None)[1] if self.asynchronous else None,
+                          acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
+                                             functools.partial(acting_state, tc=tc)),
+                          frozen_fields=FROZEN_FIELDS,
+                          pbt_fields={"copied": PBT_COPIED_FIELDS, "kept": ("env_state", "buffer", "fitness_episodes")},
+                          warmup_iterations=functools.partial(iterations_before_learning, tc)
+                          if self.warmup_program else None)
+
+    def init(self, key: jax.Array) -> OffPolicyState:
+        """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
+        ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
+        return self.init_agents(
+            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size,
+                              self.config.training.num_envs, self.config.training.actor_lag), key)
+
+    # --- config ---------------------------------------------------------------------------
+    @classmethod
+    def parse_config(cls, cfg: Any) -> ExperimentConfig:
+        """The shared validation (:meth:`RLWorkflow.parse_config`) with this workflow's own
+        ``training:`` section, :class:`OffPolicyTrainingConfig`."""
+        cfg = config_mapping(cfg)
+        training = section_data(cfg.get("training", {}), "training")
+        own = list(OffPolicyTrainingConfig.__dataclass_fields__)
+        for key in training:
+            if key in ON_POLICY_ONLY:
+                raise ConfigError(f"'training.{key}' does not apply to {cls.name()} (an off-policy workflow: "
+                                  f"its training keys are {', '.join(own)}).")
+            if key not in own:
+                raise unknown_key_error(str(key), own, "training")
+        base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
+        off_policy = base["training"]
+        off_policy.validate("training")
+        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+        require(not asynchronous or not base["distributed"].multi_devices,
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
+                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
+                f"distributed.layout=population).")
+        require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
+                f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
+                f"distributed.auto unset.")
+        config = ExperimentConfig(**{**base, "training": off_policy})
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
+                             asynchronous=asynchronous,
+                             split_envs=config.distributed.multi_devices and config.distributed.layout == "envs")
+        return config
+
+    @classmethod
+    def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
+        tc, layout = config.training, config.distributed.layout
+        asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
+        require(not (num_devices > 1 and asynchronous),
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device; build it "
+                f"without enable_multi_devices.")
+        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        require(num_devices == 1 or layout == "envs" or num_agents % num_devices == 0,
+                f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
+                f"{num_agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
+                f"{num_devices} devices.")
+        require(num_devices == 1 or layout == "population" or tc.num_envs % num_devices == 0,
+                f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
+                f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).")
+        if num_devices > 1 and layout == "envs" and config.pbt.enabled:
+            check_pbt_config(config, cls, num_agents, asynchronous=False, split_envs=True)
+        if asynchronous:
+            check_async_config(config, agent, num_devices=1)
+
+    @classmethod
+    def memory_terms(cls, config: ExperimentConfig, sizes: Any, num_devices: int, asynchronous: bool) -> list:
+        return memory_terms(config, sizes)
+
+
+def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
+    """The large contributors of an off-policy run: parameters (with target, gradient and
+    Adam's moments) and the replay buffer, per agent."""
+    tc = config.training
+    agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    per_transition = 2 * sizes.obs_size + sizes.action_size + 2
+    return [
+        Term("parameters", f"{agents} agent(s) x {sizes.num_params:,} x 5 copies (weights, target, gradient, "
+                           f"Adam's 2 moments)", agents * sizes.num_params * 5,
+             "agent hidden layer sizes, training.num_seeds"),
+        Term("replay buffer", f"{agents} agent(s) x {tc.buffer_size:,} transitions x {per_transition:g} floats",
+             agents * tc.buffer_size * per_transition, "training.buffer_size, training.num_seeds"),
+    ]

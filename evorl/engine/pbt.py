@@ -1,0 +1,229 @@
+r"""Population-based training (Jaderberg et al., 2017): the exploit/explore step, a pure
+function over the population (the ``pbt:`` section is :class:`~evorl.config.pbt.PBTConfig`).
+
+Every ``pbt.interval`` iterations the agents are ranked by a fitness; each of the
+``k = floor(N * exploit_fraction)`` worst agents copies a uniformly drawn agent of the ``k``
+best (**exploit**: parameters, optimiser state, observation statistics and hyperparameters;
+its environments and PRNG key stay its own) and then changes each evolving hyperparameter
+``h`` of the copy (**explore**):
+
+.. math::
+    h' = \mathrm{clip}\big(u < p \;?\; h_{\mathrm{new}} \sim U[lo, hi] \;:\; f \cdot h,
+    \; lo, hi\big), \qquad f \sim U\{\text{perturb\_factors}\}
+
+with ``p = resample_probability``; a learning rate is resampled log-uniformly,
+:math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
+
+:func:`~evorl.rl.evolution.exploit_explore` is that step on ``fitness [N]`` and the
+hyperparameters ``[N, H]``, given its random numbers (:func:`~evorl.rl.evolution.draw`), so it
+can be checked against a plain NumPy version; :class:`PBT` applies it to the training state inside the compiled program
+(the execution layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
+:class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is declared, not
+guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e. the fields of
+the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma`` and
+``gae_lambda``; a key that shapes the program is refused with a message naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
+from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
+from evorl.engine.evaluator import each_agent
+from evorl.engine.population import apply_variant
+from evorl.rl.evolution import Evolving, draw, exploit_explore
+from evorl.rl.rollout import EpisodeStats
+
+
+def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:
+    """The ``pbt.hyperparameters`` of a parsed experiment config, checked against the
+    workflow: each key may take a list (is data in the program), each bound is a valid value
+    of it, and every agent's initial value lies within the bounds."""
+    agent_keys, training_keys = workflow_cls.sweepable_keys()
+    evolvable = [f"agent.{k}" for k in agent_keys] + [f"training.{k}" for k in training_keys]
+    config_keys = ([f"agent.{f.name}" for f in dataclasses.fields(workflow_cls.agent_config_cls)]
+                   + [f"training.{f.name}" for f in dataclasses.fields(config.training)])  # the workflow's own section
+    variants = sweep_variants(list(config.sweep))
+    out = []
+    for key, (low, high) in config.pbt.hyperparameters.items():
+        name = f"pbt.hyperparameters.{key}"
+        if key not in config_keys:
+            error = unknown_key_error(key, config_keys, "")
+            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable)}.")
+        require(key in evolvable,
+                f"{name}: '{key}' cannot evolve: it shapes the compiled program (networks, batch or loop sizes), "
+                f"it is not data the program reads. Keys that can evolve: {', '.join(evolvable)}.")
+        section, short = key.split(".", 1)
+        for bound in (low, high):
+            agent_cfg, training = apply_variant(config.agent, config.training, {key: float(bound)})
+            try:
+                training.validate("training")
+                workflow_cls.hparams_of(agent_cfg, training)
+            except ConfigError as e:
+                raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
+        for variant in variants:
+            agent_cfg, training = apply_variant(config.agent, config.training, variant)
+            value = getattr(agent_cfg if section == "agent" else training, short)
+            require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
+            require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
+                                          f"the bounds; widen them or change the initial value.")
+        field = None if key == "training.learning_rate" else short
+        out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
+    return tuple(out)
+
+
+def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchronous: bool,
+                     split_envs: bool) -> None:
+    """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
+    require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
+                            "each device), not distributed.layout=envs.")
+    num_replaced = int(num_agents * config.pbt.exploit_fraction)
+    require(num_replaced >= 1,
+            f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
+            f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
+    evolving_hyperparameters(config, workflow_cls)
+
+
+# --- the step, on the training state ----------------------------------------------------
+#: The state fields a replaced agent copies from its source (its env state, PRNG key,
+#: iteration counter and episode sums stay its own): an on-policy state's.
+COPIED_FIELDS = ("agent_state", "opt_state", "learning_rate", "lagged_params")
+#: The per-agent fields that stay where they are, outside the population's exchange: the
+#: environments, the policy's state of their episodes, the episode sums (reset after a step).
+KEPT_FIELDS = ("env_state", "policy_state", "fitness_episodes")
+#: Folded into agent 0's key for the step's random numbers, and into each agent's for its evaluation.
+DRAW_TAG, EVAL_TAG = 0x9B7, 0xE7A1
+
+
+class PBT:
+    """The exploit/explore step on a population's :class:`~evorl.rl.on_policy.OnPolicyState`
+    (leaves ``[N, ...]``), for the execution layer to run inside the compiled program.
+
+    ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
+    ``fitness: eval``: a JAX env's, traced into the step, or (``evaluates_on_host``) a host
+    env's, which :meth:`host_fitness` runs outside it. ``copied``: the state fields a replaced agent takes from its source;
+    ``kept``: the fields that stay each agent's own (an off-policy state keeps its replay
+    buffer there, see :mod:`evorl.rl.off_policy`)."""
+
+    def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None,
+                 copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS,
+                 evaluates_on_host: bool = False):
+        self.config = config
+        #: ``fitness: eval`` with a host env's evaluator: the fitness is computed by
+        #: :meth:`host_fitness` and handed to :meth:`step_population`.
+        self.fitness_on_host = config.fitness == "eval" and evaluates_on_host
+        self.evolving = evolving
+        self.num_agents = num_agents
+        self.num_replaced = int(num_agents * config.exploit_fraction)
+        self.evaluate = evaluate
+        self.copied = copied
+        self.kept = kept
+
+    # --- the execution layer's population step (evorl.engine.execution.PopulationStep) ---
+    @property
+    def interval(self) -> int:
+        """Iterations between two PBT steps."""
+        return self.config.interval
+
+    @staticmethod
+    def with_fitness_episodes(state):
+        """One agent's initial state with empty episode sums for ``fitness: train``."""
+        return state.replace(fitness_episodes=EpisodeStats.zeros())
+
+    @staticmethod
+    def summing_fitness_episodes(step):
+        """One agent's iteration ``step`` that also adds the episodes it ended to the state's
+        ``fitness_episodes`` (the sums ``fitness: train`` ranks by)."""
+
+        def iteration(state):
+            new_state, metrics = step(state)
+            episodes = EpisodeStats(metrics["episode_return_sum"].value, metrics["episode_length_sum"].value,
+                                    metrics["episode_count"].value)
+            return new_state.replace(
+                fitness_episodes=jax.tree.map(jnp.add, new_state.fitness_episodes, episodes)), metrics
+
+        return iteration
+
+    def step_population(self, state, alive: jax.Array, axis_name: str | None = None, fitness: jax.Array | None = None):
+        """The PBT step on the population ``state`` (leaves ``[n, ...]``: this device's agents;
+        ``axis_name``: the device axis the agents are split over, or None): fitness (NaN, the
+        worst, for a frozen agent: ``alive [n]`` false), then exploit/explore on the whole
+        population (gathered over the devices); ``fitness [n]`` given (:meth:`host_fitness`)
+        replaces :meth:`fitness`. Returns this device's agents, their ``alive``
+        (an agent that copies another trains again) and their records. Traced inside the
+        compiled call; on one device it can also be jitted by itself (``benchmarks/`` times it
+        so)."""
+        local_agents = state.iteration.shape[0]
+        fitness = jnp.where(alive, self.fitness(state) if fitness is None else fitness, jnp.nan)  # [n] own agents
+        # each agent's environments (and its policy's state of their episodes, its buffer) stay where they are
+        kept = {name: getattr(state, name) for name in self.kept}
+        population = state.replace(**{name: None for name in self.kept})
+        everyone_alive = alive
+        if axis_name is not None:
+            gather = lambda x: lax.all_gather(x, axis_name, tiled=True)  # noqa: E731
+            population, fitness, everyone_alive = jax.tree.map(gather, (population, fitness, alive))
+        population, record = self.step(population, fitness)
+        alive = everyone_alive[record["source"]]
+        if axis_name is not None:
+            start = lax.axis_index(axis_name) * local_agents
+            own = lambda x: lax.dynamic_slice_in_dim(x, start, local_agents)  # noqa: E731
+            population, record, alive = jax.tree.map(own, (population, record, alive))
+        kept["fitness_episodes"] = jax.tree.map(jnp.zeros_like, kept["fitness_episodes"])
+        return population.replace(**kept), alive, record
+
+    def values(self, state) -> jax.Array:
+        """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""
+        if not self.evolving:
+            return jnp.zeros(state.iteration.shape + (0,))
+        return jnp.stack([state.learning_rate if e.field is None else getattr(state.agent_state.hparams, e.field)
+                          for e in self.evolving], axis=-1)
+
+    def with_values(self, state, values: jax.Array):
+        hparams = state.agent_state.hparams.replace(
+            **{e.field: values[:, i] for i, e in enumerate(self.evolving) if e.field is not None})
+        lr = [values[:, i] for i, e in enumerate(self.evolving) if e.field is None]
+        return state.replace(agent_state=state.agent_state.replace(hparams=hparams),
+                             learning_rate=lr[0] if lr else state.learning_rate)
+
+    def fitness(self, state) -> jax.Array:
+        """Each agent's fitness ``[N]``: mean greedy return, or the mean return of the training
+        episodes since the last step (NaN, ranked last, if none ended)."""
+        if self.config.fitness == "train":
+            episodes = state.fitness_episodes
+            return jnp.where(episodes.count > 0, episodes.return_sum / jnp.maximum(episodes.count, 1), jnp.nan)
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
+        returns, _ = jax.vmap(self.evaluate)(state.agent_state, keys)  # [N, E]
+        return jnp.mean(returns, axis=-1)
+
+    def host_fitness(self, state) -> np.ndarray:
+        """``fitness: eval`` on a host env: each agent's mean greedy return ``[N]``, its
+        episodes played by the host evaluator one agent after another, with the key
+        :meth:`fitness` would use."""
+        keys = jax.vmap(jax.random.fold_in, in_axes=(0, None))(state.key, EVAL_TAG)
+        returns, _ = each_agent(self.evaluate, self.num_agents)(state.agent_state, keys)  # [N, E]
+        return np.mean(returns, axis=-1).astype(np.float32)
+
+    def step(self, state, fitness: jax.Array) -> tuple[Any, dict]:
+        """Exploit and explore on the whole population ``state`` with ``fitness [N]``; returns
+        the new state and the step's record (``source``, ``fitness``, ``before``, ``after``)."""
+        key = jax.random.fold_in(state.key[0], DRAW_TAG)
+        before = self.values(state)
+        draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
+        source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
+                                        self.config.perturb_factors, self.config.resample_probability)
+        state = copy_agents(state, source, self.copied)
+        state = self.with_values(state, after)
+        record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
+        return state, record
+
+
+def copy_agents(state, source: jax.Array, fields: tuple[str, ...] = COPIED_FIELDS):
+    """``state`` with each agent ``i``'s ``fields`` taken from agent ``source[i]``."""
+    return state.replace(**{name: jax.tree.map(lambda x: x[source], getattr(state, name)) for name in fields})

@@ -1,0 +1,316 @@
+"""``RLWorkflow``: a parsed, validated experiment config with its env, agent and recorders.
+
+:meth:`RLWorkflow.build_from_config` is the one entry point from a config (a dict or
+OmegaConf): it validates every section (unknown keys, types, values, hyperparameter lists)
+before anything is compiled, starts ``jax.distributed`` when asked, and builds the env and
+the agent. The training loop itself is :class:`~evorl.engine.on_policy_workflow.OnPolicyWorkflow`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+
+from evorl.config import (
+    CheckpointConfig, ConfigError, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig,
+    config_mapping, dataclass_from_signature, extract_sweeps, parse_section, require, section_data, sweep_variants,
+    unknown_key_error,
+)
+from evorl.config.env import EnvConfig, HOST_ENV_TYPES
+from evorl.engine.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
+from evorl.engine.population import apply_variant
+from evorl.engine.processes import initialize as initialize_distributed, is_main_process
+from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
+from evorl.engine.workflow import WORKFLOWS, Workflow
+from evorl.envs import VectorEnv, create_env
+from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    workflow_cls: str
+    seed: int
+    env: EnvConfig
+    agent: Any  # the workflow's agent config dataclass (first value of any swept key)
+    training: TrainingConfig
+    #: Hyperparameter axes ``(("agent.clip_epsilon", (0.1, 0.2)), ...)``: one agent per value.
+    sweep: tuple[tuple[str, tuple[float, ...]], ...] = ()
+    distributed: DistributedConfig = DistributedConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    logging: LoggingConfig = LoggingConfig()
+    #: How training runs: fused into compiled chunks, or actors and a learner.
+    runner: RunnerConfig = RunnerConfig()
+    #: Population-based training: exploit and explore the population every ``pbt.interval`` iterations.
+    pbt: PBTConfig = PBTConfig()
+    #: The run folder (the CLI sets it to Hydra's output dir); None: no files are written.
+    output_dir: str | None = None
+    #: A run folder to continue from its newest checkpoint (see ``evorl.app.experiment``).
+    resume: str | None = None
+
+
+TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
+                  "runner", "pbt", "output_dir", "resume")
+#: Keys that were renamed: the old name gets an error naming the new one.
+RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
+#: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
+SEED_LIMIT = 2**32
+
+
+def parse_seed(value: Any) -> int:
+    """The ``seed`` key: an integer (Python or NumPy) in ``[0, 2**32)``. A float is refused,
+    even a whole one (``seed=1e3``): a seed is an exact bit pattern, not a measurement."""
+    if isinstance(value, np.integer):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool):
+        whole = isinstance(value, (float, np.floating)) and float(value).is_integer()
+        fix = f" (it is a float: write seed={int(value)})" if whole else ""
+        raise ConfigError(f"'seed' = {value!r} must be an integer in [0, 2**32){fix}.")
+    if not 0 <= value < SEED_LIMIT:
+        raise ConfigError(f"'seed' = {value} must be in [0, 2**32) (it becomes a 32-bit PRNG key).")
+    return value
+
+
+def resolve_workflow_cls(name: str | type) -> type:
+    """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class: a
+    concrete algorithm workflow (an ``RLWorkflow`` subclass that declares its agent)."""
+    known = "Known workflows: " + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS) + "."
+    cls = name
+    if not isinstance(name, type):
+        module_name, _, attr = str(name).rpartition(".")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError, ValueError) as e:
+            raise ConfigError(f"workflow_cls {name!r} cannot be imported ({e}). {known}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
+        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass. {known}")
+    if not issubclass(cls, RLWorkflow) or inspect.isabstract(cls) or not hasattr(cls, "agent_factory"):
+        raise ConfigError(f"workflow_cls {name!r} is an abstract base class, not an algorithm that can "
+                          f"be trained. {known}")
+    return cls
+
+
+class RLWorkflow(Workflow):
+    """Holds the parsed config, the env and the agent; subclasses define the training loop.
+
+    A concrete algorithm declares its agent: ``agent_factory`` (``make_mlp_*_agent``) and
+    ``hparams_cls`` (its loss hyperparameter dataclass, whose fields are the keys a population
+    may vary). Its ``agent:`` config section, ``agent_config_cls``, is derived from them: the
+    factory's keyword parameters after the network keys of ``agent_options_cls``.
+    """
+
+    #: Short name in logs (default: the class name).
+    label: ClassVar[str | None] = None
+    #: ``agent_factory(action_space, obs_space, network_factory=..., **hparams from training,
+    #: **agent keys)``, e.g. ``make_mlp_ppo_agent``.
+    agent_factory: ClassVar[Callable[..., Agent]]
+    agent_config_cls: ClassVar[type]
+    #: The keys the factory takes as ``**network_options``.
+    agent_options_cls: ClassVar[type] = ActorCriticOptions
+    #: The loss hyperparameters' dataclass; None: the algorithm has no loss (ES).
+    hparams_cls: ClassVar[type | None]
+    #: Training keys that are loss hyperparameters, each a field of ``hparams_cls`` under the same name.
+    training_hparams: ClassVar[tuple[str, ...]] = ("gamma", "gae_lambda")
+    #: Factory keywords the algorithm's own config section sets (ERL's ``erl.tau``): not ``agent:`` keys.
+    section_hparams: ClassVar[tuple[str, ...]] = ()
+    #: Builds the agent's networks (see :data:`evorl.rl.agent.NetworkFactory`); None: the default MLPs/CNN.
+    network_factory: ClassVar[NetworkFactory | None] = None
+    #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
+    #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.
+    replay_buffer_field: ClassVar[str | None] = None
+    #: The ``training:`` section's dataclass (off-policy workflows have their own).
+    training_config_cls: ClassVar[type] = TrainingConfig
+    #: Training keys whose default differs for this algorithm (applied when the config
+    #: does not set them), e.g. A2C's one gradient step per rollout.
+    training_defaults: ClassVar[dict[str, Any]] = {}
+    #: True when the workflow logs a population's fitness (``train/best_actor_return``,
+    #: ``train/fitness_mean``, ``train/fitness_std``): ``logging.plot`` then also draws
+    #: ``population.png`` (:func:`evorl.app.population_plot.plot_population`).
+    population_plot: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "agent_factory" in vars(cls) and "agent_config_cls" not in vars(cls):
+            cls.agent_config_cls = dataclass_from_signature(
+                f"{cls.name()}AgentConfig", cls.agent_factory, include=cls.agent_options_cls,
+                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams, *cls.section_hparams),
+            )
+
+    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
+        self.config = config
+        self.env = env
+        self.agent = agent
+        self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
+        #: Set by ``evorl.app.experiment`` to an ``evorl.app.checkpoint.Checkpointer``: ``learn`` calls
+        #: its ``maybe_save(state, iteration)`` after each chunk.
+        self.checkpointer = None
+        #: Set to a reason (e.g. ``"SIGTERM"``, by ``evorl.app.experiment``'s signal handler) to make
+        #: ``learn`` stop after its current compiled call (seconds), checkpoint and raise ``TrainingInterrupted``.
+        self.stop_requested: str | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        return cls.label or cls.__name__
+
+    @classmethod
+    def build_agent(cls, env: VectorEnv, config: ExperimentConfig) -> Agent:
+        """``agent_factory`` for ``env`` with the ``agent:`` keys and the training keys that are
+        hyperparameters (``training_hparams``)."""
+        hparams = {key: getattr(config.training, key) for key in cls.training_hparams}
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
+                                 **hparams, **vars(config.agent))
+
+    @classmethod
+    def envs_per_agent(cls, config: ExperimentConfig) -> int:
+        """The environments the training env steps side by side: ``training.num_envs``."""
+        return config.training.num_envs
+
+    @classmethod
+    def hparams_of(cls, agent_cfg: Any, training: TrainingConfig) -> Any:
+        """The loss hyperparameters (data) of an agent and training config, validated (None
+        for an algorithm without them): the check of every variant's values before anything is
+        built; training uses the ones the agent's factory built (``agent.hparams_defaults``,
+        :meth:`ChunkedWorkflow.variant_data`)."""
+        if cls.hparams_cls is None:
+            return None
+        names = [f.name for f in dataclasses.fields(cls.hparams_cls)]
+        values = {name: getattr(agent_cfg, name) for name in names if hasattr(agent_cfg, name)}
+        values.update({key: getattr(training, key) for key in cls.training_hparams})
+        return cls.checked_hparams(cls.hparams_cls(**values))
+
+    @classmethod
+    def checked_hparams(cls, hparams: Any) -> Any:
+        """``hparams.validated()``, its error naming the key as the config does
+        (``agent.target_noise must be >= 0``, ``training.tau ...``)."""
+        try:
+            return hparams.validated()
+        except ConfigError as e:
+            name = re.match(r"\w+", str(e))
+            fields = {f.name for f in dataclasses.fields(hparams)}
+            if name is None or name.group() not in fields:
+                raise
+            section = "training" if name.group() in cls.training_hparams else "agent"
+            raise ConfigError(f"{section}.{e}") from None
+
+    @classmethod
+    def keys_set_elsewhere(cls) -> dict[str, str]:
+        """The agent factory's keywords another section sets, each with its key there
+        (``{"gamma": "training.gamma"}``): ``agent.gamma`` is refused with that key."""
+        return {key: f"training.{key}" for key in cls.training_hparams}
+
+    @classmethod
+    def sweepable_keys(cls) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The agent and training keys that may take a list (one agent per value): the
+        hyperparameters the compiled program reads as data, declared by ``hparams_cls``."""
+        fields = set() if cls.hparams_cls is None else {f.name for f in dataclasses.fields(cls.hparams_cls)}
+        agent_keys = tuple(f.name for f in dataclasses.fields(cls.agent_config_cls) if f.name in fields)
+        return agent_keys, ("learning_rate", *cls.training_hparams)
+
+    @classmethod
+    def parse_config(cls, cfg: Any) -> ExperimentConfig:
+        """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
+        cfg = config_mapping(cfg)
+        for key in cfg:
+            if key not in TOP_LEVEL_KEYS:
+                raise unknown_key_error(str(key), list(TOP_LEVEL_KEYS), "")
+        workflow_cls = cfg.get("workflow_cls", f"{cls.__module__}.{cls.__qualname__}")
+        named = resolve_workflow_cls(workflow_cls)
+        if named is not cls:
+            raise ConfigError(
+                f"workflow_cls {workflow_cls!r} names {named.__name__}, but the config is being "
+                f"built by {cls.__name__}; use {named.__name__}.build_from_config."
+            )
+        seed = parse_seed(cfg.get("seed", 0))
+        for key in ("output_dir", "resume"):
+            value = cfg.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"'{key}' = {value!r} must be a folder path or null.")
+            if isinstance(value, str) and not value.strip():
+                raise ConfigError(f"'{key}' = {value!r}: {key} must be a run folder path (or null), not empty.")
+        for old, new in RENAMED_KEYS.items():
+            section, key = old.split(".")
+            if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
+                raise ConfigError(f"'{old}' was renamed '{new}'.")
+        agent_section = cfg.get("agent")
+        for key, home in cls.keys_set_elsewhere().items():
+            if isinstance(agent_section, Mapping) and key in agent_section:
+                raise ConfigError(f"'agent.{key}' is not an agent key of {cls.name()}: set '{home}'.")
+        agent_keys, training_keys = cls.sweepable_keys()
+        agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
+        training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}
+        training, training_axes = extract_sweeps(training, cls.training_config_cls, "training", training_keys)
+        config = ExperimentConfig(
+            workflow_cls=str(workflow_cls),
+            seed=seed,
+            env=parse_section(EnvConfig, cfg.get("env", {}), "env"),
+            agent=parse_section(cls.agent_config_cls, agent, "agent"),
+            training=parse_section(cls.training_config_cls, training, "training"),
+            sweep=tuple(agent_axes + training_axes),
+            distributed=parse_section(DistributedConfig, cfg.get("distributed", {}), "distributed"),
+            checkpoint=parse_section(CheckpointConfig, cfg.get("checkpoint", {}), "checkpoint"),
+            logging=parse_section(LoggingConfig, cfg.get("logging", {}), "logging"),
+            runner=parse_section(RunnerConfig, cfg.get("runner", {}), "runner"),
+            pbt=parse_section(PBTConfig, cfg.get("pbt", {}), "pbt"),
+            output_dir=cfg.get("output_dir"),
+            resume=cfg.get("resume"),
+        )
+        config.checkpoint.check_against(config.training.eval_interval)
+        require(config.checkpoint.save_buffer or cls.replay_buffer_field is not None,
+                f"checkpoint.save_buffer=false applies to runs with a replay buffer (DQN, DDPG, TD3, SAC, CEM-RL); "
+                f"{cls.name()} keeps none: remove the key.")
+        config.pbt.check_against(config.training.eval_interval)
+        config.runner.check_against(config.env.env_type in HOST_ENV_TYPES)
+        for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
+            agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
+            training_cfg.validate("training")
+            cls.hparams_of(agent_cfg, training_cfg)
+        return config
+
+    @classmethod
+    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
+        """Validates ``cfg`` and builds the workflow. With ``enable_multi_devices`` (or
+        ``distributed.multi_devices``, or several processes) training is data-parallel over
+        every device of every process."""
+        config = cls.parse_config(cfg)
+        multi_process = initialize_distributed(config.distributed)  # before any JAX computation
+        enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
+        num_devices = jax.device_count() if enable_multi_devices else 1
+        asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
+        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
+        check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
+                     num_devices)  # before the envs and networks are built
+        env = create_env(config.env, episode_length=config.env.episode_length, parallel=cls.envs_per_agent(config))
+        agent = cls.build_agent(env, config)
+        cls.check_config(config, agent, num_devices=num_devices)
+        check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
+                     config.runner.max_memory_gb, num_devices)
+        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    @classmethod
+    def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
+        """Cross-key checks, before anything is compiled."""
+
+    @classmethod
+    def memory_terms(cls, config: ExperimentConfig, sizes: Any, num_devices: int, asynchronous: bool) -> list:
+        """The large contributors to a run's memory (:mod:`evorl.engine.memory_estimate`), for networks
+        of ``sizes``: checked against ``runner.max_memory_gb`` before and after the agent is built."""
+        return on_policy_terms(config, sizes, num_devices, asynchronous)
+
+    def write_metrics(self, metrics: dict[str, float], step: int) -> None:
+        if not is_main_process():
+            return
+        for recorder in self.recorders:
+            recorder.write(metrics, step)
+
+    def report_progress(self, step: int, compiling: bool = False) -> None:
+        """Tells the recorders that show progress (the console) that training reached env step
+        ``step``: when its program starts compiling (``compiling``), when it starts, after each
+        learner update and after each compiled chunk."""
+        if is_main_process():
+            report_progress(self.recorders, step, compiling)

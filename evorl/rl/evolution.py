@@ -1,0 +1,225 @@
+r"""Evolution operators on arrays: pure functions over a population's flat members ``[N, D]``
+and fitness ``[N]``, each also importable from the algorithm that uses it.
+
+* evolution strategies (:mod:`evorl.algorithms.es`): fitness shaping (:func:`centered_rank`)
+  and mirrored sampling (:func:`mirror`);
+* sep-CEM (:mod:`evorl.algorithms.cemrl`, the update's equations in its docstring):
+  :class:`CEMState`, :func:`cem_init`, :func:`cem_sample`, :func:`cem_update`;
+* the genetic operators of ERL (:mod:`evorl.algorithms.erl`): :func:`tournament_select`,
+  :func:`crossover` by neurons (:func:`neuron_segments`), :func:`mutate`, :func:`ga_step`;
+* PBT's exploit/explore step (:func:`exploit_explore`, its random numbers drawn by
+  :func:`draw`; the step on the training state and its schedule are :mod:`evorl.engine.pbt`,
+  the equation in its docstring).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax import lax
+
+
+# --- evolution strategies --------------------------------------------------------------
+def centered_rank(fitness: jax.Array) -> jax.Array:
+    r"""Centred ranks of the costs ``fitness [P]`` (lower is better: the strategies minimise
+    ``-R``) in ``[-0.5, 0.5]``: ``rank_i / (P - 1) - 0.5`` with
+    ``rank_i = #\{j: f_j < f_i\} + (#\{j: f_j = f_i\} - 1) / 2`` (0 for the smallest; tied
+    values share the mean of their ranks, so the shaped values still sum to 0).
+
+    A non-finite cost (NaN, or +-inf: a member whose return diverged) ranks as the worst,
+    ``+inf``, as evosax and PBT's ranking do; all of them tie above every finite cost."""
+    fitness = jnp.where(jnp.isfinite(fitness), fitness, jnp.inf)
+    f = fitness[:, None], fitness[None, :]
+    below = jnp.sum(f[1] < f[0], axis=1)
+    ties = jnp.sum(f[1] == f[0], axis=1)
+    ranks = below + (ties - 1) / 2.0
+    return (ranks / (fitness.shape[0] - 1) - 0.5).astype(jnp.float32)
+
+
+def mirror(population: jax.Array, mean: jax.Array) -> jax.Array:
+    """Mirrored (antithetic) sampling: ``[x_1..x_{P/2}, 2m - x_1, .., 2m - x_{P/2}]`` from the
+    first half of ``population [P, D]``: member ``i + P/2`` is ``m - sigma eps_i``."""
+    half = population[: population.shape[0] // 2]
+    return jnp.concatenate([half, 2.0 * mean - half])
+
+
+# --- sep-CEM ---------------------------------------------------------------------------
+@struct.dataclass
+class CEMState:
+    mean: jax.Array  # [D] the distribution's mean
+    var: jax.Array  # [D] its diagonal covariance
+    eps: jax.Array  # [] the additive noise the next update adds to var
+
+
+def log_rank_weights(num_elites: int) -> jax.Array:
+    r""":math:`\lambda_j \propto \log(1 + K_e) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``."""
+    w = jnp.log(1.0 + num_elites) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
+    return w / jnp.sum(w)
+
+
+def cem_init(mean: jax.Array, sigma_init: float, eps_init: float) -> CEMState:
+    return CEMState(mean=jnp.asarray(mean, jnp.float32), var=jnp.full(jnp.shape(mean), sigma_init, jnp.float32),
+                    eps=jnp.asarray(eps_init, jnp.float32))
+
+
+def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
+    r""":math:`x_i = \mu + \sqrt v \odot n_i`, :math:`n_i \sim \mathcal N(0, I)`: ``[num, D]``."""
+    return cem.mean + jnp.sqrt(cem.var) * jax.random.normal(key, (num,) + cem.mean.shape)
+
+
+def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
+               eps_end: float, var_scale: float) -> CEMState:
+    r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
+    (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
+    weighted squared deviations from the old mean times ``var_scale`` plus :math:`\epsilon_t`, and the decayed
+    :math:`\epsilon_{t+1}`."""
+    fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
+    elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
+    weights = log_rank_weights(num_elites)  # [K_e]
+    mean = weights @ elites  # [D]
+    var = var_scale * (weights @ jnp.square(elites - cem.mean)) + cem.eps  # [D]
+    eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
+    return CEMState(mean=mean, var=var, eps=eps)
+
+
+# --- the genetic operators (ERL) ------------------------------------------------------
+def ranked(fitness: jax.Array) -> jax.Array:
+    """``fitness`` with a non-finite value ranking last (``-inf``)."""
+    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
+
+
+def neuron_segments(actor_params: Any) -> np.ndarray:
+    """``[D]`` int: for each coordinate of ``ravel_pytree(actor_params)``, its neuron: leaves of
+    one module (a kernel ``[in, out]`` and its bias ``[out]``) share the ids of their last axis,
+    so a neuron is a column of incoming weights with its bias."""
+    leaves = jax.tree_util.tree_flatten_with_path(actor_params)[0]  # ravel_pytree's order
+    last = [int(leaf.shape[-1]) if leaf.shape else 1 for _, leaf in leaves]  # works on shapes too
+    width = 1 + max(last)
+    modules: dict[tuple, int] = {}
+    ids = []
+    for (path, leaf), columns in zip(leaves, last):
+        module = modules.setdefault(tuple(path[:-1]), len(modules))
+        column = np.arange(int(np.prod(leaf.shape))) % columns  # row-major: the last axis runs fastest
+        ids.append(module * width + column)
+    _, dense = np.unique(np.concatenate(ids), return_inverse=True)
+    return dense.astype(np.int32)
+
+
+def tournament_select(key: jax.Array, fitness: jax.Array, num: int, size: int) -> jax.Array:
+    """``[num]`` indices: each the fittest of ``size`` indices drawn uniformly with replacement
+    (the first drawn among equals)."""
+    drawn = jax.random.randint(key, (num, size), 0, fitness.shape[0])  # [num, size]
+    return drawn[jnp.arange(num), jnp.argmax(ranked(fitness)[drawn], axis=1)]
+
+
+def crossover(key: jax.Array, a: jax.Array, b: jax.Array, segments: np.ndarray) -> tuple[jax.Array, jax.Array]:
+    """Two children of ``a, b [D]``: each neuron (``segments [D]``, a NumPy array) from ``a`` or
+    ``b`` with probability 1/2, the second child taking the other parent's."""
+    take_a = jax.random.bernoulli(key, 0.5, (int(np.max(segments)) + 1,))[segments]  # [D]
+    return jnp.where(take_a, a, b), jnp.where(take_a, b, a)
+
+
+def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
+    """ERL's mutation of one actor ``x [D]`` (module docstring, step 4)."""
+    chosen_key, kind_key, noise_key, reset_key = jax.random.split(key, 4)
+    chosen = jax.random.uniform(chosen_key, x.shape) < cfg.mutation_frac  # [D]
+    u = jax.random.uniform(kind_key, x.shape)
+    strength = jnp.where(u < cfg.super_mutation_prob, cfg.super_mutation_strength, cfg.mutation_strength)
+    reset = (u >= cfg.super_mutation_prob) & (u < cfg.super_mutation_prob + cfg.reset_prob)
+    perturbed = x + strength * jnp.abs(x) * jax.random.normal(noise_key, x.shape)
+    new = jnp.where(reset, jax.random.normal(reset_key, x.shape), perturbed)
+    return jnp.where(chosen, jnp.clip(new, -cfg.weight_clip, cfg.weight_clip), x)
+
+
+def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments: np.ndarray, cfg: Any):
+    """The next population ``[N, D]`` (module docstring) and each row's first parent ``[N]``
+    (an elite is its own parent)."""
+    num, elites = population.shape[0], cfg.num_elites
+    children = num - elites
+    select_key, cross_key, pair_key, mutate_key, mutation_key = jax.random.split(key, 5)
+    elite_ids = lax.top_k(ranked(fitness), elites)[1]  # [E], best first
+    parents = tournament_select(select_key, fitness, children, cfg.tournament_size)  # [C]
+    offspring = population[parents]  # [C, D]
+    pairs = children // 2
+    if pairs:
+        a, b = offspring[0:2 * pairs:2], offspring[1:2 * pairs:2]  # [P, D] each
+        child_a, child_b = jax.vmap(lambda k, x, y: crossover(k, x, y, segments))(
+            jax.random.split(cross_key, pairs), a, b)
+        crossing = jax.random.uniform(pair_key, (pairs, 1)) < cfg.crossover_prob  # [P, 1]
+        crossed = jnp.stack([jnp.where(crossing, child_a, a), jnp.where(crossing, child_b, b)], 1)  # [P, 2, D]
+        offspring = offspring.at[:2 * pairs].set(crossed.reshape((2 * pairs, -1)))
+    mutated = jax.vmap(mutate, in_axes=(0, 0, None))(jax.random.split(mutate_key, children), offspring, cfg)
+    mutating = jax.random.uniform(mutation_key, (children, 1)) < cfg.mutation_prob  # [C, 1]
+    offspring = jnp.where(mutating, mutated, offspring)
+    return jnp.concatenate([population[elite_ids], offspring]), jnp.concatenate([elite_ids, parents])
+
+
+# --- PBT's exploit/explore -------------------------------------------------------------
+@dataclass(frozen=True)
+class Evolving:
+    """One evolving hyperparameter: its config key, where the state holds it (a field of
+    ``AgentState.hparams``, or None for the base learning rate), bounds and scale."""
+
+    key: str
+    field: str | None
+    low: float
+    high: float
+    log_scale: bool
+
+
+@struct.dataclass
+class Draws:
+    """The random numbers of one exploit/explore step, per agent (``[N]``) and per agent and
+    hyperparameter (``[N, H]``)."""
+
+    winner: jax.Array  # [N] uniform in [0, 1): which of the k best a replaced agent copies
+    resample: jax.Array  # [N, H] uniform: resample when < resample_probability
+    factor: jax.Array  # [N, H] int32 index into perturb_factors
+    value: jax.Array  # [N, H] uniform: the resampled value's position in its range
+
+
+def draw(key: jax.Array, num_agents: int, num_hparams: int, num_factors: int) -> Draws:
+    k_winner, k_resample, k_factor, k_value = jax.random.split(key, 4)
+    shape = (num_agents, num_hparams)
+    return Draws(jax.random.uniform(k_winner, (num_agents,)), jax.random.uniform(k_resample, shape),
+                 jax.random.randint(k_factor, shape, 0, num_factors), jax.random.uniform(k_value, shape))
+
+
+def ranking(fitness: jax.Array) -> jax.Array:
+    """Agent indices from worst to best (ties: the lower index ranks lower; NaN is worst)."""
+    return jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True)
+
+
+def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_replaced: int,
+                    evolving: tuple[Evolving, ...], perturb_factors: tuple[float, ...],
+                    resample_probability: float) -> tuple[jax.Array, jax.Array]:
+    """One PBT step (see the module docstring) on ``fitness [N]`` and the evolving
+    hyperparameters ``values [N, H]`` (in the order of ``evolving``).
+
+    Returns ``source [N]`` (the agent each agent now copies: itself unless replaced) and the
+    new ``values [N, H]``."""
+    num_agents = fitness.shape[0]
+    order = ranking(fitness)
+    losers, winners = order[:num_replaced], order[num_agents - num_replaced:]  # [k], [k]
+    pick = jnp.minimum((draws.winner[losers] * num_replaced).astype(jnp.int32), num_replaced - 1)
+    source = jnp.arange(num_agents).at[losers].set(winners[pick])  # [N]
+    replaced = (source != jnp.arange(num_agents))[:, None]  # [N, 1]
+    if not evolving:
+        return source, values
+    low = jnp.asarray([e.low for e in evolving], jnp.float32)  # [H]
+    high = jnp.asarray([e.high for e in evolving], jnp.float32)
+    log_scale = jnp.asarray([e.log_scale for e in evolving])
+    inherited = values[source]  # [N, H]
+    perturbed = inherited * jnp.asarray(perturb_factors, jnp.float32)[draws.factor]
+    log_low, log_high = jnp.log(jnp.where(log_scale, low, 1.0)), jnp.log(jnp.where(log_scale, high, 1.0))
+    resampled = jnp.where(log_scale, jnp.exp(log_low + draws.value * (log_high - log_low)),
+                          low + draws.value * (high - low))
+    explored = jnp.clip(jnp.where(draws.resample < resample_probability, resampled, perturbed), low, high)
+    return source, jnp.where(replaced, explored, values)
+
+

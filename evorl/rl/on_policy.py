@@ -1,0 +1,277 @@
+"""The on-policy algorithm: one training iteration as a pure function of the training state.
+
+:func:`make_iteration` builds ``iteration(state) -> (state, metrics)`` from an env, an agent,
+an optimiser, the training config and the device axis name. Read top to bottom it is the
+whole algorithm PPO, A2C and IMPALA share:
+
+1. roll out ``T = rollout_length`` steps in the ``B`` environments (with the parameters of
+   ``actor_lag`` iterations ago when ``actor_lag > 0``);
+2. update the running observation statistics;
+3. let the agent add its targets to the trajectory (GAE; nothing when its loss computes
+   V-trace itself);
+4. set this iteration's learning rate (linear annealing);
+5. ``num_epochs`` passes over ``num_minibatches`` shuffled minibatches, one
+   :func:`~evorl.rl.collectives.agent_gradient_update` each (skipping the rest of the
+   iteration once an agent that ``stops_early`` says so).
+
+How the iteration is run (a population of agents, devices, chunks of iterations in one
+compiled program) is the execution layer's business (:mod:`evorl.engine.execution`);
+with ``axis_name`` set, the iteration is one device's share of a data-parallel step and
+reduces gradients, statistics and metrics over that axis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+from jax import lax
+
+from evorl import hardware
+from evorl.config import TrainingConfig, require
+from evorl.envs import EnvState, VectorEnv
+from evorl.rl import metrics as M
+from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.rl.collectives import agent_gradient_update, axis_index
+from evorl.rl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
+
+
+@struct.dataclass
+class OnPolicyState:
+    key: jax.Array
+    agent_state: AgentState
+    opt_state: Any
+    #: Leading axis [B] (split across devices when the envs are); None in the asynchronous
+    #: learner's state (its actors hold the environments).
+    env_state: EnvState | None
+    learning_rate: jax.Array  # [] base learning rate (annealed per iteration)
+    iteration: jax.Array  # [] int32, completed iterations
+    #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
+    #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
+    lagged_params: Any = None
+    #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
+    #: train``); None without PBT (see :mod:`evorl.engine.pbt`).
+    fitness_episodes: Any = None
+    #: A recurrent agent's state of each environment's episode in progress (leaves ``[B, ...]``,
+    #: carried from one rollout to the next); None for a feed-forward agent.
+    policy_state: Any = None
+
+
+#: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.
+ENV_FIELDS = ("env_state", "policy_state")
+
+
+def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
+    """Global-norm clipping then ``tc.optimizer``: Adam, or RMSprop as SB3 and
+    rl-baselines3-zoo run A2C (PyTorch's: ``v <- 0.99 v + 0.01 g^2`` from ``v = 0``, step
+    ``lr g / (sqrt(v) + eps)``). The learning rate lives in the optimiser state
+    (``optax.inject_hyperparams``) so it is data: annealed per iteration, vmappable."""
+
+    def optimizer(learning_rate):
+        clip = [optax.clip_by_global_norm(tc.max_grad_norm)] if tc.max_grad_norm else []
+        if tc.optimizer == "rmsprop":
+            step = optax.rmsprop(learning_rate, decay=0.99, eps=tc.adam_eps, eps_in_sqrt=False)
+        else:
+            step = optax.adam(learning_rate, eps=tc.adam_eps)
+        return optax.chain(*clip, step)
+
+    return optax.inject_hyperparams(optimizer)(learning_rate=tc.learning_rate)
+
+
+def set_learning_rate(opt_state, learning_rate: jax.Array):
+    hyperparams = {**opt_state.hyperparams, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
+    return opt_state._replace(hyperparams=hyperparams)
+
+
+def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.Array, tc: TrainingConfig):
+    r"""``opt_state`` with this iteration's learning rate: the agent's own base rate
+    ``learning_rate`` (data in its training state: a population's sweep, PBT's explore), times
+    :math:`\max(1 - t / T, 0)` with ``tc.anneal_lr`` (linear decay to 0 at ``T =
+    tc.num_iterations``, never negative), else times 1. Every learner update sets it, so the
+    rate the optimiser applies is always the agent's."""
+    frac = jnp.maximum(1.0 - iteration.astype(jnp.float32) / tc.num_iterations, 0.0) if tc.anneal_lr else 1.0
+    return set_learning_rate(opt_state, learning_rate * frac)
+
+
+def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
+               key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
+    """A fresh training state: agent with ``hparams``, optimiser, reset environments (none
+    with ``env=None``: a learner whose actors own their environments)."""
+    key, agent_key, env_key = jax.random.split(key, 3)
+    agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
+    return OnPolicyState(
+        key=key,
+        agent_state=agent_state,
+        opt_state=optimizer.init(agent_state.params),
+        env_state=None if env is None else env.reset(env_key),
+        learning_rate=jnp.asarray(learning_rate, jnp.float32),
+        iteration=jnp.zeros((), jnp.int32),
+        lagged_params=init_lagged_params(agent_state.params, actor_lag),
+        policy_state=None if env is None else agent.initial_policy_state(env.num_envs),
+    )
+
+
+def check_minibatches(tc: TrainingConfig, agent: Agent, envs_per_device: int) -> None:
+    """``training.num_minibatches`` must split one device's batch evenly: its transitions, or
+    (agents that learn from whole sequences) its environments."""
+    if agent.sequence_minibatches:
+        units, what = envs_per_device, "training.num_envs per device"
+    else:
+        units, what = envs_per_device * tc.rollout_length, "the batch (num_envs per device x rollout_length)"
+    require(units % tc.num_minibatches == 0,
+            f"training.num_minibatches={tc.num_minibatches} must divide {what} = {units}.")
+
+
+def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
+                        axis_name: str | None = None):
+    """What the learner does with a batch of rollouts ``trajectory [T, B]``: steps 2-5 of the
+    module docstring. Returns ``update(state, trajectory, key) -> (state, loss metrics)``
+    (``state.iteration`` counts the update; ``key`` drives the minibatch shuffles).
+
+    The fused iteration (:func:`make_iteration`) and the asynchronous learner
+    (:mod:`evorl.engine.actor_learner`) both call it: one loss, one update."""
+    gradient_update = agent_gradient_update(agent.loss, optimizer, axis_name=axis_name, has_aux=True)
+
+    def update(state: OnPolicyState, trajectory: Trajectory, key: jax.Array) -> tuple[OnPolicyState, dict]:
+        agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
+        trajectory = agent.compute_targets(agent_state, trajectory)
+
+        opt_state = scheduled_learning_rate(state.opt_state, state.learning_rate, state.iteration, tc)
+        agent_state, opt_state, loss_metrics = update_epochs(
+            agent, gradient_update, tc.num_epochs, tc.num_minibatches, axis_name,
+            agent_state, opt_state, trajectory, key,
+        )
+        return state.replace(agent_state=agent_state, opt_state=opt_state, iteration=state.iteration + 1), loss_metrics
+
+    return update
+
+
+def episode_metrics(episodes: EpisodeStats, axis_name: str | None) -> dict[str, M.Metric]:
+    """The sums over the episodes that ended (and the env steps the environment returned
+    non-finite values for, where counted), reduced over the device axis."""
+    faults = {} if episodes.env_faults is None else {"env_faults": M.Metric(episodes.env_faults, "sum")}
+    return M.over_devices({
+        "episode_return_sum": M.Metric(episodes.return_sum, "sum"),
+        "episode_length_sum": M.Metric(episodes.length_sum, "sum"),
+        "episode_count": M.Metric(episodes.count, "sum"),
+        **faults,
+    }, axis_name)
+
+
+def make_iteration(env: VectorEnv, agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,
+                   axis_name: str | None = None) -> Callable[[OnPolicyState], tuple[OnPolicyState, dict]]:
+    """One training iteration (see the module docstring); metrics are :class:`~evorl.rl.metrics.Metric`
+    scalars, already reduced over ``axis_name``."""
+    learner_update = make_learner_update(agent, optimizer, tc, axis_name)
+
+    def iteration(state: OnPolicyState) -> tuple[OnPolicyState, dict]:
+        key, rollout_key, update_key = jax.random.split(hardware.fast_key(state.key), 3)  # same bits (evorl.hardware)
+        actor_state, lagged_params = acting_state(state.agent_state, state.lagged_params)
+        local_envs = state.env_state.reward.shape[0]
+        env_ids = axis_index(axis_name) * local_envs + jnp.arange(local_envs)  # global env indices [B]
+        env_state, policy_state, trajectory, episodes = rollout_with_policy_state(
+            env, agent, actor_state, state.env_state, state.policy_state, rollout_key, tc.rollout_length, env_ids
+        )  # trajectory [T, B, ...]
+        state, loss_metrics = learner_update(state, trajectory, update_key)
+        metrics = {**loss_metrics, **episode_metrics(episodes, axis_name)}
+        state = state.replace(key=hardware.raw_key(key), env_state=env_state, policy_state=policy_state, lagged_params=lagged_params)
+        return state, metrics
+
+    return iteration
+
+
+def update_epochs(agent: Agent, gradient_update, num_epochs: int, num_minibatches: int, axis_name: str | None,
+                  agent_state: AgentState, opt_state, trajectory: Trajectory, key: jax.Array):
+    """``num_epochs`` passes of ``num_minibatches`` gradient steps on ``trajectory [T, B]``.
+
+    Returns ``(agent_state, opt_state, metrics)``: the loss metrics reduced over the steps
+    taken (each as it declares, see :mod:`evorl.rl.metrics`) and ``gradient_steps``. An agent that
+    ``stops_early`` skips the remaining steps of the iteration once ``agent.stop_updates`` is
+    true; the step whose check fails is computed, not applied.
+    """
+
+    def minibatch_step(carry, inputs):
+        agent_state, opt_state, stopped = carry
+        batch, loss_key = inputs
+
+        def do_update(_):
+            (_, metrics), new_agent_state, new_opt_state = gradient_update(opt_state, agent_state, batch, loss_key)
+            metrics = M.over_devices(jax.tree.map(jnp.mean, metrics), axis_name)
+            return new_agent_state, new_opt_state, metrics
+
+        if stopped is None:  # an agent that never stops early
+            agent_state, opt_state, metrics = do_update(None)
+            return (agent_state, opt_state, None), (metrics, jnp.ones((), jnp.float32))
+        # Once stopped, skip the work.
+        shapes = jax.eval_shape(do_update, None)[2]
+        new_agent_state, new_opt_state, metrics = lax.cond(
+            stopped,
+            lambda _: (agent_state, opt_state, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)),
+            do_update,
+            None,
+        )
+        stopped = stopped | agent.stop_updates(agent_state, {k: m.value for k, m in metrics.items()})
+        keep = lambda new, old: jnp.where(stopped, old, new)  # noqa: E731
+        agent_state = jax.tree.map(keep, new_agent_state, agent_state)
+        opt_state = jax.tree.map(keep, new_opt_state, opt_state)
+        return (agent_state, opt_state, stopped), (metrics, 1.0 - stopped.astype(jnp.float32))
+
+    def epoch(carry, epoch_key):
+        perm_key, loss_key = jax.random.split(epoch_key)
+        batches = shuffled_minibatches(trajectory, perm_key, num_minibatches, agent.sequence_minibatches)
+        return lax.scan(minibatch_step, carry, (batches, jax.random.split(loss_key, num_minibatches)))
+
+    stopped = jnp.zeros((), bool) if agent.stops_early else None
+    (agent_state, opt_state, _), (metrics, taken) = lax.scan(
+        epoch, (agent_state, opt_state, stopped), jax.random.split(key, num_epochs)
+    )  # metrics and taken [E, M]
+    metrics = M.over_steps(metrics, taken)
+    metrics["gradient_steps"] = M.Metric(jnp.sum(taken))
+    return agent_state, opt_state, metrics
+
+
+def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches: int,
+                         whole_sequences: bool) -> Trajectory:
+    """Shuffled minibatches ``[M, ...]``: of transitions ``[M, T*B/M, ...]``, or with
+    ``whole_sequences`` of sequences ``[M, T, B/M, ...]`` (envs shuffled, time kept)."""
+    m = num_minibatches
+    if whole_sequences:
+        num_envs = trajectory.rewards.shape[1]
+        perm = hardware.permutation(key, num_envs)  # = jax.random.permutation's
+
+        def split(x):  # [T, B, ...] -> [M, T, B/M, ...]
+            x = jnp.take(x, perm, axis=1)
+            x = x.reshape((x.shape[0], m, num_envs // m) + x.shape[2:])
+            return jnp.swapaxes(x, 0, 1)
+    else:
+        n = trajectory.rewards.size
+        perm = hardware.permutation(key, n)  # = jax.random.permutation's
+
+        def split(x):  # [T, B, ...] -> [M, T*B/M, ...]
+            x = jnp.take(x.reshape((n,) + x.shape[2:]), perm, axis=0)
+            return x.reshape((m, n // m) + x.shape[1:])
+
+    return jax.tree.map(split, trajectory)
+
+
+def init_lagged_params(params: Any, actor_lag: int) -> Any:
+    """``actor_lag`` copies of ``params`` (leaves ``[actor_lag, ...]``), or None for no lag."""
+    if actor_lag == 0:
+        return None
+    return jax.tree.map(lambda x: jnp.broadcast_to(x, (actor_lag,) + x.shape), params)
+
+
+def acting_state(agent_state: AgentState, lagged_params: Any) -> tuple[AgentState, Any]:
+    """The state the rollout acts with (the oldest snapshot) and the snapshots shifted by one
+    with the current parameters appended; ``(agent_state, None)`` without lag."""
+    if lagged_params is None:
+        return agent_state, None
+    oldest = jax.tree.map(lambda x: x[0], lagged_params)
+    shifted = jax.tree.map(
+        lambda past, now: jnp.concatenate([past[1:], now[None]]), lagged_params, agent_state.params
+    )
+    return agent_state.replace(params=oldest), shifted
