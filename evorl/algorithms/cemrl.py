@@ -75,54 +75,14 @@ from jax.flatten_util import ravel_pytree
 from evorl import replay
 from evorl.agent import AgentState
 from evorl.algorithms.population_rl import (
-    PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase,
-    mean_returns, population_metrics, ranked, when_learning,
+    SEARCH_TAG, TELL_TAG, PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions,
+    initial_population, make_play, make_rl_phase, mean_returns, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
 from evorl.envs import VectorEnv
+from evorl.rl.optimisers import AskTell, CEMState, cem_init, cem_sample, cem_update, log_rank_weights, ranked
 from evorl.workflows.rl_base import ExperimentConfig
-
-
-# --------------------------------------------------------------------------------------
-# sep-CEM
-# --------------------------------------------------------------------------------------
-@struct.dataclass
-class CEMState:
-    mean: jax.Array  # [D] the distribution's mean
-    var: jax.Array  # [D] its diagonal covariance
-    eps: jax.Array  # [] the additive noise the next update adds to var
-
-
-def log_rank_weights(num_elites: int) -> jax.Array:
-    r""":math:`\lambda_j \propto \log(1 + K_e) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``."""
-    w = jnp.log(1.0 + num_elites) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
-    return w / jnp.sum(w)
-
-
-def cem_init(mean: jax.Array, sigma_init: float, eps_init: float) -> CEMState:
-    return CEMState(mean=jnp.asarray(mean, jnp.float32), var=jnp.full(jnp.shape(mean), sigma_init, jnp.float32),
-                    eps=jnp.asarray(eps_init, jnp.float32))
-
-
-def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
-    r""":math:`x_i = \mu + \sqrt v \odot n_i`, :math:`n_i \sim \mathcal N(0, I)`: ``[num, D]``."""
-    return cem.mean + jnp.sqrt(cem.var) * jax.random.normal(key, (num,) + cem.mean.shape)
-
-
-def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
-               eps_end: float) -> CEMState:
-    r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
-    (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
-    weighted squared deviations from the old mean plus :math:`\epsilon_t`, and the decayed
-    :math:`\epsilon_{t+1}`."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-    elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
-    weights = log_rank_weights(num_elites)  # [K_e]
-    mean = weights @ elites  # [D]
-    var = weights @ jnp.square(elites - cem.mean) + cem.eps  # [D]
-    eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
-    return CEMState(mean=mean, var=var, eps=eps)
 
 
 # --------------------------------------------------------------------------------------
@@ -133,21 +93,27 @@ class CEMRLState:
     key: jax.Array
     #: TD3's agent state: ``params["actor"]`` the CEM mean's actor, ``params["critic"]`` the shared critic.
     agent_state: AgentState
-    cem: CEMState  # mean [D], var [D], eps []
+    #: The population optimiser's state (``cemrl.optimiser``; sep-CEM's :class:`CEMState`: mean [D], var [D], eps []).
+    search: Any
     target_critic: Any
     critic_opt_state: Any
     buffer: replay.ReplayBuffer  # the shared buffer, leaves [capacity, ...]
     iteration: jax.Array  # [] int32, completed generations
 
 
-def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: Any, hparams: Any,
+def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, search: AskTell, cfg: Any, hparams: Any,
                      key: jax.Array) -> CEMRLState:
-    """Fresh state: TD3's initial actor as the distribution's mean, an empty buffer."""
+    """Fresh state: TD3's initial actor as the search's mean (an optimiser that keeps a
+    population starts from ``N`` actors initialised as TD3's is), an empty buffer."""
     key, agent_key = jax.random.split(key)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     flat, _ = ravel_pytree(agent_state.params["actor"])
+    population = None
+    if search.keeps_population:
+        key, population_key = jax.random.split(key)
+        population = initial_population(agent, population_key, cfg.population_size)
     example = empty_transitions(env, agent.action_dim)
-    return CEMRLState(key=key, agent_state=agent_state, cem=cem_init(flat, cfg.sigma_init, cfg.eps_init),
+    return CEMRLState(key=key, agent_state=agent_state, search=search.init(jax.random.fold_in(key, SEARCH_TAG), flat, population),
                       target_critic=agent_state.params["critic"],
                       critic_opt_state=critic_optimizer.init(agent_state.params["critic"]),
                       buffer=replay.init(example, cfg.buffer_size), iteration=jnp.zeros((), jnp.int32))
@@ -170,16 +136,17 @@ def make_learn(agent: TD3Agent, optimizer, cfg: Any):
         # each learning actor: its own target (a copy of itself) and a fresh Adam, as the authors' code
         critic, target_critic, critic_opt_state, actors, _, _, metrics = when_learning(
             rl_phase, state.buffer.size, cfg.learning_starts, state.agent_state, state.target_critic,
-            state.critic_opt_state, actors, actors, jax.vmap(optimizer.init)(actors), state.buffer, key)
+            state.critic_opt_state, actors, actors, optimizer.init(actors), state.buffer, key)
         trained = jax.vmap(lambda a: ravel_pytree(a)[0])(actors)  # [K, D]
         return critic, target_critic, critic_opt_state, population.at[:learners].set(trained), metrics
 
     return learn
 
 
-def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
-    """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
-    holds ``episodes_per_actor`` environments, each actor plays them for ``episode_length`` steps."""
+def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, cfg: Any):
+    """``generation(state) -> (state, metrics)``, one generation (module docstring) with the
+    population optimiser ``search``; ``env`` holds ``episodes_per_actor`` environments, each
+    actor plays them for ``episode_length`` steps."""
     num, learners = cfg.population_size, cfg.learners
     steps_per_generation = num * env.num_envs * env.episode_length
     learn = make_learn(agent, optimizer, cfg)
@@ -188,7 +155,7 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
     def generation(state: CEMRLState) -> tuple[CEMRLState, dict]:
         key, sample_key, learn_key, play_key = jax.random.split(state.key, 4)
         _, unravel = ravel_pytree(state.agent_state.params["actor"])
-        population = cem_sample(state.cem, sample_key, num)  # [N, D]
+        population, asked = search.ask(sample_key, state.search)  # [N, D]
         critic, target_critic, critic_opt_state, metrics = (state.agent_state.params["critic"], state.target_critic,
                                                             state.critic_opt_state, {})
         if learners > 0:
@@ -199,17 +166,13 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
         transitions, stats = play(agent_state, population, unravel, noise, random_actions, play_key)  # [N x T x E], [N]
         buffer = replay.add(state.buffer, transitions)
         fitness = mean_returns(stats)  # [N]
-        updated = cem_update(state.cem, population, fitness, cfg.num_elites, cfg.tau_eps, cfg.eps_end)
-        cem = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.cem, updated)
-        agent_state = agent_state.replace(params={"actor": unravel(cem.mean), "critic": critic})
+        told = search.tell(jax.random.fold_in(sample_key, TELL_TAG), asked, population, fitness)
+        searched = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.search, told)
+        agent_state = agent_state.replace(params={"actor": unravel(search.mean(searched)), "critic": critic})
         elites = lax.top_k(ranked(fitness), cfg.num_elites)[1]  # [K_e]
         metrics.update(population_metrics(stats, fitness, buffer))
-        metrics.update(
-            elites_from_rl=jnp.sum(elites < learners).astype(jnp.float32),
-            cem_std=jnp.mean(jnp.sqrt(cem.var)),
-            cem_eps=cem.eps,
-        )
-        state = state.replace(key=key, agent_state=agent_state, cem=cem, target_critic=target_critic,
+        metrics.update(elites_from_rl=jnp.sum(elites < learners).astype(jnp.float32), **search.metrics(searched))
+        state = state.replace(key=key, agent_state=agent_state, search=searched, target_critic=target_critic,
                               critic_opt_state=critic_opt_state, buffer=buffer, iteration=state.iteration + 1)
         return state, metrics
 
@@ -224,18 +187,8 @@ class CEMRLConfig(PopulationRLConfig):
     ``population_size`` is N, the actors sampled per generation; ``num_updates`` the critic's
     gradient steps per generation (each learning actor takes num_updates / policy_delay)."""
 
-    #: Elites the CEM update averages (K_e).
-    num_elites: int = 5
     #: Actors improved by the critic each generation, the first ones sampled (null: N / 2).
     num_learning: int | None = None
-    #: Initial variance of every coordinate of the search distribution.
-    sigma_init: float = 1e-3
-    #: Additive noise on the variance, initially; it decays towards eps_end with tau_eps.
-    eps_init: float = 1e-2
-    #: The additive noise's limit.
-    eps_end: float = 1e-5
-    #: Decay of the additive noise per generation.
-    tau_eps: float = 0.95
 
     @property
     def learners(self) -> int:
@@ -243,14 +196,8 @@ class CEMRLConfig(PopulationRLConfig):
 
     def validate(self, where: str = "cemrl") -> None:
         super().validate(where)
-        require(self.num_elites >= 1, f"{where}.num_elites must be >= 1, got {self.num_elites}.")
-        require(self.num_elites <= self.population_size,
-                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
         require(0 <= self.learners <= self.population_size,
                 f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
-        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
-                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
-        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
 
 
 #: The ``training:`` keys of CEM-RL: one iteration is one generation.

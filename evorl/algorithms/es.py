@@ -39,6 +39,7 @@ from evorl.distributed import all_gather, axis_index, psum
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.evaluator import greedy_episodes
+from evorl.rl.optimisers import mirror, ranked
 from evorl.rollout import EpisodeStats
 from evorl.utils.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
 from evorl.workflows.on_policy import episode_metrics
@@ -54,20 +55,14 @@ def centered_rank(fitness: jax.Array) -> jax.Array:
     values share the mean of their ranks, so the shaped values still sum to 0).
 
     A non-finite cost (NaN, or +-inf: a member whose return diverged) ranks as the worst,
-    ``+inf``, as evosax and PBT's ranking do; all of them tie above every finite cost."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, jnp.inf)
+    ``+inf`` (:func:`~evorl.rl.optimisers.ranked`'s rule, on the return ``-cost``); all of them
+    tie above every finite cost."""
+    fitness = -ranked(-fitness)
     f = fitness[:, None], fitness[None, :]
     below = jnp.sum(f[1] < f[0], axis=1)
     ties = jnp.sum(f[1] == f[0], axis=1)
     ranks = below + (ties - 1) / 2.0
     return (ranks / (fitness.shape[0] - 1) - 0.5).astype(jnp.float32)
-
-
-def mirror(population: jax.Array, mean: jax.Array) -> jax.Array:
-    """Mirrored (antithetic) sampling: ``[x_1..x_{P/2}, 2m - x_1, .., 2m - x_{P/2}]`` from the
-    first half of ``population [P, D]``: member ``i + P/2`` is ``m - sigma eps_i``."""
-    half = population[: population.shape[0] // 2]
-    return jnp.concatenate([half, 2.0 * mean - half])
 
 
 # --------------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 from flax import struct
 from jax import lax
 
@@ -71,7 +72,7 @@ from evorl import metrics as M
 from evorl import hardware, replay
 from evorl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.config import (
-    ConfigError, TrainingConfig, require, config_mapping, section_data, sweep_variants, unknown_key_error,
+    ConfigError, TrainingConfig, require, config_mapping, section_data, num_agents, unknown_key_error,
 )
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
@@ -185,6 +186,25 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool, population_
     return step
 
 
+def polyak(tau: jax.Array | float, online: Any, target: Any) -> Any:
+    r"""Polyak averaging of target networks, :math:`\bar\theta \leftarrow \tau \theta + (1 - \tau) \bar\theta`
+    leaf by leaf (``optax.incremental_update``; ``tau = 1``: a copy)."""
+    return optax.incremental_update(online, target, tau)
+
+
+def gradient_step(steps, opt_state, agent_state, target_params, batch, keys, gradient_steps):
+    """One gradient step of an agent's update groups, in its order (a later group sees the
+    earlier ones updated): ``steps`` are :func:`group_step`'s, ``keys`` one per group. Returns
+    ``(opt_state, agent_state, metrics, applied)``, the last two one entry per group."""
+    metrics, applied = [], []
+    for step, key in zip(steps, keys):
+        opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch, key,
+                                                                    gradient_steps)
+        metrics.append(group_metrics)
+        applied.append(group_applied)
+    return opt_state, agent_state, metrics, applied
+
+
 def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
                         population_axis: str | None = None, warmup: bool = False):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
@@ -214,18 +234,13 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
         agent_state, opt_state, target_params, gradient_steps = carry
         sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
         batch = replay.sample(buffer, sample_key, tc.batch_size, axis_name)  # [batch_size, ...], the same on every device
-        metrics, applied = [], []
-        for step, group_key in zip(steps, group_keys):  # in the agent's order: a later group sees the earlier updated
-            opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch,
-                                                                        group_key, gradient_steps)
-            metrics.append(group_metrics)
-            applied.append(group_applied)
+        opt_state, agent_state, metrics, applied = gradient_step(steps, opt_state, agent_state, target_params, batch,
+                                                                 group_keys, gradient_steps)
         gradient_steps = gradient_steps + 1
         move = gradient_steps % tc.target_update_period == 0
         online = {k: agent_state.params[k] for k in target_params}
-        tau = agent_state.hparams.tau  # [] float32
-        target_params = jax.tree.map(lambda online, target: jnp.where(move, tau * online + (1 - tau) * target,
-                                                                      target), online, target_params)
+        moved = polyak(agent_state.hparams.tau, online, target_params)  # tau: [] float32
+        target_params = jax.tree.map(lambda new, old: jnp.where(move, new, old), moved, target_params)
         return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
 
     def learn(carry, buffer, key):  # the buffer is read, never returned: no copy of it under vmap's select
@@ -378,38 +393,29 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
         off_policy = base["training"]
         off_policy.validate("training")
-        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
-        require(not asynchronous or not base["distributed"].multi_devices,
-                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
-                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
-                f"distributed.layout=population).")
         require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
                 f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
                 f"distributed.auto unset.")
-        config = ExperimentConfig(**{**base, "training": off_policy})
-        if config.pbt.enabled:
-            check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
-                             asynchronous=asynchronous,
-                             split_envs=config.distributed.multi_devices and config.distributed.layout == "envs")
-        return config
+        return ExperimentConfig(**{**base, "training": off_policy})
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
         tc, layout = config.training, config.distributed.layout
         asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
         require(not (num_devices > 1 and asynchronous),
-                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device; build it "
-                f"without enable_multi_devices.")
-        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        require(num_devices == 1 or layout == "envs" or num_agents % num_devices == 0,
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
+                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
+                f"distributed.layout=population).")
+        agents = num_agents(config)
+        require(num_devices == 1 or layout == "envs" or agents % num_devices == 0,
                 f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
-                f"{num_agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
+                f"{agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
                 f"{num_devices} devices.")
         require(num_devices == 1 or layout == "population" or tc.num_envs % num_devices == 0,
                 f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
                 f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).")
-        if num_devices > 1 and layout == "envs" and config.pbt.enabled:
-            check_pbt_config(config, cls, num_agents, asynchronous=False, split_envs=True)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, agents, asynchronous, split_envs=num_devices > 1 and layout == "envs")
         if asynchronous:
             check_async_config(config, agent, num_devices=1)
 
@@ -422,7 +428,7 @@ def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
     """The large contributors of an off-policy run: parameters (with target, gradient and
     Adam's moments) and the replay buffer, per agent."""
     tc = config.training
-    agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    agents = num_agents(config)
     per_transition = 2 * sizes.obs_size + sizes.action_size + 2
     return [
         Term("parameters", f"{agents} agent(s) x {sizes.num_params:,} x 5 copies (weights, target, gradient, "

@@ -39,6 +39,7 @@ from jax import lax
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.evaluator import each_agent
+from evorl.rl.optimisers import ranking
 from evorl.rollout import EpisodeStats
 from evorl.workflows.population import apply_variant
 
@@ -121,11 +122,6 @@ def draw(key: jax.Array, num_agents: int, num_hparams: int, num_factors: int) ->
     shape = (num_agents, num_hparams)
     return Draws(jax.random.uniform(k_winner, (num_agents,)), jax.random.uniform(k_resample, shape),
                  jax.random.randint(k_factor, shape, 0, num_factors), jax.random.uniform(k_value, shape))
-
-
-def ranking(fitness: jax.Array) -> jax.Array:
-    """Agent indices from worst to best (ties: the lower index ranks lower; NaN is worst)."""
-    return jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True)
 
 
 def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_replaced: int,

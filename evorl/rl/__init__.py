@@ -1,0 +1,1 @@
+"""The RL and evolution math: pure functions over pytrees, no host loop."""
