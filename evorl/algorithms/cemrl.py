@@ -40,6 +40,10 @@ variance is ``sigma_init`` in every coordinate (the paper's :math:`\Sigma = \sig
    first ``warmup_steps`` env steps).
 
 The evaluated and checkpointed agent is TD3's, its ``actor`` the distribution's mean.
+sep-CEM is the default population optimiser (``cemrl.optimiser: cem``); any other of
+:mod:`evorl.rl.optimisers` (``ga``, or an evosax strategy such as ``openes``) takes its place
+in steps 1 and 4: ``ask`` samples the ``N`` actors, ``tell`` is told the actors as they played
+(the first ``K`` after their gradient steps), and its ``mean`` is the evaluated actor.
 
 **The workflow.** ``CEMRLWorkflow``: CEM-RL (Pourchot & Sigaud, 2019) on the shared host loop
 (``workflow_cls: evorl.workflows.CEMRLWorkflow`` with a ``cemrl:`` section, see

@@ -39,6 +39,11 @@ with fitness :math:`f_i` (a non-finite fitness ranks last):
    code); ``from_learner`` follows which actors descend from an injected learner (a child
    inherits its first parent's).
 
+The genetic algorithm is the default population optimiser (``erl.optimiser: ga``); another
+of :mod:`evorl.rl.optimisers` (``cem``, or an evosax strategy such as ``openes``) samples the
+``N`` actors anew each generation, and the learner due for injection replaces the last sample
+of the next generation instead of a child.
+
 The evaluated and checkpointed agent is TD3's, its ``critic`` the learner's and its ``actor``
 (``deploy``) the trained learner's (as EvoRL evaluates ERL), or the generation's champion, the
 fittest of the ``N`` actors and the learner as they played (one noisy episode each by default:
