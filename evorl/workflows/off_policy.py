@@ -393,6 +393,12 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
         off_policy = base["training"]
         off_policy.validate("training")
+        # (an async learner given enable_multi_devices by the caller runs on one device all the same: its Placement has no mesh)
+        require(not base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+                or not base["distributed"].multi_devices,
+                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
+                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
+                f"distributed.layout=population).")
         require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
                 f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
                 f"distributed.auto unset.")
@@ -402,10 +408,6 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
         tc, layout = config.training, config.distributed.layout
         asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
-        require(not (num_devices > 1 and asynchronous),
-                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
-                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
-                f"distributed.layout=population).")
         agents = num_agents(config)
         require(num_devices == 1 or layout == "envs" or agents % num_devices == 0,
                 f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
