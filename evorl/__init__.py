@@ -1,4 +1,4 @@
-"""evorl: on-policy reinforcement learning in JAX."""
+"""evorl: reinforcement learning in JAX: on- and off-policy RL, evolution-guided RL (CEM-RL, ERL), evolution strategies and population-based training."""
 
 __version__ = "0.1.0"
 

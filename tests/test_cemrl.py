@@ -93,7 +93,7 @@ def test_gradient_steps_move_exactly_the_first_half_and_the_critic():
     workflow = CEMRLWorkflow.build_from_config(TINY, recorders=[])
     state = workflow.init(jax.random.PRNGKey(0))
     _, unravel = ravel_pytree(state.agent_state.params["actor"])
-    population = cem_sample(state.cem, jax.random.PRNGKey(1), 4)  # [4, D]
+    population = cem_sample(state.search, jax.random.PRNGKey(1), 4)  # [4, D]
     learn = jax.jit(lambda s, p, k: make_learn(workflow.agent, workflow.optimizer, workflow.config.cemrl)(s, p, unravel, k))
 
     critic, _, opt_state, still, metrics = learn(state, population, jax.random.PRNGKey(2))  # an empty buffer
@@ -123,11 +123,11 @@ def test_short_run_end_to_end(uninterrupted):
     assert int(state.iteration) == 4 and int(state.buffer.size) == 4 * 4 * 20
     assert metrics["env_steps"] == 320 and np.isfinite(metrics["eval/episode_return"])
     assert metrics["train/learning"] == 1.0 and metrics["train/critic_loss"] > 0  # generations 3, 4
-    assert float(state.cem.eps) == pytest.approx(1e-5 + (1e-2 - 1e-5) * 0.95 ** 4, rel=1e-5)
+    assert float(state.search.eps) == pytest.approx(1e-5 + (1e-2 - 1e-5) * 0.95 ** 4, rel=1e-5)
     mean_actor = ravel_pytree(state.agent_state.params["actor"])[0]
-    np.testing.assert_array_equal(mean_actor, state.cem.mean)
+    np.testing.assert_array_equal(mean_actor, state.search.mean)
     policy = evorl.load_policy(uninterrupted.run_dir)
-    np.testing.assert_array_equal(ravel_pytree(policy.agent_state.params["actor"])[0], state.cem.mean)
+    np.testing.assert_array_equal(ravel_pytree(policy.agent_state.params["actor"])[0], state.search.mean)
     assert np.asarray(policy(np.zeros(3))).shape == (1,)
 
 

@@ -138,10 +138,10 @@ def test_the_learner_is_injected_every_sync_period():
     assert metrics["train/learning"] == 1.0 and metrics["train/learner_injected"] == 0.0
     assert not bool(np.any(state.from_learner))
     learner = ravel_pytree(state.learner_actor)[0]
-    assert not np.any(np.all(np.asarray(state.population) == np.asarray(learner), axis=1))
+    assert not np.any(np.all(np.asarray(state.search.population) == np.asarray(learner), axis=1))
     state, metrics = workflow.run_iterations(state, 1)
     assert metrics["train/learning"] == 1.0 and metrics["train/learner_injected"] == 1.0
-    np.testing.assert_array_equal(state.population[-1], ravel_pytree(state.learner_actor)[0])
+    np.testing.assert_array_equal(state.search.population[-1], ravel_pytree(state.learner_actor)[0])
     assert state.from_learner.tolist() == [False, False, False, True]
 
 
@@ -152,7 +152,7 @@ def test_deploy_champion_is_the_fittest_actor_that_played():
     cfg["erl"]["deploy"] = "champion"
     workflow = ERLWorkflow.build_from_config(cfg, recorders=[])
     start = workflow.init(jax.random.PRNGKey(0))
-    played = np.concatenate([np.asarray(start.population), np.asarray(ravel_pytree(start.learner_actor)[0])[None]])
+    played = np.concatenate([np.asarray(start.search.population), np.asarray(ravel_pytree(start.learner_actor)[0])[None]])
     state, metrics = workflow.run_iterations(start, 1)
     deployed = np.asarray(ravel_pytree(state.agent_state.params["actor"])[0])
     row = int(np.flatnonzero(np.all(played == deployed, axis=1))[0])

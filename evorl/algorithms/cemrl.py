@@ -44,6 +44,10 @@ initial variance is ``sigma_init`` in every coordinate (the paper's
    first ``warmup_steps`` env steps).
 
 The evaluated and checkpointed agent is TD3's, its ``actor`` the distribution's mean.
+sep-CEM is the default population optimiser (``cemrl.optimiser: cem``); any other of
+:mod:`evorl.rl.optimisers` (``ga``, or an evosax strategy such as ``openes``) takes its place
+in steps 1 and 4: ``ask`` samples the ``N`` actors, ``tell`` is told the actors as they played
+(the first ``K`` after their gradient steps), and its ``mean`` is the evaluated actor.
 
 **The workflow.** ``CEMRLWorkflow``: CEM-RL (Pourchot & Sigaud, 2019) on the shared host loop
 (``workflow_cls: evorl.workflows.CEMRLWorkflow`` with a ``cemrl:`` section, see
@@ -77,8 +81,8 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
-    PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase,
-    mean_returns, population_metrics, ranked, when_learning,
+    SEARCH_TAG, TELL_TAG, PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions,
+    initial_population, make_play, make_rl_phase, mean_returns, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
@@ -86,7 +90,8 @@ from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import replay
 from evorl.rl.agent import AgentState
-from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights  # noqa: F401
+from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights, ranked  # noqa: F401
+from evorl.rl.optimisers import AskTell
 
 
 # --------------------------------------------------------------------------------------
@@ -97,21 +102,27 @@ class CEMRLState:
     key: jax.Array
     #: TD3's agent state: ``params["actor"]`` the CEM mean's actor, ``params["critic"]`` the shared critic.
     agent_state: AgentState
-    cem: CEMState  # mean [D], var [D], eps []
+    #: The population optimiser's state (``cemrl.optimiser``; sep-CEM's :class:`CEMState`: mean [D], var [D], eps []).
+    search: Any
     target_critic: Any
     critic_opt_state: Any
     buffer: replay.ReplayBuffer  # the shared buffer, leaves [capacity, ...]
     iteration: jax.Array  # [] int32, completed generations
 
 
-def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, cfg: Any, hparams: Any,
+def init_cemrl_state(env: VectorEnv, agent: TD3Agent, critic_optimizer, search: AskTell, cfg: Any, hparams: Any,
                      key: jax.Array) -> CEMRLState:
-    """Fresh state: TD3's initial actor as the distribution's mean, an empty buffer."""
+    """Fresh state: TD3's initial actor as the search's mean (an optimiser that keeps a
+    population starts from ``N`` actors initialised as TD3's is), an empty buffer."""
     key, agent_key = jax.random.split(key)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
     flat, _ = ravel_pytree(agent_state.params["actor"])
+    population = None
+    if search.keeps_population:
+        key, population_key = jax.random.split(key)
+        population = initial_population(agent, population_key, cfg.population_size)
     example = empty_transitions(env, agent.action_dim)
-    return CEMRLState(key=key, agent_state=agent_state, cem=cem_init(flat, cfg.sigma_init, cfg.eps_init),
+    return CEMRLState(key=key, agent_state=agent_state, search=search.init(jax.random.fold_in(key, SEARCH_TAG), flat, population),
                       target_critic=agent_state.params["critic"],
                       critic_opt_state=critic_optimizer.init(agent_state.params["critic"]),
                       buffer=replay.init(example, cfg.buffer_size), iteration=jnp.zeros((), jnp.int32))
@@ -134,16 +145,17 @@ def make_learn(agent: TD3Agent, optimizer, cfg: Any):
         # each learning actor: its own target (a copy of itself) and a fresh Adam, as the authors' code
         critic, target_critic, critic_opt_state, actors, _, _, metrics = when_learning(
             rl_phase, state.buffer.size, cfg.learning_starts, state.agent_state, state.target_critic,
-            state.critic_opt_state, actors, actors, jax.vmap(optimizer.init)(actors), state.buffer, key)
+            state.critic_opt_state, actors, actors, optimizer.init(actors), state.buffer, key)
         trained = jax.vmap(lambda a: ravel_pytree(a)[0])(actors)  # [K, D]
         return critic, target_critic, critic_opt_state, population.at[:learners].set(trained), metrics
 
     return learn
 
 
-def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
-    """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
-    holds ``episodes_per_actor`` environments, each actor plays them for ``episode_length`` steps."""
+def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, cfg: Any):
+    """``generation(state) -> (state, metrics)``, one generation (module docstring) with the
+    population optimiser ``search``; ``env`` holds ``episodes_per_actor`` environments, each
+    actor plays them for ``episode_length`` steps."""
     num, learners = cfg.population_size, cfg.learners
     steps_per_generation = num * env.num_envs * env.episode_length
     learn = make_learn(agent, optimizer, cfg)
@@ -152,7 +164,7 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
     def generation(state: CEMRLState) -> tuple[CEMRLState, dict]:
         key, sample_key, learn_key, play_key = jax.random.split(state.key, 4)
         _, unravel = ravel_pytree(state.agent_state.params["actor"])
-        population = cem_sample(state.cem, sample_key, num)  # [N, D]
+        population, asked = search.ask(sample_key, state.search)  # [N, D]
         critic, target_critic, critic_opt_state, metrics = (state.agent_state.params["critic"], state.target_critic,
                                                             state.critic_opt_state, {})
         if learners > 0:
@@ -163,18 +175,13 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
         transitions, stats = play(agent_state, population, unravel, noise, random_actions, play_key)  # [N x T x E], [N]
         buffer = replay.add(state.buffer, transitions)
         fitness = mean_returns(stats)  # [N]
-        updated = cem_update(state.cem, population, fitness, cfg.num_elites, cfg.tau_eps, cfg.eps_end,
-                             cfg.elite_var_scale)
-        cem = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.cem, updated)
-        agent_state = agent_state.replace(params={"actor": unravel(cem.mean), "critic": critic})
+        told = search.tell(jax.random.fold_in(sample_key, TELL_TAG), asked, population, fitness)
+        searched = jax.tree.map(lambda old, new: jnp.where(random_actions, old, new), state.search, told)
+        agent_state = agent_state.replace(params={"actor": unravel(search.mean(searched)), "critic": critic})
         elites = lax.top_k(ranked(fitness), cfg.num_elites)[1]  # [K_e]
         metrics.update(population_metrics(stats, fitness, buffer))
-        metrics.update(
-            elites_from_rl=jnp.sum(elites < learners).astype(jnp.float32),
-            cem_std=jnp.mean(jnp.sqrt(cem.var)),
-            cem_eps=cem.eps,
-        )
-        state = state.replace(key=key, agent_state=agent_state, cem=cem, target_critic=target_critic,
+        metrics.update(elites_from_rl=jnp.sum(elites < learners).astype(jnp.float32), **search.metrics(searched))
+        state = state.replace(key=key, agent_state=agent_state, search=searched, target_critic=target_critic,
                               critic_opt_state=critic_opt_state, buffer=buffer, iteration=state.iteration + 1)
         return state, metrics
 
@@ -189,25 +196,8 @@ class CEMRLConfig(PopulationRLConfig):
     ``population_size`` is N, the actors sampled per generation; ``num_updates`` the critic's
     gradient steps per generation (each learning actor takes num_updates / policy_delay)."""
 
-    #: Elites the CEM update averages (K_e).
-    num_elites: int = 5
     #: Actors improved by the critic each generation, the first ones sampled (null: N / 2).
     num_learning: int | None = None
-    #: Initial variance of every coordinate of the search distribution.
-    sigma_init: float = 1e-3
-    #: Additive noise on the variance, initially; it decays towards eps_end with tau_eps.
-    eps_init: float = 1e-2
-    #: The additive noise's limit.
-    eps_end: float = 1e-5
-    #: Decay of the additive noise per generation.
-    tau_eps: float = 0.95
-    #: Factor c on the elites' weighted squared deviations in the variance update (null: 1 /
-    #: num_elites, the authors' code; 1.0 is the paper's eq. 2, which made the mean actor swing).
-    var_scale: float | None = None
-
-    @property
-    def elite_var_scale(self) -> float:
-        return 1.0 / self.num_elites if self.var_scale is None else self.var_scale
 
     @property
     def learners(self) -> int:
@@ -215,15 +205,8 @@ class CEMRLConfig(PopulationRLConfig):
 
     def validate(self, where: str = "cemrl") -> None:
         super().validate(where)
-        require(self.num_elites >= 1, f"{where}.num_elites must be >= 1, got {self.num_elites}.")
-        require(self.num_elites <= self.population_size,
-                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
         require(0 <= self.learners <= self.population_size,
                 f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
-        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
-                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
-        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
-        require(self.var_scale is None or self.var_scale > 0, f"{where}.var_scale must be > 0, got {self.var_scale}.")
 
 
 #: The ``training:`` keys of CEM-RL: one iteration is one generation.

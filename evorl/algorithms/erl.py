@@ -39,6 +39,11 @@ with fitness :math:`f_i` (a non-finite fitness ranks last):
    code); ``from_learner`` follows which actors descend from an injected learner (a child
    inherits its first parent's).
 
+The genetic algorithm is the default population optimiser (``erl.optimiser: ga``); another
+of :mod:`evorl.rl.optimisers` (``cem``, or an evosax strategy such as ``openes``) samples the
+``N`` actors anew each generation, and the learner due for injection replaces the last sample
+of the next generation instead of a child.
+
 The evaluated and checkpointed agent is TD3's, its ``critic`` the learner's and its ``actor``
 (``deploy``) the trained learner's (as EvoRL evaluates ERL), or the generation's champion, the
 fittest of the ``N`` actors and the learner as they played (one noisy episode each by default:
@@ -65,12 +70,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 from flax import struct
-from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
-    PopulationRLConfig, PopulationRLWorkflow, empty_transitions, make_play, make_rl_phase, mean_returns,
-    population_metrics, ranked, when_learning,
+    ASK_TAG, SEARCH_TAG, PopulationRLConfig, PopulationRLWorkflow, empty_transitions, initial_population, make_play,
+    make_rl_phase, mean_returns, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config import require
@@ -78,7 +82,10 @@ from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import replay
 from evorl.rl.agent import AgentState
-from evorl.rl.evolution import crossover, ga_step, mutate, neuron_segments, tournament_select  # noqa: F401
+from evorl.rl.evolution import (  # noqa: F401  (the genetic operators, importable from here too)
+    crossover, ga_step, mutate, neuron_segments, ranked, tournament_select,
+)
+from evorl.rl.optimisers import AskTell
 
 
 # --------------------------------------------------------------------------------------
@@ -89,7 +96,9 @@ class ERLState:
     key: jax.Array
     #: TD3's agent state: ``params["actor"]`` the last generation's champion, ``params["critic"]`` the learner's.
     agent_state: AgentState
-    population: jax.Array  # [N, D] the GA's actors, flat
+    #: The population optimiser's state (``erl.optimiser``; the GA's :class:`~evorl.rl.optimisers.GAState`:
+    #: its actors ``[N, D]``, flat, and their parents).
+    search: Any
     from_learner: jax.Array  # [N] bool, the actor descends from an injected learner
     learner_actor: Any  # the learner's actor (a pytree)
     target_actor: Any
@@ -100,16 +109,16 @@ class ERLState:
     iteration: jax.Array  # [] int32, completed generations
 
 
-def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams: Any, key: jax.Array) -> ERLState:
-    """Fresh state: ``N`` actors and the learner initialised as TD3's actor is, an empty buffer."""
+def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, cfg: Any, hparams: Any,
+                   key: jax.Array) -> ERLState:
+    """Fresh state: ``N`` actors (an optimiser that keeps a population; else the search's mean)
+    and the learner initialised as TD3's actor is, an empty buffer."""
     key, agent_key, population_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams)
-    # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
-    # which can hang jaxlib's CPU thread pool (evorl.engine.execution.map_agents_sequentially)
-    population = lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0],
-                         jax.random.split(population_key, cfg.population_size))  # [N, D]
     actor, critic = agent_state.params["actor"], agent_state.params["critic"]
-    return ERLState(key=key, agent_state=agent_state, population=population,
+    population = initial_population(agent, population_key, cfg.population_size) if search.keeps_population else None
+    return ERLState(key=key, agent_state=agent_state,
+                    search=search.init(jax.random.fold_in(key, SEARCH_TAG), ravel_pytree(actor)[0], population),
                     from_learner=jnp.zeros((cfg.population_size,), bool), learner_actor=actor, target_actor=actor,
                     actor_opt_state=optimizer.init(actor), target_critic=critic,
                     critic_opt_state=optimizer.init(critic),
@@ -120,21 +129,26 @@ def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any, hparams
 # --------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------
-def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
-    """``generation(state) -> (state, metrics)``, one generation (module docstring); ``env``
-    holds ``episodes_per_actor`` environments."""
+def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, cfg: Any):
+    """``generation(state) -> (state, metrics)``, one generation (module docstring) with the
+    population optimiser ``search``; ``env`` holds ``episodes_per_actor`` environments."""
     num = cfg.population_size
-    segments = neuron_segments(jax.eval_shape(lambda: agent.init(jax.random.PRNGKey(0)).params["actor"]))
     steps_per_generation = (num + 1) * env.num_envs * env.episode_length
     rl_phase = make_rl_phase(agent, optimizer, cfg)
     play = make_play(env, agent)
     batched = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731  leaves [1, ...]
     single = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
+    select = lambda pred, a, b: jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)  # noqa: E731
 
     def generation(state: ERLState) -> tuple[ERLState, dict]:
-        key, play_key, learn_key, ga_key = jax.random.split(state.key, 4)
+        key, play_key, learn_key, search_key = jax.random.split(state.key, 4)
         learner, unravel = ravel_pytree(state.learner_actor)
-        actors = jnp.concatenate([state.population, learner[None]])  # [N + 1, D], the learner last
+        population, asked = search.ask(jax.random.fold_in(search_key, ASK_TAG), state.search)  # [N, D]
+        if not search.keeps_population:  # the learner due last generation joins in place of the last sample
+            due = ((state.iteration % cfg.sync_period == 0) & (state.iteration > 0)
+                   & (state.buffer.size >= max(cfg.learning_starts, 1)))
+            population = jnp.where(due, population.at[-1].set(learner), population)
+        actors = jnp.concatenate([population, learner[None]])  # [N + 1, D], the learner last
         noise = jnp.zeros((num + 1,)).at[num].set(state.agent_state.hparams.exploration_noise)  # [N + 1]
         random_actions = state.iteration * steps_per_generation < cfg.warmup_steps
         transitions, stats = play(state.agent_state, actors, unravel, noise, random_actions, play_key)
@@ -148,13 +162,14 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
             batched(state.actor_opt_state), buffer, learn_key)
         trained, target_actor, actor_opt_state = single(trained), single(target_actor), single(actor_opt_state)
 
-        population, parents = ga_step(ga_key, state.population, fitness, segments, cfg)
-        from_learner = state.from_learner[parents]
-        population = jnp.where(random_actions, state.population, population)
-        from_learner = jnp.where(random_actions, state.from_learner, from_learner)
+        searched = select(random_actions, state.search, search.tell(search_key, asked, population, fitness))
         inject = ((state.iteration + 1) % cfg.sync_period == 0) & (metrics["learning"] > 0)
-        population = jnp.where(inject, population.at[-1].set(ravel_pytree(trained)[0]), population)
-        from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
+        if search.keeps_population:  # the learner replaces the last child (kept until selection drops it)
+            from_learner = jnp.where(random_actions, state.from_learner, state.from_learner[search.parents(searched)])
+            searched = select(inject, search.inject(searched, num - 1, ravel_pytree(trained)[0]), searched)
+            from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
+        else:  # it joins the next generation's samples
+            from_learner = jnp.zeros((num,), bool).at[-1].set(inject)
 
         if cfg.deploy == "champion":  # the fittest of the N actors and the learner, as they played
             deployed = unravel(actors[jnp.argmax(ranked(returns))])
@@ -167,8 +182,9 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, cfg: Any):
             learner_rank=1.0 + jnp.sum(ranked(fitness) > learner_return).astype(jnp.float32),
             learner_injected=inject.astype(jnp.float32),
             population_from_learner=jnp.mean(from_learner.astype(jnp.float32)),
+            **search.metrics(searched),
         )
-        state = state.replace(key=key, agent_state=agent_state, population=population, from_learner=from_learner,
+        state = state.replace(key=key, agent_state=agent_state, search=searched, from_learner=from_learner,
                               learner_actor=trained, target_actor=target_actor, actor_opt_state=actor_opt_state,
                               target_critic=target_critic, critic_opt_state=critic_opt_state, buffer=buffer,
                               iteration=state.iteration + 1)
@@ -183,25 +199,10 @@ class ERLConfig(PopulationRLConfig):
     networks and noise are in ``agent:``, ``training.gamma`` and ``training.learning_rate`` in
     ``training:``). ``num_updates`` is the learner's TD3 steps per generation."""
 
-    #: Actors kept unchanged each generation, the fittest (E).
+    #: The population optimiser: ga (ERL's genetic algorithm), cem, or an evosax strategy (openes, snes, cma_es, ars).
+    optimiser: str = "ga"
+    #: ga: actors kept unchanged each generation, the fittest (E); cem: elites the update averages.
     num_elites: int = 1
-    #: Actors drawn per tournament.
-    tournament_size: int = 3
-    #: Probability that a pair of selected parents crosses.
-    crossover_prob: float = 0.1
-    #: Probability that a child mutates.
-    mutation_prob: float = 0.9
-    #: Fraction of a mutating child's weights that are perturbed.
-    mutation_frac: float = 0.1
-    #: Std of a perturbation, relative to the weight's magnitude.
-    mutation_strength: float = 0.1
-    #: Probability that a perturbation is a super-mutation, with this relative std.
-    super_mutation_prob: float = 0.05
-    super_mutation_strength: float = 10.0
-    #: Probability that a perturbed weight is reset to N(0, 1) instead.
-    reset_prob: float = 0.05
-    #: Mutated weights are clipped to [-weight_clip, weight_clip].
-    weight_clip: float = 1e6
     #: Generations between copies of the learner into the population (omega).
     sync_period: int = 1
     #: The actor evaluated, checkpointed as the agent's and loaded by load_policy: ``learner``
@@ -214,19 +215,9 @@ class ERLConfig(PopulationRLConfig):
 
     def validate(self, where: str = "erl") -> None:
         super().validate(where)
-        require(0 <= self.num_elites < self.population_size,
-                f"{where}.num_elites={self.num_elites} must be in [0, population_size={self.population_size}): "
-                f"the learner replaces a child.")
-        require(self.tournament_size >= 1 and self.sync_period >= 1,
-                f"{where}.tournament_size and {where}.sync_period must be >= 1.")
-        for key in ("crossover_prob", "mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
-            require(0.0 <= getattr(self, key) <= 1.0, f"{where}.{key} must be in [0, 1], got {getattr(self, key)}.")
-        require(self.super_mutation_prob + self.reset_prob <= 1.0,
-                f"{where}.super_mutation_prob + {where}.reset_prob must be <= 1.")
+        require(self.sync_period >= 1, f"{where}.sync_period must be >= 1, got {self.sync_period}.")
         require(self.deploy in ("learner", "champion"),
                 f"{where}.deploy must be 'learner' or 'champion', got {self.deploy!r}.")
-        require(self.mutation_strength >= 0 and self.super_mutation_strength >= 0 and self.weight_clip > 0,
-                f"{where}.mutation_strength and super_mutation_strength must be >= 0, weight_clip > 0.")
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,13 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
+from jax.flatten_util import ravel_pytree
 
+from evorl.algorithms.es import OPTIMIZERS as ES_OPTIMIZERS
+from evorl.algorithms.es import ESConfig, make_strategy
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
@@ -49,16 +53,28 @@ from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
 from evorl.engine.memory_estimate import Term
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
-from evorl.rl import metrics as M, replay
+from evorl.rl import metrics as M, optimisers, replay
 from evorl.rl.agent import hparams_as_arrays
 from evorl.rl.continuous_control import ContinuousNetworkOptions, ExploringActor
 from evorl.rl.evolution import ranked
+from evorl.rl.off_policy import UpdateGroup, gradient_step, group_step, polyak
 from evorl.rl.on_policy import episode_metrics
+from evorl.rl.optimisers import AskTell
 from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
 
 
-def polyak(tau: float, online: Any, target: Any) -> Any:
-    return jax.tree.map(lambda o, t: tau * o + (1.0 - tau) * t, online, target)
+#: Folded into a generation's key for the population optimiser's ``tell``, and into the initial
+#: state's key for its ``init`` (keys of their own, leaving the generation's other keys as they were).
+TELL_TAG, SEARCH_TAG = 0x7E11, 0x5EA2
+#: Folded into ERL's key of the genetic algorithm's ``tell`` for the optimiser's ``ask``.
+ASK_TAG = 0xA5C
+
+
+def initial_population(agent: TD3Agent, key: jax.Array, num: int) -> jax.Array:
+    """``[num, D]``: actors initialised as TD3's actor is, flattened."""
+    # one actor at a time (lax.map, not vmap): a batched orthogonal initialisation is a batched QR,
+    # which can hang jaxlib's CPU thread pool (evorl.engine.execution.map_agents_sequentially)
+    return lax.map(lambda k: ravel_pytree(agent.init(k).params["actor"])[0], jax.random.split(key, num))
 
 
 def empty_transitions(env: VectorEnv, action_dim: int) -> replay.Transition:
@@ -68,68 +84,75 @@ def empty_transitions(env: VectorEnv, action_dim: int) -> replay.Transition:
                              discount=jnp.zeros((), jnp.float32), next_obs=obs)
 
 
+def population_update_groups(agent: TD3Agent) -> tuple[UpdateGroup, UpdateGroup]:
+    """TD3's update groups (:class:`~evorl.rl.off_policy.UpdateGroup`) for ``K`` actors
+    and one shared critic: ``params = {"critic": critic, "actor": actors}`` and ``target_params``
+    alike, actor leaves ``[K, ...]``, batches and keys ``[K, ...]`` (one per actor). The critic
+    descends the mean over ``k`` of TD3's critic loss with actor ``k``'s batch and target actor;
+    every ``policy_delay`` steps the actors descend the sum of their losses (each actor's
+    gradient is its own loss's; Adam works coordinate-wise, so each actor steps as alone)."""
+
+    def critic_loss(agent_state, target_params, batches, keys):
+        critic, target_critic = agent_state.params["critic"], target_params["critic"]
+
+        def one(target_actor, batch, key):  # actor k's batch and target actor, the shared target critic
+            return agent.critic_loss(agent_state.replace(params={"actor": target_actor, "critic": critic}),
+                                     {"actor": target_actor, "critic": target_critic}, batch, key)
+
+        losses, metrics = jax.vmap(one)(target_params["actor"], batches, keys)  # [K]
+        return jnp.mean(losses), jax.tree.map(jnp.mean, metrics)
+
+    def actor_loss(agent_state, target_params, batches, keys):
+        critic = agent_state.params["critic"]
+
+        def one(actor, batch):
+            return agent.actor_loss(agent_state.replace(params={"actor": actor, "critic": critic}), None, batch, None)[0]
+
+        losses = jax.vmap(one)(agent_state.params["actor"], batches)  # [K]
+        return jnp.sum(losses), {"actor_loss": jnp.mean(losses)}
+
+    return UpdateGroup("critic", critic_loss), UpdateGroup("actor", actor_loss, agent.policy_delay)
+
+
 def make_rl_phase(agent: TD3Agent, optimizer, cfg: Any):
     """``rl_phase(agent_state, target_critic, critic_opt_state, actors, target_actors,
     actor_opt_states, buffer, key) -> (critic, target_critic, critic_opt_state, actors,
     target_actors, actor_opt_states, metrics)``: ``cfg.num_updates`` TD3 steps (module
     docstring) of the shared critic and the actors ``actors`` (leaves ``[K, ...]``, their
-    targets and Adam states alike), batches of ``cfg.batch_size``, Polyak ``agent_state.hparams.tau``."""
-
-    def view(agent_state, actor, critic):
-        return agent_state.replace(params={"actor": actor, "critic": critic})
+    targets alike; ``actor_opt_states`` one Adam state over them), batches of ``cfg.batch_size``.
+    Each step is the off-policy learner's (:func:`~evorl.rl.off_policy.gradient_step`
+    over :func:`population_update_groups`); the targets move by Polyak
+    (``agent_state.hparams.tau``) on the steps the actors move."""
+    groups = population_update_groups(agent)
+    steps = [group_step(group, optimizer, named_grad_norm=True) for group in groups]
 
     def rl_phase(agent_state, target_critic, critic_opt_state, actors, target_actors, actor_opt_states, buffer, key):
         num = jax.tree.leaves(actors)[0].shape[0]
 
-        def critic_objective(critic, target_critic, target_actors, batches, keys):
-            def one(target_actor, batch, k):  # actor k's batch and target actor, the shared target critic
-                return agent.critic_loss(view(agent_state, target_actor, critic),
-                                         {"actor": target_actor, "critic": target_critic}, batch, k)
-            losses, metrics = jax.vmap(one)(target_actors, batches, keys)  # [K]
-            return jnp.mean(losses), jax.tree.map(jnp.mean, metrics)
-
-        def actor_step(actor, opt_state, critic, batch):
-            (loss, _), grad = jax.value_and_grad(
-                lambda a: agent.actor_loss(view(agent_state, a, critic), None, batch, None), has_aux=True)(actor)
-            updates, opt_state = optimizer.update(grad, opt_state, actor)
-            return optax.apply_updates(actor, updates), opt_state, loss
-
         def step(carry, inputs):
-            critic, target_critic, critic_opt, actors, target_actors, actor_opts = carry
+            opt_state, params, target_params = carry
             index, step_key = inputs
             batch_key, loss_key = jax.random.split(step_key)
             batches = jax.vmap(replay.sample, in_axes=(None, 0, None))(
                 buffer, jax.random.split(batch_key, num), cfg.batch_size)  # [K, batch_size, ...]
-            (critic_loss, metrics), grad = jax.value_and_grad(critic_objective, has_aux=True)(
-                critic, target_critic, target_actors, batches, jax.random.split(loss_key, num))
-            updates, critic_opt = optimizer.update(grad, critic_opt, critic)
-            critic = optax.apply_updates(critic, updates)
+            opt_state, learner, metrics, applied = gradient_step(
+                steps, opt_state, agent_state.replace(params=params), target_params, batches,
+                (jax.random.split(loss_key, num), None), index)
+            moved = polyak(agent_state.hparams.tau, learner.params, target_params)  # tau: [] float32, the section's
+            target_params = jax.tree.map(lambda new, old: jnp.where(applied[1] > 0, new, old), moved, target_params)
+            return (opt_state, learner.params, target_params), (metrics, applied)
 
-            def move_actors(actors, target_actors, actor_opts, target_critic):
-                actors, actor_opts, losses = jax.vmap(actor_step, in_axes=(0, 0, None, 0))(
-                    actors, actor_opts, critic, batches)  # [K]
-                tau = agent_state.hparams.tau  # [] float32, the section's tau
-                return (actors, polyak(tau, actors, target_actors), actor_opts,
-                        polyak(tau, critic, target_critic), jnp.mean(losses))
-
-            def keep(actors, target_actors, actor_opts, target_critic):
-                return actors, target_actors, actor_opts, target_critic, jnp.zeros(())
-
-            due = index % agent.policy_delay == 0
-            actors, target_actors, actor_opts, target_critic, actor_loss = lax.cond(
-                due, move_actors, keep, actors, target_actors, actor_opts, target_critic)
-            metrics = {**metrics, "critic_loss": critic_loss, "actor_loss": actor_loss}
-            return (critic, target_critic, critic_opt, actors, target_actors, actor_opts), (metrics, due)
-
-        carry = (agent_state.params["critic"], target_critic, critic_opt_state, actors, target_actors,
-                 actor_opt_states)
-        steps = (jnp.arange(cfg.num_updates), jax.random.split(key, cfg.num_updates))
-        (critic, target_critic, critic_opt_state, actors, target_actors, actor_opt_states), (metrics, due) = \
-            lax.scan(step, carry, steps)
-        actor_loss = metrics.pop("actor_loss")
-        metrics = {k: jnp.mean(v) for k, v in metrics.items()}
-        metrics["actor_loss"] = jnp.sum(actor_loss) / jnp.maximum(jnp.sum(due), 1)
-        return critic, target_critic, critic_opt_state, actors, target_actors, actor_opt_states, metrics
+        carry = ({"critic": critic_opt_state, "actor": actor_opt_states},
+                 {"critic": agent_state.params["critic"], "actor": actors},
+                 {"critic": target_critic, "actor": target_actors})
+        inputs = (jnp.arange(cfg.num_updates), jax.random.split(key, cfg.num_updates))
+        (opt_state, params, target_params), (metrics, applied) = lax.scan(step, carry, inputs)  # [U]
+        # a group of every step: the plain mean (as the phase has always logged it); the actors: their steps'
+        metrics = {k: v for group, group_metrics, weights in zip(groups, metrics, applied)
+                   for k, v in (M.over_steps(group_metrics, weights) if group.period > 1 else
+                                jax.tree.map(jnp.mean, group_metrics)).items()}
+        return (params["critic"], target_params["critic"], opt_state["critic"], params["actor"],
+                target_params["actor"], opt_state["actor"], metrics)
 
     return rl_phase
 
@@ -198,10 +221,17 @@ def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.R
     return metrics
 
 
+#: ``optimiser`` names of the evosax strategies (:data:`evorl.algorithms.es.STRATEGIES`).
+EVOSAX_OPTIMISERS = {"openes": "OpenES", "snes": "SNES", "cma_es": "CMA_ES", "ars": "ARS"}
+#: Every valid ``optimiser``: sep-CEM, ERL's genetic algorithm, the evosax strategies.
+OPTIMISERS = ("cem", "ga", *EVOSAX_OPTIMISERS)
+
+
 @dataclass(frozen=True)
 class PopulationRLConfig:
     """The keys every evolution-guided algorithm's section has: the population's episodes,
-    the shared buffer and the TD3 gradient steps per generation."""
+    the shared buffer, the TD3 gradient steps per generation, and the population optimiser
+    (``optimiser``, :mod:`evorl.rl.optimisers`) with the keys of each (read only by it)."""
 
     #: Actors in the population (N).
     population_size: int = 10
@@ -219,6 +249,50 @@ class PopulationRLConfig:
     warmup_steps: int = 0
     #: Polyak coefficient of the target critic and target actors.
     tau: float = 0.005
+    #: The population optimiser: cem (sep-CEM), ga (ERL's genetic algorithm), or an evosax
+    #: strategy: openes, snes, cma_es, ars.
+    optimiser: str = "cem"
+    #: cem: elites the update averages (K_e); ga: actors kept unchanged each generation, the fittest (E).
+    num_elites: int = 5
+    #: cem: initial variance of every coordinate of the search distribution.
+    sigma_init: float = 1e-3
+    #: cem: additive noise on the variance, initially; it decays towards eps_end with tau_eps.
+    eps_init: float = 1e-2
+    #: cem: the additive noise's limit.
+    eps_end: float = 1e-5
+    #: cem: decay of the additive noise per generation.
+    tau_eps: float = 0.95
+    #: cem: factor c on the elites' weighted squared deviations in the variance update (null: 1 /
+    #: num_elites, the authors' code; 1.0 is the paper's eq. 2, which made CEM-RL's mean actor swing).
+    var_scale: float | None = None
+    #: ga: actors drawn per tournament.
+    tournament_size: int = 3
+    #: ga: probability that a pair of selected parents crosses.
+    crossover_prob: float = 0.1
+    #: ga: probability that a child mutates.
+    mutation_prob: float = 0.9
+    #: ga: fraction of a mutating child's weights that are perturbed.
+    mutation_frac: float = 0.1
+    #: ga: std of a perturbation, relative to the weight's magnitude.
+    mutation_strength: float = 0.1
+    #: ga: probability that a perturbation is a super-mutation, with this relative std.
+    super_mutation_prob: float = 0.05
+    super_mutation_strength: float = 10.0
+    #: ga: probability that a perturbed weight is reset to N(0, 1) instead.
+    reset_prob: float = 0.05
+    #: ga: mutated weights are clipped to [-weight_clip, weight_clip].
+    weight_clip: float = 1e6
+    #: evosax strategies: initial standard deviation of the search distribution (mirrored sampling).
+    es_sigma: float = 0.01
+    #: evosax strategies (but CMA-ES): step size of the mean's optimiser.
+    es_learning_rate: float = 0.01
+    #: evosax strategies (but CMA-ES): the mean's optimiser, adam or sgd.
+    es_optimizer: str = "adam"
+
+    @property
+    def elite_var_scale(self) -> float:
+        """cem: ``var_scale``, its null resolved (1 / num_elites)."""
+        return 1.0 / self.num_elites if self.var_scale is None else self.var_scale
 
     @property
     def actors_per_generation(self) -> int:
@@ -234,6 +308,54 @@ class PopulationRLConfig:
         for key in ("batch_size", "learning_starts"):
             require(getattr(self, key) <= self.buffer_size,
                     f"{where}.{key}={getattr(self, key)} exceeds {where}.buffer_size={self.buffer_size}.")
+        require(self.optimiser in OPTIMISERS, f"Unknown {where}.optimiser {self.optimiser!r}; valid: "
+                                              f"{', '.join(OPTIMISERS)}.")
+        {"cem": self._validate_cem, "ga": self._validate_ga}.get(self.optimiser, self._validate_evosax)(where)
+
+    def _validate_cem(self, where: str) -> None:
+        require(self.num_elites >= 1, f"{where}.num_elites must be >= 1, got {self.num_elites}.")
+        require(self.num_elites <= self.population_size,
+                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
+        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
+                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
+        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
+        require(self.var_scale is None or self.var_scale > 0, f"{where}.var_scale must be > 0, got {self.var_scale}.")
+
+    def _validate_ga(self, where: str) -> None:
+        require(0 <= self.num_elites < self.population_size,
+                f"{where}.num_elites={self.num_elites} must be in [0, population_size={self.population_size}): "
+                f"an actor put into the population replaces a child.")
+        require(self.tournament_size >= 1, f"{where}.tournament_size must be >= 1.")
+        for key in ("crossover_prob", "mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
+            require(0.0 <= getattr(self, key) <= 1.0, f"{where}.{key} must be in [0, 1], got {getattr(self, key)}.")
+        require(self.super_mutation_prob + self.reset_prob <= 1.0,
+                f"{where}.super_mutation_prob + {where}.reset_prob must be <= 1.")
+        require(self.mutation_strength >= 0 and self.super_mutation_strength >= 0 and self.weight_clip > 0,
+                f"{where}.mutation_strength and super_mutation_strength must be >= 0, weight_clip > 0.")
+
+    def _validate_evosax(self, where: str) -> None:
+        require(self.population_size % 2 == 0, f"{where}.population_size={self.population_size} must be even: "
+                                               f"{where}.optimiser={self.optimiser} samples mirrored pairs.")
+        require(self.es_sigma > 0 and self.es_learning_rate > 0,
+                f"{where}.es_sigma and {where}.es_learning_rate must be > 0.")
+        require(self.es_optimizer in ES_OPTIMIZERS,
+                f"Unknown {where}.es_optimizer {self.es_optimizer!r}; valid: {', '.join(ES_OPTIMIZERS)}.")
+
+
+def make_optimiser(cfg: PopulationRLConfig, actor_example: Any) -> AskTell:
+    """The section's population optimiser (:mod:`evorl.rl.optimisers`) over the flattened
+    actor ``actor_example`` (a pytree of arrays or shapes)."""
+    num_dims = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(actor_example))
+    if cfg.optimiser == "cem":
+        return optimisers.cem(cfg.population_size, cfg.num_elites, cfg.sigma_init, cfg.eps_init, cfg.eps_end,
+                              cfg.tau_eps, cfg.elite_var_scale)
+    if cfg.optimiser == "ga":
+        return optimisers.genetic(cfg.population_size, optimisers.neuron_segments(actor_example), cfg)
+    es = ESConfig(strategy=EVOSAX_OPTIMISERS[cfg.optimiser], population_size=cfg.population_size,
+                  sigma=cfg.es_sigma, learning_rate=cfg.es_learning_rate, optimizer=cfg.es_optimizer)
+    es = dataclasses.replace(es, fitness_shaping="centered_rank" if es.spec.shaped_sign is not None else "strategy")
+    strategy, params = make_strategy(es, num_dims)
+    return optimisers.evosax_strategy(cfg.optimiser, strategy, params, es.mirrored)
 
 
 @dataclass(frozen=True)
@@ -261,9 +383,10 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     #: That section's name and dataclass (derived from ``experiment_config_cls``).
     section: ClassVar[str]
     section_cls: ClassVar[type]
-    #: ``init_state(env, agent, optimizer, cfg, hparams, key) -> state``.
+    #: ``init_state(env, agent, optimizer, search, cfg, hparams, key) -> state`` (``optimizer``:
+    #: the gradient steps' Adam; ``search``: the population optimiser, an :class:`~evorl.rl.optimisers.AskTell`).
     init_state: ClassVar[Any]
-    #: ``generation_builder(env, agent, optimizer, cfg) -> generation(state) -> (state, metrics)``.
+    #: ``generation_builder(env, agent, optimizer, search, cfg) -> generation(state) -> (state, metrics)``.
     generation_builder: ClassVar[Any]
     replay_buffer_field = "buffer"
     population_plot = True
@@ -293,7 +416,10 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         tc = config.training
         self.optimizer = optax.adam(tc.learning_rate)
         self.hparams = hparams_as_arrays(agent.hparams_defaults.replace(tau=self.section_config.tau))
-        generation = type(self).generation_builder(env, agent, self.optimizer, self.section_config)
+        actor = jax.eval_shape(lambda: agent.init(jax.random.PRNGKey(0)).params["actor"])
+        #: The population optimiser (``optimiser`` of the section).
+        self.search = make_optimiser(self.section_config, actor)
+        generation = type(self).generation_builder(env, agent, self.optimizer, self.search, self.section_config)
         self.executor = Executor(generation, self.placement, final_metrics=chunk_health)
         self.evaluator = make_evaluator(env, agent, tc.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
@@ -326,7 +452,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         return cfg.actors_per_generation * cfg.episodes_per_actor * self.env.episode_length
 
     def init(self, key: jax.Array):
-        return self.executor.init(lambda k: type(self).init_state(self.env, self.agent, self.optimizer,
+        return self.executor.init(lambda k: type(self).init_state(self.env, self.agent, self.optimizer, self.search,
                                                                   self.section_config, self.hparams, k), key)
 
     # --- config ---------------------------------------------------------------------------
@@ -388,6 +514,7 @@ def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
 
 
 __all__ = [
-    "PopulationRLConfig", "PopulationRLTrainingConfig", "PopulationRLWorkflow", "empty_transitions",
-    "make_play", "make_rl_phase", "mean_returns", "polyak", "population_metrics", "ranked", "when_learning",
+    "ASK_TAG", "OPTIMISERS", "SEARCH_TAG", "TELL_TAG", "PopulationRLConfig", "PopulationRLTrainingConfig", "PopulationRLWorkflow", "empty_transitions",
+    "initial_population", "make_optimiser", "make_play", "make_rl_phase", "mean_returns", "polyak",
+    "population_metrics", "population_update_groups", "ranked", "when_learning",
 ]

@@ -25,12 +25,12 @@ from evorl.config.parsing import (
 )
 from evorl.config.pbt import PBTConfig
 from evorl.config.runner import RunnerConfig
-from evorl.config.sweeps import extract_sweeps, sweep_variants
+from evorl.config.sweeps import extract_sweeps, num_agents, sweep_variants
 from evorl.config.training import OPTIMIZERS, TrainingConfig
 
 __all__ = [
     "INT32_MAX", "OPTIMIZERS", "CheckpointConfig", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf",
     "LoggingConfig", "PBTConfig", "RunnerConfig", "TrainingConfig", "coerce", "dataclass_from_signature",
-    "dotted_keys", "extract_sweeps", "parse_section", "require", "section_data", "sweep_variants", "to_plain", "config_mapping",
+    "dotted_keys", "extract_sweeps", "num_agents", "parse_section", "require", "section_data", "sweep_variants", "to_plain", "config_mapping",
     "type_hints", "unknown_key_error",
 ]

@@ -59,3 +59,9 @@ def sweep_variants(axes: list[tuple[str, tuple[float, ...]]]) -> list[dict[str, 
     for name, values in axes:
         variants = [{**v, name: x} for v in variants for x in values]
     return variants
+
+
+def num_agents(config: Any) -> int:
+    """The agents a run trains side by side: ``training.num_seeds`` x the hyperparameter
+    variants of its lists (:func:`sweep_variants`)."""
+    return config.training.num_seeds * len(sweep_variants(list(config.sweep)))

@@ -57,7 +57,7 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.config import require, sweep_variants
+from evorl.config import num_agents, require
 from evorl.config.runner import RunnerConfig
 from evorl.engine.actor_processes import ProcessActorRollout
 from evorl.engine.actors import (
@@ -110,9 +110,9 @@ def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
             f"runner.learner_devices={rc.learner_devices} but only {num_devices} device(s) are used "
             f"(several need distributed.multi_devices=true, or XLA_FLAGS=--xla_force_host_platform_device_count=N "
             f"on a CPU).")
-    num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-    require(num_agents == 1 or learner_devices == 1,
-            f"runner.mode=async with {num_agents} agents (training.num_seeds x hyperparameter variants) runs the "
+    agents = num_agents(config)
+    require(agents == 1 or learner_devices == 1,
+            f"runner.mode=async with {agents} agents (training.num_seeds x hyperparameter variants) runs the "
             f"learner on one device: set runner.learner_devices=1 (the other devices run the actors).")
     per_actor = tc.num_envs // rc.num_actors
     require(per_actor % learner_devices == 0,

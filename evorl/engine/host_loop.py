@@ -15,12 +15,13 @@ import functools
 import sys
 import time
 from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.config import require, sweep_variants
+from evorl.config import num_agents, require, sweep_variants
 from evorl.engine.actor_learner import ActorLearnerExecutor
 from evorl.engine.actors import ActorLearnerError, EvaluationFailed
 from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
@@ -35,7 +36,22 @@ from evorl.engine.population import aggregate_metrics, apply_variant, population
 from evorl.engine.processes import is_main_process, resume_argument
 from evorl.engine.rl_base import RLWorkflow
 from evorl.rl import metrics as M
-from evorl.rl.on_policy import OnPolicyState
+
+
+class TrainingState(Protocol):
+    """What the host loop reads of any runner's state (on-policy, off-policy, ES, CEM-RL, ERL):
+    the iterations done, the PRNG key (the evaluation's key is folded from it) and the agent
+    (``params``, ``obs_stats``), each leading with ``[N]`` for a population."""
+
+    key: jax.Array
+    agent_state: Any
+    iteration: jax.Array
+
+    def replace(self, **changes: Any) -> Any: ...
+
+
+#: The state of the workflow's runner, handed back as it came (checked against :class:`TrainingState`).
+State = TypeVar("State", bound=TrainingState)
 
 #: Logged metrics that are NaN when there is nothing to measure (no episode ended in the
 #: chunk); every other training metric must be finite.
@@ -44,7 +60,7 @@ EPISODE_METRICS = ("train/episode_return", "train/episode_length")
 ENV_FAULTS = "train/env_faults"
 
 
-class ChunkedWorkflow(RLWorkflow):
+class ChunkedWorkflow(RLWorkflow, Generic[State]):
     """The host loop every population-and-chunks workflow shares: ``learn`` runs compiled
     chunks of ``training.eval_interval`` iterations through ``self.executor``, then checks
     health, evaluates greedily, logs and checkpoints (see the module docstring).
@@ -88,7 +104,7 @@ class ChunkedWorkflow(RLWorkflow):
                 f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
                 f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
         self.variants = sweep_variants(list(config.sweep))
-        self.num_agents = len(self.variants) * config.training.num_seeds
+        self.num_agents = num_agents(config)
         return eval_env, env
 
     @property
@@ -195,12 +211,12 @@ class ChunkedWorkflow(RLWorkflow):
     def compile_seconds(self) -> float | None:
         return self.executor.compile_seconds
 
-    def place(self, state: OnPolicyState) -> OnPolicyState:
+    def place(self, state: State) -> State:
         """``state`` on the devices the compiled programs expect (a no-op when it already is)."""
         return self.executor.place(state)
 
     # --- training -------------------------------------------------------------------------
-    def run_iterations(self, state: OnPolicyState, num_iterations: int) -> tuple[OnPolicyState, dict]:
+    def run_iterations(self, state: State, num_iterations: int) -> tuple[State, dict]:
         """Runs ``num_iterations`` iterations (compiled calls of a few seconds, see
         :class:`~evorl.engine.execution.Executor`); returns host metrics (aggregated over a
         population). The input state's buffers are donated (fused runner)."""
@@ -223,7 +239,7 @@ class ChunkedWorkflow(RLWorkflow):
         for record in self.last_pbt_records:
             self.lineage.write(record, record["iteration"] * steps_per_iteration)
 
-    def params_finite(self, state: OnPolicyState) -> np.ndarray:
+    def params_finite(self, state: State) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
         (``[1]`` for one agent), computed on the device."""
         if self._params_finite is None:
@@ -278,7 +294,7 @@ class ChunkedWorkflow(RLWorkflow):
             then = " PBT replaces frozen agents at its next steps." if self.config.pbt.enabled else ""
             print(f"evorl: {message}{then}", file=sys.stderr, flush=True)
 
-    def compile(self, state: OnPolicyState) -> float:
+    def compile(self, state: State) -> float:
         """Compiles the training chunk (or the learner's update) ahead of time; returns the
         seconds it took. A compiled evaluation (a JAX env) is compiled meanwhile in a second
         thread: XLA compiles outside the GIL, so with two or more cores the evaluator's compile
@@ -292,7 +308,7 @@ class ChunkedWorkflow(RLWorkflow):
             evaluation.result()  # an error compiling the evaluation is raised here
         return seconds
 
-    def step(self, state: OnPolicyState) -> tuple[OnPolicyState, dict]:
+    def step(self, state: State) -> tuple[State, dict]:
         """One training iteration: the new state and its metrics (on the host); no
         evaluation, logging or checkpoint."""
         return self.run_iterations(state, 1)
@@ -316,7 +332,7 @@ class ChunkedWorkflow(RLWorkflow):
         return out
 
     # --- evaluation -----------------------------------------------------------------------
-    def evaluate(self, state: OnPolicyState) -> dict[str, float]:
+    def evaluate(self, state: State) -> dict[str, float]:
         """Greedy evaluation; for a population, of every agent (metrics aggregated). A host env
         that raises or hangs raises :class:`EvaluationFailed` carrying ``state``."""
         try:
@@ -333,12 +349,12 @@ class ChunkedWorkflow(RLWorkflow):
             "eval/episode_length": np.mean(lengths, axis=-1),
         })
 
-    def _evaluation_key(self, state: OnPolicyState) -> jax.Array:
+    def _evaluation_key(self, state: State) -> jax.Array:
         fold = jax.vmap(jax.random.fold_in, in_axes=(0, None)) if self.population else jax.random.fold_in
         return fold(state.key, 0x5EED)  # [(N,) key]
 
     # --- the host loop --------------------------------------------------------------------
-    def learn(self, state: OnPolicyState) -> OnPolicyState:
+    def learn(self, state: State) -> State:
         """Trains from ``state`` to ``training.num_iterations``, in compiled chunks of
         ``training.eval_interval`` iterations; after each chunk: the health check, a greedy
         evaluation, the recorders' line and a checkpoint (with a ``checkpointer``). Returns the
@@ -374,7 +390,7 @@ class ChunkedWorkflow(RLWorkflow):
                                               run_dir=self.run_dir)
         return state
 
-    def _chunk(self, state: OnPolicyState, done: int, n: int) -> tuple[OnPolicyState, int, bool]:
+    def _chunk(self, state: State, done: int, n: int) -> tuple[State, int, bool]:
         """Up to ``n`` iterations (fewer on a stop request: the executors check it between
         compiled calls or learner updates), then the health check, evaluation, logging and checkpoint of the logging point.
         Returns the state, the iterations done and whether it was checkpointed."""
@@ -424,7 +440,7 @@ def _then(fn, after):
 NONFINITE_PARAMS = "train/nonfinite_params"
 
 
-def chunk_health(state: OnPolicyState) -> dict:
+def chunk_health(state: TrainingState) -> dict:
     """Whether the state a chunk returns (the one checkpointed) has non-finite parameters or
     observation statistics: computed inside the chunk's program, so it costs no extra compile."""
     finite = tree_all_finite((state.agent_state.params, state.agent_state.obs_stats))

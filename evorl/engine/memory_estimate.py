@@ -37,7 +37,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from evorl.config import ConfigError, sweep_variants
+from evorl.config import ConfigError, num_agents
 
 #: Bytes of one stored number (float32, int32).
 WORD_BYTES = 4
@@ -133,7 +133,7 @@ def _params_formula(sizes: NetworkSizes) -> str:
 def on_policy_terms(config: Any, sizes: NetworkSizes, num_devices: int, asynchronous: bool) -> list[Term]:
     """The contributors of an on-policy run (PPO, A2C, IMPALA); see the module docstring."""
     tc, rc = config.training, config.runner
-    agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    agents = num_agents(config)
     replicas = num_devices if config.distributed.layout == "envs" else 1
     copies = 3 + rc.queue_size / rc.num_actors if asynchronous else 2
     per_step = 2 * sizes.obs_size + sizes.action_size + STEP_SCALARS + sizes.policy_state_size

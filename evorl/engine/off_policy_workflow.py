@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from evorl.config import (
-    ConfigError, TrainingConfig, config_mapping, require, section_data, sweep_variants, unknown_key_error,
+    ConfigError, TrainingConfig, config_mapping, num_agents, require, section_data, unknown_key_error,
 )
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.training import OffPolicyTrainingConfig
@@ -117,38 +117,31 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
         off_policy = base["training"]
         off_policy.validate("training")
-        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
-        require(not asynchronous or not base["distributed"].multi_devices,
+        # (an async learner given enable_multi_devices by the caller runs on one device all the same: its Placement has no mesh)
+        require(not base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+                or not base["distributed"].multi_devices,
                 f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
                 f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
                 f"distributed.layout=population).")
         require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
                 f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
                 f"distributed.auto unset.")
-        config = ExperimentConfig(**{**base, "training": off_policy})
-        if config.pbt.enabled:
-            check_pbt_config(config, cls, off_policy.num_seeds * len(sweep_variants(list(config.sweep))),
-                             asynchronous=asynchronous,
-                             split_envs=config.distributed.multi_devices and config.distributed.layout == "envs")
-        return config
+        return ExperimentConfig(**{**base, "training": off_policy})
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
         tc, layout = config.training, config.distributed.layout
         asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
-        require(not (num_devices > 1 and asynchronous),
-                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device; build it "
-                f"without enable_multi_devices.")
-        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
-        require(num_devices == 1 or layout == "envs" or num_agents % num_devices == 0,
+        agents = num_agents(config)
+        require(num_devices == 1 or layout == "envs" or agents % num_devices == 0,
                 f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
-                f"{num_agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
+                f"{agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
                 f"{num_devices} devices.")
         require(num_devices == 1 or layout == "population" or tc.num_envs % num_devices == 0,
                 f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
                 f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).")
-        if num_devices > 1 and layout == "envs" and config.pbt.enabled:
-            check_pbt_config(config, cls, num_agents, asynchronous=False, split_envs=True)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, agents, asynchronous, split_envs=num_devices > 1 and layout == "envs")
         if asynchronous:
             check_async_config(config, agent, num_devices=1)
 
@@ -161,7 +154,7 @@ def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
     """The large contributors of an off-policy run: parameters (with target, gradient and
     Adam's moments) and the replay buffer, per agent."""
     tc = config.training
-    agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+    agents = num_agents(config)
     per_transition = 2 * sizes.obs_size + sizes.action_size + 2
     return [
         Term("parameters", f"{agents} agent(s) x {sizes.num_params:,} x 5 copies (weights, target, gradient, "

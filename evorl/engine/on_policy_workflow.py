@@ -23,7 +23,7 @@ import functools
 
 import jax
 
-from evorl.config import require, sweep_variants
+from evorl.config import num_agents, require
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.engine.actor_learner import check_async_config, learner_device_count, learner_placement
 from evorl.engine.execution import DEVICE_AXIS, Placement
@@ -67,10 +67,10 @@ class OnPolicyWorkflow(ChunkedWorkflow):
     @classmethod
     def check_config(cls, config, agent, num_devices):
         tc = config.training
-        num_agents = tc.num_seeds * len(sweep_variants(list(config.sweep)))
+        agents = num_agents(config)
         asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
         if config.pbt.enabled:
-            check_pbt_config(config, cls, num_agents, asynchronous,
+            check_pbt_config(config, cls, agents, asynchronous,
                              split_envs=num_devices > 1 and config.distributed.layout == "envs")
         if cls.one_gradient_step:
             require(tc.num_epochs == 1 and tc.num_minibatches == 1,
@@ -82,8 +82,8 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             check_minibatches(tc, agent, tc.num_envs // learner_devices)
             return
         if config.distributed.layout == "population":
-            require(num_agents % num_devices == 0,
-                    f"distributed.layout=population puts whole agents on each device: the {num_agents} agents "
+            require(agents % num_devices == 0,
+                    f"distributed.layout=population puts whole agents on each device: the {agents} agents "
                     f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
             num_devices = 1  # each agent's environments stay on one device
         require(

@@ -1,9 +1,12 @@
 r"""Evolution operators on arrays: pure functions over a population's flat members ``[N, D]``
-and fitness ``[N]``, each also importable from the algorithm that uses it.
+and fitness ``[N]``, each also importable from the algorithm that uses it. The optimisers
+built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
 
+* the one ranking rule (:func:`ranked`, :func:`ranking`): a non-finite fitness (NaN, +inf,
+  -inf: a diverged member) ranks last;
 * evolution strategies (:mod:`evorl.algorithms.es`): fitness shaping (:func:`centered_rank`)
   and mirrored sampling (:func:`mirror`);
-* sep-CEM (:mod:`evorl.algorithms.cemrl`, the update's equations in its docstring):
+* sep-CEM (:mod:`evorl.algorithms.cemrl`, the update's equations in :func:`cem_update`):
   :class:`CEMState`, :func:`cem_init`, :func:`cem_sample`, :func:`cem_update`;
 * the genetic operators of ERL (:mod:`evorl.algorithms.erl`): :func:`tournament_select`,
   :func:`crossover` by neurons (:func:`neuron_segments`), :func:`mutate`, :func:`ga_step`;
@@ -24,6 +27,20 @@ from flax import struct
 from jax import lax
 
 
+# --- ranking ---------------------------------------------------------------------------
+def ranked(fitness: jax.Array) -> jax.Array:
+    """``fitness [N]`` for ranking, higher is better: every non-finite value (NaN, +inf,
+    -inf: a diverged member) becomes ``-inf``, below every finite value; ties keep the lower
+    index first (``lax.top_k``, a stable sort). The one ranking rule of sep-CEM, the GA,
+    ERL, ES's :func:`centered_rank` and PBT's :func:`ranking`."""
+    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
+
+
+def ranking(fitness: jax.Array) -> jax.Array:
+    """Indices ``[N]`` from worst to best by :func:`ranked` (ties: the lower index ranks lower)."""
+    return jnp.argsort(ranked(fitness), stable=True)
+
+
 # --- evolution strategies --------------------------------------------------------------
 def centered_rank(fitness: jax.Array) -> jax.Array:
     r"""Centred ranks of the costs ``fitness [P]`` (lower is better: the strategies minimise
@@ -32,8 +49,9 @@ def centered_rank(fitness: jax.Array) -> jax.Array:
     values share the mean of their ranks, so the shaped values still sum to 0).
 
     A non-finite cost (NaN, or +-inf: a member whose return diverged) ranks as the worst,
-    ``+inf``, as evosax and PBT's ranking do; all of them tie above every finite cost."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, jnp.inf)
+    ``+inf`` (:func:`ranked`'s rule, on the return ``-cost``); all of them tie above every
+    finite cost."""
+    fitness = -ranked(-fitness)
     f = fitness[:, None], fitness[None, :]
     below = jnp.sum(f[1] < f[0], axis=1)
     ties = jnp.sum(f[1] == f[0], axis=1)
@@ -74,12 +92,18 @@ def cem_sample(cem: CEMState, key: jax.Array, num: int) -> jax.Array:
 
 def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_elites: int, tau_eps: float,
                eps_end: float, var_scale: float) -> CEMState:
-    r"""The sep-CEM update (module docstring) from ``population [N, D]`` and ``fitness [N]``
-    (higher is better; a non-finite fitness ranks last): the weighted mean of the elites, their
-    weighted squared deviations from the old mean times ``var_scale`` plus :math:`\epsilon_t`, and the decayed
-    :math:`\epsilon_{t+1}`."""
-    fitness = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-    elites = population[lax.top_k(fitness, num_elites)[1]]  # [K_e, D], best first
+    r"""The sep-CEM update from ``population [N, D]`` and ``fitness [N]`` (higher is better,
+    :func:`ranked`): with the ``K_e`` elites :math:`z_j`, best first, :func:`log_rank_weights`
+    :math:`\lambda_j` and :math:`c` = ``var_scale``,
+
+    .. math::
+        \mu' = \sum_j \lambda_j z_j, \qquad
+        v' = c \sum_j \lambda_j (z_j - \mu)^2 + \epsilon_t, \qquad
+        \epsilon_{t+1} = \tau_\epsilon \epsilon_t + (1 - \tau_\epsilon) \epsilon_{end}
+
+    (the squares around the *old* mean, the paper's eq. 2 on the diagonal with :math:`c = 1`;
+    :mod:`evorl.algorithms.cemrl` defaults to the authors' :math:`c = 1 / K_e`)."""
+    elites = population[lax.top_k(ranked(fitness), num_elites)[1]]  # [K_e, D], best first
     weights = log_rank_weights(num_elites)  # [K_e]
     mean = weights @ elites  # [D]
     var = var_scale * (weights @ jnp.square(elites - cem.mean)) + cem.eps  # [D]
@@ -88,11 +112,6 @@ def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_eli
 
 
 # --- the genetic operators (ERL) ------------------------------------------------------
-def ranked(fitness: jax.Array) -> jax.Array:
-    """``fitness`` with a non-finite value ranking last (``-inf``)."""
-    return jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-
-
 def neuron_segments(actor_params: Any) -> np.ndarray:
     """``[D]`` int: for each coordinate of ``ravel_pytree(actor_params)``, its neuron: leaves of
     one module (a kernel ``[in, out]`` and its bias ``[out]``) share the ids of their last axis,
@@ -125,7 +144,11 @@ def crossover(key: jax.Array, a: jax.Array, b: jax.Array, segments: np.ndarray) 
 
 
 def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
-    """ERL's mutation of one actor ``x [D]`` (module docstring, step 4)."""
+    r"""ERL's mutation of one actor ``x [D]``: a fraction ``mutation_frac`` of its weights
+    :math:`w` is perturbed, :math:`w \leftarrow w + \mathcal N(0, (s\,|w|)^2)` with ``s =
+    mutation_strength``, or ``super_mutation_strength`` with probability ``super_mutation_prob``,
+    or reset to :math:`\mathcal N(0, 1)` with probability ``reset_prob``; then clipped to
+    :math:`\pm` ``weight_clip``."""
     chosen_key, kind_key, noise_key, reset_key = jax.random.split(key, 4)
     chosen = jax.random.uniform(chosen_key, x.shape) < cfg.mutation_frac  # [D]
     u = jax.random.uniform(kind_key, x.shape)
@@ -137,8 +160,10 @@ def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
 
 
 def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments: np.ndarray, cfg: Any):
-    """The next population ``[N, D]`` (module docstring) and each row's first parent ``[N]``
-    (an elite is its own parent)."""
+    """The next population ``[N, D]`` and each row's first parent ``[N]`` (an elite is its own
+    parent): the ``num_elites`` fittest kept, best first; ``N - E`` children of tournament
+    winners, consecutive pairs crossed with ``crossover_prob`` (:func:`crossover`), each child
+    mutated with ``mutation_prob`` (:func:`mutate`)."""
     num, elites = population.shape[0], cfg.num_elites
     children = num - elites
     select_key, cross_key, pair_key, mutate_key, mutation_key = jax.random.split(key, 5)
@@ -188,11 +213,6 @@ def draw(key: jax.Array, num_agents: int, num_hparams: int, num_factors: int) ->
     shape = (num_agents, num_hparams)
     return Draws(jax.random.uniform(k_winner, (num_agents,)), jax.random.uniform(k_resample, shape),
                  jax.random.randint(k_factor, shape, 0, num_factors), jax.random.uniform(k_value, shape))
-
-
-def ranking(fitness: jax.Array) -> jax.Array:
-    """Agent indices from worst to best (ties: the lower index ranks lower; NaN is worst)."""
-    return jnp.argsort(jnp.where(jnp.isnan(fitness), -jnp.inf, fitness), stable=True)
 
 
 def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_replaced: int,

@@ -63,6 +63,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import optax
 from flax import struct
 from jax import lax
 
@@ -176,6 +177,25 @@ def group_step(group: UpdateGroup, optimizer, named_grad_norm: bool, population_
     return step
 
 
+def polyak(tau: jax.Array | float, online: Any, target: Any) -> Any:
+    r"""Polyak averaging of target networks, :math:`\bar\theta \leftarrow \tau \theta + (1 - \tau) \bar\theta`
+    leaf by leaf (``optax.incremental_update``; ``tau = 1``: a copy)."""
+    return optax.incremental_update(online, target, tau)
+
+
+def gradient_step(steps, opt_state, agent_state, target_params, batch, keys, gradient_steps):
+    """One gradient step of an agent's update groups, in its order (a later group sees the
+    earlier ones updated): ``steps`` are :func:`group_step`'s, ``keys`` one per group. Returns
+    ``(opt_state, agent_state, metrics, applied)``, the last two one entry per group."""
+    metrics, applied = [], []
+    for step, key in zip(steps, keys):
+        opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch, key,
+                                                                    gradient_steps)
+        metrics.append(group_metrics)
+        applied.append(group_applied)
+    return opt_state, agent_state, metrics, applied
+
+
 def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
                         population_axis: str | None = None, warmup: bool = False):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
@@ -205,18 +225,13 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
         agent_state, opt_state, target_params, gradient_steps = carry
         sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
         batch = replay.sample(buffer, sample_key, tc.batch_size, axis_name)  # [batch_size, ...], the same on every device
-        metrics, applied = [], []
-        for step, group_key in zip(steps, group_keys):  # in the agent's order: a later group sees the earlier updated
-            opt_state, agent_state, group_metrics, group_applied = step(opt_state, agent_state, target_params, batch,
-                                                                        group_key, gradient_steps)
-            metrics.append(group_metrics)
-            applied.append(group_applied)
+        opt_state, agent_state, metrics, applied = gradient_step(steps, opt_state, agent_state, target_params, batch,
+                                                                 group_keys, gradient_steps)
         gradient_steps = gradient_steps + 1
         move = gradient_steps % tc.target_update_period == 0
         online = {k: agent_state.params[k] for k in target_params}
-        tau = agent_state.hparams.tau  # [] float32
-        target_params = jax.tree.map(lambda online, target: jnp.where(move, tau * online + (1 - tau) * target,
-                                                                      target), online, target_params)
+        moved = polyak(agent_state.hparams.tau, online, target_params)  # tau: [] float32
+        target_params = jax.tree.map(lambda new, old: jnp.where(move, new, old), moved, target_params)
         return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
 
     def learn(carry, buffer, key):  # the buffer is read, never returned: no copy of it under vmap's select

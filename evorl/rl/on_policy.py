@@ -92,7 +92,9 @@ def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.
     ``learning_rate`` (data in its training state: a population's sweep, PBT's explore), times
     :math:`\max(1 - t / T, 0)` with ``tc.anneal_lr`` (linear decay to 0 at ``T =
     tc.num_iterations``, never negative), else times 1. Every learner update sets it, so the
-    rate the optimiser applies is always the agent's."""
+    rate the optimiser applies is always the agent's. The one annealing of the on- and
+    off-policy learners (``optax.linear_schedule`` computes the same line with other roundings:
+    a few of its rates differ in the last bit, which would change every run's numbers)."""
     frac = jnp.maximum(1.0 - iteration.astype(jnp.float32) / tc.num_iterations, 0.0) if tc.anneal_lr else 1.0
     return set_learning_rate(opt_state, learning_rate * frac)
 

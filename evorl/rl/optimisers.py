@@ -1,0 +1,149 @@
+r"""Population optimisers behind one ask/tell interface (:class:`AskTell`), over a flat
+parameter vector ``x [D]`` (``jax.flatten_util.ravel_pytree`` of a network's parameters):
+
+.. code-block:: text
+
+    state               = init(key, mean [D], population [N, D] | None)
+    population, state   = ask(key, state)                      # [N, D]
+    state               = tell(key, state, population, fitness) # fitness [N], higher is better
+    mean(state) -> [D]      metrics(state) -> {name: []}
+
+Every function is pure and traceable, so a whole generation (ask, play, learn, tell) is one
+jitted program, vmappable over seeds. ``tell`` takes the population that was evaluated,
+which need not be the one ``ask`` returned: CEM-RL tells the members after its TD3 steps,
+and every optimiser here recomputes its update from the members it is told. Implemented:
+
+* :func:`cem` -- sep-CEM (Pourchot & Sigaud, 2019) over :math:`\mathcal N(\mu, \mathrm{diag}(v))`;
+* :func:`genetic` -- ERL's genetic algorithm (Khadka & Tumer, 2018): elites, tournaments,
+  neuron-wise crossover, mutation; it keeps its population between generations;
+* :func:`evosax_strategy` -- any evosax strategy (OpenES, SNES, CMA-ES, ARS), which minimises,
+  told ``-fitness``.
+
+An optimiser declares what it can do (``keeps_population``) rather than being probed for it.
+Fitness is ranked by one rule (:func:`~evorl.rl.evolution.ranked`): a non-finite fitness (NaN,
++inf or -inf, a diverged agent) ranks last. The operators these optimisers are built from
+(sep-CEM's update, the genetic operators, the ranking, mirrored sampling) live in
+:mod:`evorl.rl.evolution` and are importable from here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from evorl.rl.evolution import (  # noqa: F401  (the operators, importable from here too)
+    CEMState, cem_init, cem_sample, cem_update, crossover, ga_step, log_rank_weights, mirror, mutate,
+    neuron_segments, ranked, ranking, tournament_select,
+)
+
+
+# --------------------------------------------------------------------------------------
+# The interface
+# --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AskTell:
+    """A population optimiser as a record of pure functions (module docstring).
+
+    ``keeps_population``: ``ask`` returns the members the last ``tell`` kept (a genetic
+    algorithm: elites survive, an actor put in by ``inject(state, index, x [D])`` stays until
+    selection drops it, ``parents(state) [N]`` says which member each descends from). False:
+    ``ask`` samples new members around ``mean`` every generation, and an outside actor joins
+    a generation by replacing a sampled member before ``tell``."""
+
+    name: str
+    population_size: int
+    init: Callable[..., Any]
+    ask: Callable[[jax.Array, Any], tuple[jax.Array, Any]]
+    tell: Callable[[jax.Array, Any, jax.Array, jax.Array], Any]
+    mean: Callable[[Any], jax.Array]
+    metrics: Callable[[Any], dict]
+    keeps_population: bool = False
+    inject: Callable[[Any, int, jax.Array], Any] | None = None
+    parents: Callable[[Any], jax.Array] | None = None
+
+
+# --------------------------------------------------------------------------------------
+# sep-CEM
+# --------------------------------------------------------------------------------------
+def cem(population_size: int, num_elites: int, sigma_init: float, eps_init: float, eps_end: float,
+        tau_eps: float, var_scale: float = 1.0) -> AskTell:
+    """sep-CEM as an :class:`AskTell`: ``ask`` is :func:`~evorl.rl.evolution.cem_sample`,
+    ``tell`` :func:`~evorl.rl.evolution.cem_update` (no randomness; the elites' variance times
+    ``var_scale``, CEM-RL's ``cemrl.var_scale``), the initial variance ``sigma_init`` in every
+    coordinate."""
+    return AskTell(
+        name="cem", population_size=population_size,
+        init=lambda key, mean, population=None: cem_init(mean, sigma_init, eps_init),
+        ask=lambda key, state: (cem_sample(state, key, population_size), state),
+        tell=lambda key, state, population, fitness: cem_update(state, population, fitness, num_elites, tau_eps,
+                                                                eps_end, var_scale),
+        mean=lambda state: state.mean,
+        metrics=lambda state: {"cem_std": jnp.mean(jnp.sqrt(state.var)), "cem_eps": state.eps},
+    )
+
+
+# --------------------------------------------------------------------------------------
+# The genetic algorithm
+# --------------------------------------------------------------------------------------
+@struct.dataclass
+class GAState:
+    population: jax.Array  # [N, D] the members the next generation plays
+    parents: jax.Array  # [N] int32, the member of the previous population each descends from
+
+
+def genetic(population_size: int, segments: np.ndarray, cfg: Any) -> AskTell:
+    """ERL's genetic algorithm (:func:`ga_step`) as an :class:`AskTell` that keeps its
+    population: ``init`` takes the initial population (fresh network initialisations), ``ask``
+    returns the kept members, ``tell`` makes the next ones. ``cfg`` has the operators' keys
+    (``num_elites``, ``tournament_size``, ``crossover_prob``, ``mutation_*``, ...)."""
+
+    def init(key, mean, population=None):
+        if population is None:
+            raise ValueError("the genetic algorithm starts from a population [N, D] of initialised actors")
+        return GAState(population=population, parents=jnp.arange(population_size, dtype=jnp.int32))
+
+    def tell(key, state, population, fitness):
+        population, parents = ga_step(key, population, fitness, segments, cfg)
+        return GAState(population=population, parents=parents.astype(jnp.int32))
+
+    return AskTell(
+        name="ga", population_size=population_size, init=init, ask=lambda key, state: (state.population, state),
+        tell=tell, mean=lambda state: state.population[0], metrics=lambda state: {}, keeps_population=True,
+        inject=lambda state, index, x: state.replace(population=state.population.at[index].set(x)),
+        parents=lambda state: state.parents,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# evosax strategies
+# --------------------------------------------------------------------------------------
+def evosax_strategy(name: str, strategy: Any, params: Any, mirrored: bool) -> AskTell:
+    """An evosax (>= 0.3) ``strategy`` with its ``params`` as an :class:`AskTell`: ``ask`` its
+    samples (mirrored through the mean with ``mirrored``), ``tell`` the cost ``-fitness``
+    (evosax minimises; a non-finite fitness is a cost of ``+inf``, :func:`~evorl.rl.evolution.ranked`)."""
+
+    def ask(key, state):
+        population, new_state = strategy.ask(key, state, params)
+        return (mirror(population, state.mean) if mirrored else population), new_state
+
+    def tell(key, state, population, fitness):
+        return strategy.tell(key, population, -ranked(fitness), state, params)[0]
+
+    return AskTell(
+        name=name, population_size=strategy.population_size,
+        init=lambda key, mean, population=None: strategy.init(key, mean, params), ask=ask, tell=tell,
+        mean=lambda state: state.mean, metrics=lambda state: {"sigma": jnp.mean(state.std)},
+    )
+
+
+__all__ = [
+    "AskTell", "CEMState", "GAState", "cem", "cem_init", "cem_sample", "cem_update", "crossover", "evosax_strategy",
+    "ga_step", "genetic", "log_rank_weights", "mirror", "mutate", "neuron_segments", "ranked", "ranking",
+    "tournament_select",
+]
