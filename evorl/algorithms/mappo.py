@@ -45,9 +45,13 @@ class MultiAgentPPOAgent(PPOAgent):
     """PPO's agent over an agent axis (see the module docstring). ``obs_space`` is what the
     actor reads (one agent's observation, with its id where ``agent_ids``)."""
 
+    #: The agents of the env (declared by the factory from the stacked observation space).
     num_agents: int = 1
+    #: One actor and one critic for all agents; false: one per agent (a leading agent axis on the parameters).
     share_parameters: bool = True
+    #: Append each agent's one-hot id to what its actor and critic read.
     agent_ids: bool = False
+    #: The critic reads the global state, all agents' observations concatenated (MAPPO).
     centralised_critic: bool = False
 
     # --- inputs -------------------------------------------------------------------
