@@ -43,6 +43,7 @@ ENV_TYPE_SPECS: dict[str, EnvType] = {
     "craftax": EnvType("craftax_env.CraftaxEnv", (), ("craftax", "craftax.craftax_env")),
     "jumanji": EnvType("jumanji_env.JumanjiEnv", ("obs_fields",), ("jumanji", "jumanji")),
     "xminigrid": EnvType("xminigrid_env.XMinigridEnv", (), ("xminigrid", "xminigrid")),
+    "jaxmarl": EnvType("jaxmarl_env.JaxMARLEnv", (), ("marl", "jaxmarl")),
 }
 ENV_TYPES = tuple(ENV_TYPE_SPECS)
 #: Env types whose environments are stepped on the host (Python), not in compiled programs.
@@ -105,7 +106,7 @@ def import_env_package(env_type: str):
 class EnvConfig:
     #: Name in the env type's registry; ``evorl-train --list-envs`` lists them.
     env_name: str = "CartPole-v1"
-    #: gymnax, brax, playground, craftax, jumanji, xminigrid (JAX envs) or gymnasium, envpool
+    #: gymnax, brax, playground, craftax, jumanji, xminigrid, jaxmarl (multi-agent) (JAX envs) or gymnasium, envpool
     #: (host envs); JAX envs are stepped inside the compiled program, host envs in Python by
     #: the actors.
     env_type: str = "gymnax"

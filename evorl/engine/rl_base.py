@@ -31,6 +31,7 @@ from evorl.engine.processes import initialize as initialize_distributed, is_main
 from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
 from evorl.engine.workflow import WORKFLOWS, Workflow
 from evorl.envs import VectorEnv, create_env
+from evorl.envs.multi_agent import is_multi_agent
 from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
 
 @dataclass(frozen=True)
@@ -133,6 +134,9 @@ class RLWorkflow(Workflow):
     #: ``train/fitness_mean``, ``train/fitness_std``): ``logging.plot`` then also draws
     #: ``population.png`` (:func:`evorl.app.population_plot.plot_population`).
     population_plot: ClassVar[bool] = False
+    #: The algorithm trains the agents of a multi-agent env (:mod:`evorl.envs.multi_agent`);
+    #: the others take single-agent envs only.
+    multi_agent: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -286,11 +290,23 @@ class RLWorkflow(Workflow):
         check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
                      num_devices)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=cls.envs_per_agent(config))
+        cls.check_env_agents(env, config)
         agent = cls.build_agent(env, config)
         cls.check_config(config, agent, num_devices=num_devices)
         check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
                      config.runner.max_memory_gb, num_devices)
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+
+    @classmethod
+    def check_env_agents(cls, env: VectorEnv, config: ExperimentConfig) -> None:
+        """A multi-agent env for a single-agent algorithm, or the reverse, is a config error."""
+        many = is_multi_agent(env)
+        if many and not cls.multi_agent:
+            raise ConfigError(f"env {config.env.env_name!r} ({config.env.env_type}) has {env.num_agents} agents; "
+                              f"{cls.name()} trains one: use a multi-agent algorithm (IPPOWorkflow, MAPPOWorkflow).")
+        if cls.multi_agent and not many:
+            raise ConfigError(f"{cls.name()} trains the agents of a multi-agent env (env_type jaxmarl); env "
+                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use PPOWorkflow.")
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:

@@ -21,6 +21,8 @@ WORKFLOWS = {
     "ESWorkflow": "evorl.algorithms.es_workflow",
     "CEMRLWorkflow": "evorl.algorithms.cemrl",
     "ERLWorkflow": "evorl.algorithms.erl",
+    "IPPOWorkflow": "evorl.algorithms.mappo",
+    "MAPPOWorkflow": "evorl.algorithms.mappo",
 }
 
 

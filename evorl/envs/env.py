@@ -27,9 +27,9 @@ class EnvState:
 
     backend_state: Any
     key: jax.Array  # [B, key]
-    obs: jax.Array  # [B, *obs_shape]: observation to act on (after auto-reset)
+    obs: jax.Array  # [B, *obs_shape]: observation to act on (after auto-reset); multi-agent [B, n_agents, obs_dim]
     final_obs: jax.Array  # [B, *obs_shape]: true next observation of the last step
-    reward: jax.Array  # [B]
+    reward: jax.Array  # [B] ([B, n_agents] in a multi-agent env)
     terminated: jax.Array  # [B] bool
     truncated: jax.Array  # [B] bool
     episode_return: jax.Array  # [B]

@@ -52,6 +52,9 @@ class VectorEnv:
     #: arrays). Then they get :func:`evorl.hardware.fast_key` keys, so the backend's own
     #: ``jax.random`` calls take the same random path (same bits); otherwise raw ``uint32[2]``.
     typed_keys: bool = False
+    #: The shape of one copy's ``reward``: ``()``; ``(n_agents,)`` for a multi-agent env
+    #: (:class:`~evorl.envs.multi_agent.MultiAgentVectorEnv`), whose agents share one done.
+    reward_shape: tuple[int, ...] = ()
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         self.num_envs, self.episode_length, self.reward_scale, self.action_repeat = checked_vector_settings(
@@ -97,6 +100,11 @@ class VectorEnv:
 
         return jax.vmap(restart)(stepped.done, reset_obs, reset_backend_state, stepped)
 
+    def episode_reward(self, reward: jax.Array) -> jax.Array:
+        """The part of one copy's ``reward [*reward_shape]`` that ``episode_return`` sums: the
+        reward itself (a multi-agent env: the team's, see ``MultiAgentVectorEnv``)."""
+        return reward
+
     def _replace(self, **attributes: int) -> "VectorEnv":
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__, **attributes)
@@ -131,12 +139,12 @@ class VectorEnv:
             carry = (
                 keep(obs, next_obs),
                 jax.tree.map(keep, state, next_state),
-                reward + jnp.where(terminated, 0.0, jnp.asarray(r, jnp.float32).reshape(())),
+                reward + jnp.where(terminated, 0.0, jnp.asarray(r, jnp.float32).reshape(self.reward_shape)),
                 terminated | jnp.asarray(term, bool).reshape(()),
             )
             return carry, None
 
-        init = (obs, backend_state, jnp.zeros((), jnp.float32), jnp.zeros((), bool))
+        init = (obs, backend_state, jnp.zeros(self.reward_shape, jnp.float32), jnp.zeros((), bool))
         carry, _ = jax.lax.scan(body, init, jax.random.split(key, self.action_repeat))
         return carry
 
@@ -148,7 +156,7 @@ class VectorEnv:
             key=hardware.raw_key(key),
             obs=obs,
             final_obs=obs,
-            reward=jnp.zeros((), jnp.float32),
+            reward=jnp.zeros(self.reward_shape, jnp.float32),
             terminated=jnp.zeros((), bool),
             truncated=jnp.zeros((), bool),
             episode_return=jnp.zeros((), jnp.float32),
@@ -161,10 +169,11 @@ class VectorEnv:
         next_obs, backend_state, reward, terminated = self._repeat_step(
             step_key, state.obs, state.backend_state, action
         )
-        reward = jnp.asarray(reward, jnp.float32).reshape(())
+        reward = jnp.asarray(reward, jnp.float32).reshape(self.reward_shape)
         terminated = jnp.asarray(terminated, bool).reshape(())
         episode_return, episode_length, truncated = episode_step(
-            jnp, state.done, state.episode_return, state.episode_length, reward, terminated, False, self.episode_length)
+            jnp, state.done, state.episode_return, state.episode_length, self.episode_reward(reward), terminated,
+            False, self.episode_length)
         stepped = EnvState(
             backend_state=backend_state,
             key=hardware.raw_key(key),

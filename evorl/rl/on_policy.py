@@ -250,7 +250,7 @@ def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches
             x = x.reshape((x.shape[0], m, num_envs // m) + x.shape[2:])
             return jnp.swapaxes(x, 0, 1)
     else:
-        n = trajectory.rewards.size
+        n = trajectory.rewards.shape[0] * trajectory.rewards.shape[1]  # a multi-agent step's agents stay together
         perm = hardware.permutation(key, n)  # = jax.random.permutation's
 
         def split(x):  # [T, B, ...] -> [M, T*B/M, ...]

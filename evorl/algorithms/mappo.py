@@ -1,0 +1,193 @@
+"""IPPO and MAPPO: PPO for the agents of a multi-agent env (de Witt et al., 2020; Yu et al.,
+2022), on the one on-policy engine with PPO's loss.
+
+The agents' axis rides along the batch: observations ``[..., n_agents, obs_dim]``, actions,
+log-probabilities, values and advantages ``[..., n_agents]``; GAE runs per agent (the agents
+folded into the environments, all sharing the env's ``terminated`` / ``truncated``), and
+:class:`~evorl.algorithms.ppo.PPOAgent`'s loss averages over the ``[N, n_agents]`` minibatch as
+it averages over ``[N]``, so IPPO with shared parameters is PPO on the agent-folded batch.
+
+* ``share_parameters``: one actor and one critic for all agents (optionally told which agent
+  they act for by a one-hot ``agent_ids`` appended to their input), or one per agent
+  (parameters with a leading agent axis, applied with ``vmap``; the loss is then the mean
+  over agents of each agent's PPO loss, each agent's parameters getting ``1/n_agents`` of its
+  own loss's gradient).
+* ``centralised_critic`` (MAPPO): the critic reads the global state, all agents'
+  observations concatenated (:meth:`~evorl.envs.multi_agent.MultiAgentVectorEnv.global_state`,
+  JaxMARL's MAPPO ``world_state`` for MPE), the actors their own observations. IPPO's critic
+  reads the agent's own observation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from evorl.algorithms.ppo import PPOAgent, PPOHParams
+from evorl.config import require
+from evorl.engine.on_policy_workflow import OnPolicyWorkflow
+from evorl.envs.multi_agent import MultiAgentVectorEnv
+from evorl.envs.spaces import Box, Space
+from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
+from evorl.rl.targets import compute_gae
+
+
+def _unbounded(size: int) -> Box:
+    return Box(np.full((size,), -np.inf, np.float32), np.full((size,), np.inf, np.float32))
+
+
+@dataclass(frozen=True, eq=False)
+class MultiAgentPPOAgent(PPOAgent):
+    """PPO's agent over an agent axis (see the module docstring). ``obs_space`` is what the
+    actor reads (one agent's observation, with its id where ``agent_ids``)."""
+
+    #: The agents of the env (declared by the factory from the stacked observation space).
+    num_agents: int = 1
+    #: One actor and one critic for all agents; false: one per agent (a leading agent axis on the parameters).
+    share_parameters: bool = True
+    #: Append each agent's one-hot id to what its actor and critic read.
+    agent_ids: bool = False
+    #: The critic reads the global state, all agents' observations concatenated (MAPPO).
+    centralised_critic: bool = False
+
+    # --- inputs -------------------------------------------------------------------
+    def _with_ids(self, x: jax.Array) -> jax.Array:
+        """``x [..., n_agents, F]`` with each agent's one-hot id appended: ``[..., n_agents, F + n_agents]``."""
+        if not self.agent_ids:
+            return x
+        ids = jnp.broadcast_to(jnp.eye(self.num_agents, dtype=x.dtype), x.shape[:-1] + (self.num_agents,))
+        return jnp.concatenate([x, ids], axis=-1)
+
+    def actor_inputs(self, obs: jax.Array) -> jax.Array:
+        """``[..., n_agents, F_actor]``: each agent's observation (and id)."""
+        return self._with_ids(obs)
+
+    def critic_inputs(self, obs: jax.Array) -> jax.Array:
+        """``[..., n_agents, F_critic]``: MAPPO's the global state for every agent (and its
+        id), IPPO's the agent's own observation (and id)."""
+        if not self.centralised_critic:
+            return self._with_ids(obs)
+        state = MultiAgentVectorEnv.global_state(obs)  # [..., n_agents * obs_dim]
+        state = jnp.broadcast_to(state[..., None, :], obs.shape[:-2] + (self.num_agents, state.shape[-1]))
+        return self._with_ids(state)
+
+    def _apply(self, network, params, x: jax.Array, agent_axis: int) -> jax.Array:
+        """``network`` on ``x [..., n_agents, F]``, the agent axis of the output at ``agent_axis``:
+        one set of parameters for all, or agent ``i``'s parameters (``params[i]``) on ``x[..., i, :]``."""
+        if self.share_parameters:
+            return network.apply(params, x)
+        out = jax.vmap(network.apply)(params, jnp.moveaxis(x, -2, 0))  # [n_agents, ..., out]
+        return jnp.moveaxis(out, 0, agent_axis)
+
+    # --- networks -----------------------------------------------------------------
+    def policy_output(self, agent_state, obs):
+        return self._apply(self.policy_network, agent_state.params["policy"], self.actor_inputs(obs), -2)
+
+    def values(self, agent_state, obs):
+        return self._apply(self.value_network, agent_state.params["value"], self.critic_inputs(obs), -1)
+
+    def unroll(self, agent_state, trajectory):
+        return (self.policy_output(agent_state, trajectory.obs), self.values(agent_state, trajectory.obs),
+                self.values(agent_state, trajectory.next_obs))
+
+    def init(self, key):
+        if self.share_parameters:
+            return super().init(key)
+        params = jax.vmap(lambda k: PPOAgent.init(self, k).params)(jax.random.split(key, self.num_agents))
+        return super().init(key).replace(params=params, hparams=hparams_as_arrays(self.default_hparams()))
+
+    # --- learning -----------------------------------------------------------------
+    def compute_targets(self, agent_state, trajectory):
+        """GAE per agent ``[T, B, n_agents]``, the agents folded into the environments."""
+        hp = agent_state.hparams
+        _, values, next_values = self.unroll(agent_state, trajectory)  # [T, B, n_agents] each
+        shape = trajectory.rewards.shape  # [T, B, n_agents]
+        fold = lambda x: x.reshape(shape[0], -1)  # noqa: E731  [T, B * n_agents]
+        shared = lambda d: fold(jnp.broadcast_to(d[..., None], shape))  # noqa: E731  the env's done, per agent
+        advantages, returns = compute_gae(fold(trajectory.rewards), fold(values), fold(next_values),
+                                          shared(trajectory.terminated), shared(trajectory.truncated),
+                                          hp.gamma, hp.gae_lambda)
+        extras = {**trajectory.extras, "advantages": advantages.reshape(shape), "returns": returns.reshape(shape),
+                  "values": values}
+        return trajectory.replace(extras=extras)
+
+
+def make_mlp_ippo_agent(
+    action_space: Space,
+    obs_space: Box | None = None,
+    share_parameters: bool = True,
+    agent_ids: bool = False,
+    centralised_critic: bool = False,
+    normalize_gae: bool = True,
+    clip_epsilon: float = 0.2,
+    value_clip_epsilon: float | None = None,
+    vf_coef: float = 0.5,
+    ent_coef: float = 0.01,
+    kl_coef: float = 0.0,
+    target_kl: float | None = None,
+    gamma: float = 0.99,
+    gae_lambda: float = 0.95,
+    network_factory: NetworkFactory | None = None,
+    **network_options,
+) -> MultiAgentPPOAgent:
+    """An IPPO agent (:class:`MultiAgentPPOAgent`) for the agents of a multi-agent env:
+    ``action_space`` one agent's, ``obs_space`` the env's stacked ``Box [n_agents, obs_dim]``.
+    ``share_parameters``, ``agent_ids``, ``centralised_critic`` (MAPPO): see the module
+    docstring; the PPO keys and ``network_options`` as :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`'s."""
+    require(obs_space is not None and len(obs_space.shape) == 2,
+            f"make_mlp_ippo_agent needs the stacked observation space of a multi-agent env, Box [n_agents, obs_dim]; "
+            f"got {obs_space}.")
+    require(not network_options.get("normalize_obs", False),
+            "agent.normalize_obs is not supported by IPPO / MAPPO yet: set it false.")
+    require(network_options.get("core", "none") == "none" and network_options.get("network", "mlp") == "mlp",
+            "IPPO / MAPPO build MLP actors and critics: agent.network must be 'mlp' and agent.core 'none'.")
+    num_agents, obs_dim = obs_space.shape
+    ids = num_agents if agent_ids else 0
+    actor_space = _unbounded(obs_dim + ids)
+    critic_space = _unbounded(num_agents * obs_dim + ids) if centralised_critic else actor_space
+    factory = network_factory or make_actor_critic_networks
+
+    def networks(action_space, _, options):
+        return factory(action_space, actor_space, options)[0], factory(action_space, critic_space, options)[1]
+
+    hparams = PPOHParams(gamma=gamma, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
+                         value_clip_epsilon=value_clip_epsilon, vf_coef=vf_coef, ent_coef=ent_coef,
+                         kl_coef=kl_coef, target_kl=target_kl).validated()
+    return build_actor_critic(MultiAgentPPOAgent, "make_mlp_ippo_agent", action_space, actor_space, networks,
+                              network_options, hparams, normalize_gae=normalize_gae,
+                              stops_early=target_kl is not None, num_agents=num_agents,
+                              share_parameters=share_parameters, agent_ids=agent_ids,
+                              centralised_critic=centralised_critic)
+
+
+def make_mlp_mappo_agent(action_space: Space, obs_space: Box | None = None, **options) -> MultiAgentPPOAgent:
+    """A MAPPO agent: :func:`make_mlp_ippo_agent` with ``centralised_critic=True``."""
+    return make_mlp_ippo_agent(action_space, obs_space, **{"centralised_critic": True, **options})
+
+
+class IPPOWorkflow(OnPolicyWorkflow):
+    """IPPO on a multi-agent env (``env_type: jaxmarl``): each agent's actor and critic read
+    its own observation."""
+
+    label = "IPPO"
+    agent_factory = staticmethod(make_mlp_ippo_agent)
+    hparams_cls = PPOHParams
+    multi_agent = True
+
+
+class MAPPOWorkflow(IPPOWorkflow):
+    """MAPPO: IPPO whose critic reads the global state (``agent.centralised_critic`` true)."""
+
+    label = "MAPPO"
+    agent_config_cls = dataclasses.make_dataclass(
+        "MAPPOAgentConfig", [("centralised_critic", bool, dataclasses.field(default=True))],
+        bases=(IPPOWorkflow.agent_config_cls,), frozen=True)
+
+
+#: The ``agent:`` config sections of IPPO and MAPPO (derived from ``make_mlp_ippo_agent``).
+IPPOAgentConfig = IPPOWorkflow.agent_config_cls
+MAPPOAgentConfig = MAPPOWorkflow.agent_config_cls
