@@ -133,6 +133,10 @@ class RLWorkflow(Workflow):
     #: ``train/fitness_mean``, ``train/fitness_std``): ``logging.plot`` then also draws
     #: ``population.png`` (:func:`evorl.app.population_plot.plot_population`).
     population_plot: ClassVar[bool] = False
+    #: Declared: the workflow writes each logging point's Pareto front to ``front_recorder``
+    #: (set by ``evorl.app.experiment``), drawn as ``pareto.png`` (:func:`evorl.app.pareto_plot.plot_pareto`).
+    pareto_plot: ClassVar[bool] = False
+    front_recorder = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
