@@ -29,6 +29,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
@@ -95,6 +96,10 @@ class ESConfig:
     episodes_per_member: int = 1
     #: Normalise observations with running statistics shared by the whole population.
     obs_norm: bool = False
+    #: Reward terms of the env (``env.reward_terms``) whose weighted episode sums are the
+    #: fitness, with ``objective_weights``; empty: the env's reward.
+    objectives: tuple[str, ...] = ()
+    objective_weights: tuple[float, ...] = ()
 
     @property
     def spec(self) -> StrategySpec:
@@ -111,6 +116,9 @@ class ESConfig:
                 f"Unknown {where}.fitness_shaping {self.fitness_shaping!r}; valid: {', '.join(FITNESS_SHAPINGS)}.")
         require(self.episodes_per_member >= 1,
                 f"{where}.episodes_per_member must be >= 1, got {self.episodes_per_member}.")
+        require(len(self.objective_weights) == len(self.objectives),
+                f"{where}.objective_weights has {len(self.objective_weights)} values; it needs one per entry of "
+                f"{where}.objectives ({len(self.objectives)}).")
         spec = self.spec
         require(not (self.mirrored or spec.always_mirrored) or self.population_size % 2 == 0,
                 f"{where}.population_size={self.population_size} must be even for mirrored sampling.")
@@ -226,6 +234,11 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
     ``population_size / num_devices`` members and the results equal one device's."""
     pop = es.population_size
     local = pop // num_devices
+    missing = [name for name in es.objectives if name not in env.reward_terms]
+    require(not missing, f"es.objectives: {', '.join(missing)} not among the env's reward terms "
+                         f"({', '.join(env.reward_terms) or 'none declared'}).")
+    term_index = np.asarray([env.reward_terms.index(name) for name in es.objectives], np.int32)
+    weights = np.asarray(es.objective_weights, np.float32)
 
     def generation(state: ESState) -> tuple[ESState, dict]:
         key, ask_key, env_key, tell_key = jax.random.split(state.key, 4)
@@ -238,7 +251,11 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
 
         def play(x):  # every member on the same environment seeds (common random numbers)
             member = agent_state.replace(params=unravel(x))
-            return greedy_episodes(env, agent, member, env_key, shift, axis_name)
+            if not es.objectives:
+                return greedy_episodes(env, agent, member, env_key, shift, axis_name)
+            returns, lengths, sums, terms = greedy_episodes(env, agent, member, env_key, shift, axis_name,
+                                                            with_terms=True)  # terms [E, T]
+            return terms[:, term_index] @ weights, lengths, sums  # the weighted sums as returns
 
         returns, lengths, sums = jax.vmap(play)(members)  # [P/D, E]
         fitness = all_gather(jnp.mean(returns, axis=1), axis_name)  # [P] mean return per member

@@ -72,6 +72,8 @@ class ESWorkflow(ChunkedWorkflow):
     agent_config_cls = ESPolicyOptions
     hparams_cls = None  # an ES agent has no loss, so no loss hyperparameters
     training_hparams = ()
+    #: The config section of the search (its dataclass), and the experiment config holding it.
+    section, section_cls, experiment_cls = "es", ESConfig, ESExperimentConfig
 
     def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
@@ -105,23 +107,24 @@ class ESWorkflow(ChunkedWorkflow):
     @classmethod
     def parse_config(cls, cfg) -> ESExperimentConfig:
         cfg = config_mapping(cfg)
-        es = parse_section(ESConfig, cfg.pop("es", {}), "es")
+        name, where = cls.__name__, cls.section
+        search = parse_section(cls.section_cls, cfg.pop(where, {}), where)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
         for key in training:
-            require(key in keys, f"'training.{key}' does not apply to ESWorkflow: its training keys are "
-                                 f"{', '.join(keys)} (one iteration is one generation); the strategy's keys "
-                                 f"are in es: ({', '.join(ESConfig.__dataclass_fields__)}).")
+            require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
+                                 f"{', '.join(keys)} (one iteration is one generation); the search's keys "
+                                 f"are in {where}: ({', '.join(cls.section_cls.__dataclass_fields__)}).")
         base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
         require(base["runner"].mode != "async",
-                "runner.mode=async: ESWorkflow has no actors and learner, it plays its episodes inside compiled "
+                f"runner.mode=async: {name} has no actors and learner, it plays its episodes inside compiled "
                 "programs; set runner.mode=auto or fused (or leave runner out).")
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
-        return ESExperimentConfig(**{**base, "training": training}, es=es)
+        return cls.experiment_cls(**{**base, "training": training, where: search})
 
     @classmethod
     def envs_per_agent(cls, config: ESExperimentConfig) -> int:
-        return config.es.episodes_per_member  # each member's episodes, side by side
+        return getattr(config, cls.section).episodes_per_member  # each member's episodes, side by side
 
     @classmethod
     def build_agent(cls, env, config: ESExperimentConfig):
@@ -134,14 +137,15 @@ class ESWorkflow(ChunkedWorkflow):
 
     @classmethod
     def check_config(cls, config: ESExperimentConfig, agent, num_devices: int) -> None:
-        es = config.es
+        name, where = cls.__name__, cls.section
         require(not config.pbt.enabled, "pbt applies to the RL workflows' populations (PPO, A2C, IMPALA); "
-                                         "ESWorkflow evolves its policy parameters itself: set pbt.enabled=false.")
-        require(config.env.env_type not in HOST_ENV_TYPES, f"ESWorkflow plays its episodes inside compiled programs: "
+                                         f"{name} evolves its policy parameters itself: set pbt.enabled=false.")
+        require(config.env.env_type not in HOST_ENV_TYPES, f"{name} plays its episodes inside compiled programs: "
                                                            f"env_type {config.env.env_type!r} steps on the host; use "
                                                            f"a gymnax or brax env.")
-        require(es.population_size % num_devices == 0,
-                f"es.population_size={es.population_size} must divide evenly over the {num_devices} devices "
+        search = getattr(config, where)
+        require(search.population_size % num_devices == 0,
+                f"{where}.population_size={search.population_size} must divide evenly over the {num_devices} devices "
                 f"(each device plays population_size / {num_devices} members).")
 
     def check_health(self, per_agent_metrics: dict, iteration: int) -> None:

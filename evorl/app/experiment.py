@@ -39,6 +39,8 @@ from evorl.app.run_folder import (
     CURVE_PNG,
     METRICS_CSV,
     METRICS_JSONL,
+    PARETO_JSONL,
+    PARETO_PNG,
     PBT_LINEAGE_JSONL,
     PBT_PNG,
     POPULATION_PNG,
@@ -230,13 +232,16 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_yaml(run_dir / CONFIG_YAML, run_config)
         if resumed_from is not None:
-            for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL):
+            for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL, PARETO_JSONL):
                 truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
         run_info = start_run_info(run_dir, config, resumed_from, previous_info if unreadable is None else None)
     workflow.recorders = [chain]
     if files_dir is not None and config.pbt.enabled:
         workflow.lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL)
         workflow.lineage.init(run_config)
+    if files_dir is not None and workflow.pareto_plot:
+        workflow.front_recorder = JsonlRecorder(run_dir / PARETO_JSONL)
+        workflow.front_recorder.init(run_config)
     workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
     workflow.run_dir = run_dir
 
@@ -249,6 +254,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             closing.callback(chain.close)
             if getattr(workflow, "lineage", None) is not None:
                 closing.callback(workflow.lineage.close)
+            if workflow.front_recorder is not None:
+                closing.callback(workflow.front_recorder.close)
             closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
             with stop_on_signals(workflow, label, on_stop_now=functools.partial(
                     _record_stopped_at_once, run_dir, run_info, workflow) if files_dir is not None else None):
@@ -272,6 +279,11 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
 
                     with writing(run_dir / POPULATION_PNG):
                         plot_population(run_dir, run_dir / POPULATION_PNG)
+                if workflow.pareto_plot:
+                    from evorl.app.pareto_plot import plot_pareto
+
+                    with writing(run_dir / PARETO_PNG):
+                        plot_pareto(run_dir, run_dir / PARETO_PNG)
         status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
         status, error = "interrupted", e

@@ -50,6 +50,8 @@ LOCK_FILE = "run.lock"
 PBT_LINEAGE_JSONL = "pbt_lineage.jsonl"
 PBT_PNG = "pbt.png"
 POPULATION_PNG = "population.png"
+PARETO_JSONL = "pareto_front.jsonl"
+PARETO_PNG = "pareto.png"
 
 
 def checkpoint_dir(run_dir: Path | str) -> Path:

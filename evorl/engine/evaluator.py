@@ -85,7 +85,8 @@ def record_ended(xp, env_state, returns, lengths, active):
 def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: jax.Array,
                     obs_shift: jax.Array | None = None,
                     axis_name: str | None = None,
-                    sample_key: jax.Array | None = None) -> tuple[jax.Array, jax.Array, ObsSums | None]:
+                    sample_key: jax.Array | None = None,
+                    with_terms: bool = False) -> tuple[jax.Array, jax.Array, ObsSums | None]:
     """One greedy episode (``agent.evaluate_actions``; with ``sample_key``, sampled actions,
     step ``t`` drawn with ``fold_in(sample_key, t)``) in each of ``env``'s ``E`` environments,
     in one ``lax.while_loop`` that stops when every episode has ended (terminated, or
@@ -93,31 +94,39 @@ def greedy_episodes(env: VectorEnv, agent: Agent, agent_state: AgentState, key: 
     own unscaled return) and, with ``obs_shift [*obs_shape]``, the :class:`ObsSums` of the
     observations acted on before each episode ended. ``axis_name``: the device axis over which
     ``agent_state`` varies (each device plays its own policies). A recurrent policy starts
-    every episode from its initial state and carries it through the episode."""
+    every episode from its initial state and carries it through the episode.
+
+    With ``with_terms``, a fourth output: each episode's return per reward term ``[E, K]``
+    (``env.reward_terms``, :meth:`~evorl.envs.vec_env.VectorEnv.step_with_terms`)."""
+    num_terms = len(env.reward_terms) if with_terms else 0
 
     def cond(carry):
-        _, _, _, active, t, _, _ = carry
+        _, _, _, active, t, _, _, _ = carry
         return jnp.any(active) & (t < env.episode_length)
 
     def body(carry):
-        env_state, returns, lengths, active, t, sums, policy_state = carry
+        env_state, returns, lengths, active, t, sums, policy_state, term_returns = carry
         if sums is not None:
             d = jnp.where(active.reshape((-1,) + (1,) * (env_state.obs.ndim - 1)), env_state.obs - obs_shift, 0.0)
             sums = ObsSums(sums.count + jnp.sum(active), sums.sum_d + jnp.sum(d, 0), sums.sum_d2 + jnp.sum(d * d, 0))
         step_key = None if sample_key is None else jax.random.fold_in(sample_key, t)
         actions, policy_state = act(agent, agent_state, policy_state, env_state.obs, step_key)
-        env_state = env.step(env_state, agent.to_env_action(actions))
+        if with_terms:
+            env_state, terms = env.step_with_terms(env_state, agent.to_env_action(actions))  # terms [E, K]
+            term_returns = term_returns + jnp.where(active[:, None], terms, 0.0)
+        else:
+            env_state = env.step(env_state, agent.to_env_action(actions))
         returns, lengths, active = record_ended(jnp, env_state, returns, lengths, active)
-        return env_state, returns, lengths, active, t + 1, sums, policy_state
+        return env_state, returns, lengths, active, t + 1, sums, policy_state, term_returns
 
     zeros = jnp.zeros((env.num_envs,), jnp.float32)
     sums = None
     if obs_shift is not None:
         sums = ObsSums(jnp.zeros((), jnp.float32), jnp.zeros_like(obs_shift), jnp.zeros_like(obs_shift))
     init = vary((env.reset(key), zeros, zeros, zeros == 0, sums, agent.initial_policy_state(env.num_envs)), axis_name)
-    init = (*init[:4], jnp.zeros((), jnp.int32), *init[4:])
-    _, returns, lengths, _, _, sums, _ = lax.while_loop(cond, body, init)
-    return returns, lengths, sums
+    init = (*init[:4], jnp.zeros((), jnp.int32), *init[4:], vary(jnp.zeros((env.num_envs, num_terms)), axis_name))
+    _, returns, lengths, _, _, sums, _, term_returns = lax.while_loop(cond, body, init)
+    return (returns, lengths, sums, term_returns) if with_terms else (returns, lengths, sums)
 
 
 class HostEnvFault(RuntimeError):

@@ -137,6 +137,10 @@ class RLWorkflow(Workflow):
     #: The algorithm trains the agents of a multi-agent env (:mod:`evorl.envs.multi_agent`);
     #: the others take single-agent envs only.
     multi_agent: ClassVar[bool] = False
+    #: Declared: the workflow writes each logging point's Pareto front to ``front_recorder``
+    #: (set by ``evorl.app.experiment``), drawn as ``pareto.png`` (:func:`evorl.app.pareto_plot.plot_pareto`).
+    pareto_plot: ClassVar[bool] = False
+    front_recorder = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

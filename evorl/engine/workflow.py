@@ -19,6 +19,7 @@ WORKFLOWS = {
     "SACWorkflow": "evorl.algorithms.sac",
     "REINFORCEWorkflow": "evorl.algorithms.reinforce",
     "ESWorkflow": "evorl.algorithms.es_workflow",
+    "NSGA2Workflow": "evorl.algorithms.nsga2_workflow",
     "CEMRLWorkflow": "evorl.algorithms.cemrl",
     "ERLWorkflow": "evorl.algorithms.erl",
     "IPPOWorkflow": "evorl.algorithms.mappo",

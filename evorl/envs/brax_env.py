@@ -119,6 +119,8 @@ class BraxEnv(VectorEnv):
         self.action_space = Box(-np.ones(act_size, np.float32), np.ones(act_size, np.float32))
         if _uses_fluid(self._env.sys, self.backend):
             self._check_fluid_step()
+        metrics = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).metrics
+        self.reward_terms = tuple(sorted(name for name in metrics if name.startswith("reward_")))
 
     def _check_fluid_step(self):
         """brax 0.14's fluid model (``brax/fluid.py``, used by swimmer) calls
@@ -142,6 +144,9 @@ class BraxEnv(VectorEnv):
     def _reset_one(self, key):
         state = strip_weak_types(self._env.reset(key))
         return state.obs, state
+
+    def _reward_terms_one(self, backend_state):
+        return jnp.stack([jnp.asarray(backend_state.metrics[name], jnp.float32) for name in self.reward_terms])
 
     def _step_one(self, key, backend_state, action):
         state = strip_weak_types(self._env.step(backend_state, action))

@@ -55,6 +55,10 @@ class VectorEnv:
     #: The shape of one copy's ``reward``: ``()``; ``(n_agents,)`` for a multi-agent env
     #: (:class:`~evorl.envs.multi_agent.MultiAgentVectorEnv`), whose agents share one done.
     reward_shape: tuple[int, ...] = ()
+    #: Declared capability: the names of the terms the reward is made of (brax's
+    #: ``reward_run``, ``reward_ctrl``, ...), which :meth:`step_with_terms` returns per step;
+    #: empty when the backend reports none.
+    reward_terms: tuple[str, ...] = ()
 
     def __init__(self, num_envs: int, episode_length: int, reward_scale: float = 1.0, action_repeat: int = 1):
         self.num_envs, self.episode_length, self.reward_scale, self.action_repeat = checked_vector_settings(
@@ -90,6 +94,24 @@ class VectorEnv:
 
     def step(self, state: EnvState, action: jax.Array) -> EnvState:
         """Steps every copy once with ``action`` ``[B, *action_shape]``; done copies reset."""
+        return self._step_and_reset(state, action)[0]
+
+    def step_with_terms(self, state: EnvState, action: jax.Array) -> tuple[EnvState, jax.Array]:
+        """:meth:`step`, and the step's reward terms ``[B, K]`` (:attr:`reward_terms`, unscaled),
+        read from each copy's state before it resets."""
+        if not self.reward_terms:
+            raise ValueError(f"{type(self).__name__} declares no reward terms.")
+        if self.action_repeat != 1:
+            raise ValueError(f"reward terms are read per backend step: action_repeat={self.action_repeat} must be 1.")
+        state, stepped = self._step_and_reset(state, action)
+        return state, jax.vmap(self._reward_terms_one)(stepped.backend_state)
+
+    def _reward_terms_one(self, backend_state: Any) -> jax.Array:
+        """``[K]`` float32: the terms of the reward of the step that led to ``backend_state``."""
+        raise NotImplementedError
+
+    def _step_and_reset(self, state: EnvState, action: jax.Array) -> tuple[EnvState, EnvState]:
+        """``(state after auto-reset, state before it)``."""
         stepped, reset_keys = jax.vmap(self._step_and_count)(state, action)
         reset_obs, reset_backend_state = self._fresh_episodes(stepped, reset_keys)
 
@@ -98,7 +120,7 @@ class VectorEnv:
             return stepped.replace(obs=pick(fresh_obs, stepped.obs),
                                    backend_state=jax.tree.map(pick, fresh_state, stepped.backend_state))
 
-        return jax.vmap(restart)(stepped.done, reset_obs, reset_backend_state, stepped)
+        return jax.vmap(restart)(stepped.done, reset_obs, reset_backend_state, stepped), stepped
 
     def episode_reward(self, reward: jax.Array) -> jax.Array:
         """The part of one copy's ``reward [*reward_shape]`` that ``episode_return`` sums: the

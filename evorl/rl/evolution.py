@@ -9,7 +9,8 @@ built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
 * sep-CEM (:mod:`evorl.algorithms.cemrl`, the update's equations in :func:`cem_update`):
   :class:`CEMState`, :func:`cem_init`, :func:`cem_sample`, :func:`cem_update`;
 * the genetic operators of ERL (:mod:`evorl.algorithms.erl`): :func:`tournament_select`,
-  :func:`crossover` by neurons (:func:`neuron_segments`), :func:`mutate`, :func:`ga_step`;
+  :func:`crossover` by neurons (:func:`neuron_segments`, :func:`cross_pairs`), :func:`mutate`,
+  :func:`ga_step`; NSGA-II's are in :mod:`evorl.rl.multi_objective`;
 * PBT's exploit/explore step (:func:`exploit_explore`, its random numbers drawn by
   :func:`draw`; the step on the training state and its schedule are :mod:`evorl.engine.pbt`,
   the equation in its docstring).
@@ -159,6 +160,21 @@ def mutate(key: jax.Array, x: jax.Array, cfg: Any) -> jax.Array:
     return jnp.where(chosen, jnp.clip(new, -cfg.weight_clip, cfg.weight_clip), x)
 
 
+def cross_pairs(cross_key: jax.Array, pair_key: jax.Array, members: jax.Array, crossover_prob: float,
+                segments: np.ndarray) -> jax.Array:
+    """``members [C, D]`` with each consecutive pair (0-1, 2-3, ...) replaced, with probability
+    ``crossover_prob``, by its two children of :func:`crossover` (an odd last one is kept)."""
+    pairs = members.shape[0] // 2
+    if not pairs:
+        return members
+    a, b = members[0:2 * pairs:2], members[1:2 * pairs:2]  # [P, D] each
+    child_a, child_b = jax.vmap(lambda k, x, y: crossover(k, x, y, segments))(
+        jax.random.split(cross_key, pairs), a, b)
+    crossing = jax.random.uniform(pair_key, (pairs, 1)) < crossover_prob  # [P, 1]
+    crossed = jnp.stack([jnp.where(crossing, child_a, a), jnp.where(crossing, child_b, b)], 1)  # [P, 2, D]
+    return members.at[:2 * pairs].set(crossed.reshape((2 * pairs, -1)))
+
+
 def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments: np.ndarray, cfg: Any):
     """The next population ``[N, D]`` and each row's first parent ``[N]`` (an elite is its own
     parent): the ``num_elites`` fittest kept, best first; ``N - E`` children of tournament
@@ -170,14 +186,7 @@ def ga_step(key: jax.Array, population: jax.Array, fitness: jax.Array, segments:
     elite_ids = lax.top_k(ranked(fitness), elites)[1]  # [E], best first
     parents = tournament_select(select_key, fitness, children, cfg.tournament_size)  # [C]
     offspring = population[parents]  # [C, D]
-    pairs = children // 2
-    if pairs:
-        a, b = offspring[0:2 * pairs:2], offspring[1:2 * pairs:2]  # [P, D] each
-        child_a, child_b = jax.vmap(lambda k, x, y: crossover(k, x, y, segments))(
-            jax.random.split(cross_key, pairs), a, b)
-        crossing = jax.random.uniform(pair_key, (pairs, 1)) < cfg.crossover_prob  # [P, 1]
-        crossed = jnp.stack([jnp.where(crossing, child_a, a), jnp.where(crossing, child_b, b)], 1)  # [P, 2, D]
-        offspring = offspring.at[:2 * pairs].set(crossed.reshape((2 * pairs, -1)))
+    offspring = cross_pairs(cross_key, pair_key, offspring, cfg.crossover_prob, segments)
     mutated = jax.vmap(mutate, in_axes=(0, 0, None))(jax.random.split(mutate_key, children), offspring, cfg)
     mutating = jax.random.uniform(mutation_key, (children, 1)) < cfg.mutation_prob  # [C, 1]
     offspring = jnp.where(mutating, mutated, offspring)

@@ -14,7 +14,7 @@ from evorl.engine.workflow import WORKFLOWS, Workflow
 __all__ = [  # the names of WORKFLOWS too, written out for the docs' static reading
     "WORKFLOWS", "Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls",
     "PPOWorkflow", "A2CWorkflow", "IMPALAWorkflow", "DQNWorkflow", "DDPGWorkflow", "TD3Workflow", "SACWorkflow",
-    "REINFORCEWorkflow", "ESWorkflow", "CEMRLWorkflow", "ERLWorkflow", "IPPOWorkflow", "MAPPOWorkflow",
+    "REINFORCEWorkflow", "ESWorkflow", "NSGA2Workflow", "CEMRLWorkflow", "ERLWorkflow", "IPPOWorkflow", "MAPPOWorkflow",
 ]
 
 

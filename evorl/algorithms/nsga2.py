@@ -1,0 +1,172 @@
+"""NSGA-II over policy parameters, objectives the returns of an env's reward terms: one
+generation as a pure function.
+
+The members are flat policy parameters ``x_i [D]`` of the ES policy (:class:`~evorl.algorithms.es.ESAgent`,
+greedy), each scored by a vector of returns ``F_i [K]``: one per ``nsga2.objectives`` entry,
+the episode sum of that reward term (``env.reward_terms``, e.g. brax halfcheetah's
+``reward_run`` and ``reward_ctrl``), all maximised. One generation (:func:`make_generation`),
+read top to bottom (the operators are :mod:`evorl.rl.multi_objective`):
+
+1. rank the population ``[N]`` into fronts and compute crowding distances;
+2. pick ``N`` parents by binary tournament on (rank, crowding distance);
+3. make ``N`` children: consecutive pairs crossed neuron-wise with probability
+   ``crossover_prob``, then Gaussian mutation ``x + sigma eps`` of every coordinate (in the
+   first generation the children are the initial members themselves, so they get scored);
+4. play ``episodes_per_member`` greedy episodes with each child (vmapped; with a device
+   axis each device plays ``N / D``), its objectives the mean term returns;
+5. keep ``N`` of parents + children by (rank, crowding distance);
+6. log the hypervolume of the new population above ``nsga2.reference_point``, the front's
+   size and each objective's best; the agent state's parameters become the front member with
+   the largest sum of objectives, so greedy evaluation, checkpoints, ``evorl-eval`` and
+   ``evorl.load_policy`` see an ordinary agent.
+
+Gaussian mutation rather than SBX and polynomial mutation: those act per coordinate within
+box bounds, which a network's weights do not have; isotropic Gaussian perturbation is the
+mutation of the neuroevolution methods (OpenAI-ES, the deep GA) this library's ES uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.flatten_util import ravel_pytree
+
+from evorl.algorithms.es import ESAgent
+from evorl.config import require
+from evorl.engine.evaluator import greedy_episodes
+from evorl.envs import VectorEnv
+from evorl.rl import metrics as M
+from evorl.rl.agent import AgentState
+from evorl.rl.collectives import all_gather, axis_index
+from evorl.rl.evolution import neuron_segments
+from evorl.rl.multi_objective import (
+    binary_tournament, crowding_distance, environmental_selection, gaussian_offspring, hypervolume_2d,
+    non_dominated_ranks, sanitize,
+)
+from evorl.rl.on_policy import episode_metrics
+from evorl.rl.rollout import EpisodeStats
+
+
+@dataclass(frozen=True)
+class NSGA2Config:
+    """The ``nsga2:`` section of an :class:`~evorl.workflows.NSGA2Workflow` run."""
+
+    #: The env's reward terms to maximise, their episode sums the objectives (at least 2).
+    objectives: tuple[str, ...] = ()
+    #: Hypervolume's reference point, one value per objective (below every return that counts).
+    reference_point: tuple[float, ...] = ()
+    #: Members N; each generation plays N children.
+    population_size: int = 32
+    #: Standard deviation of the Gaussian mutation of every parameter.
+    sigma: float = 0.02
+    #: Probability that a pair of parents is crossed neuron-wise before mutation.
+    crossover_prob: float = 0.0
+    #: Greedy episodes each child plays; its objectives are their mean term returns.
+    episodes_per_member: int = 1
+
+    def validate(self, where: str) -> None:
+        require(len(self.objectives) >= 2, f"{where}.objectives must name at least 2 reward terms, got "
+                                           f"{list(self.objectives)}.")
+        require(len(set(self.objectives)) == len(self.objectives),
+                f"{where}.objectives names a term twice: {list(self.objectives)}.")
+        require(len(self.objectives) == 2, f"{where}.objectives has {len(self.objectives)} terms: the hypervolume is "
+                                           f"computed exactly for 2 objectives only; choose 2.")
+        require(len(self.reference_point) == len(self.objectives),
+                f"{where}.reference_point has {len(self.reference_point)} values; it needs one per objective "
+                f"({len(self.objectives)}: {', '.join(self.objectives)}).")
+        require(self.population_size >= 4 and self.population_size % 2 == 0,
+                f"{where}.population_size must be even and >= 4, got {self.population_size}.")
+        require(self.sigma > 0, f"{where}.sigma must be > 0, got {self.sigma}.")
+        require(0.0 <= self.crossover_prob <= 1.0, f"{where}.crossover_prob must be in [0, 1], got {self.crossover_prob}.")
+        require(self.episodes_per_member >= 1,
+                f"{where}.episodes_per_member must be >= 1, got {self.episodes_per_member}.")
+
+    def check_env(self, env: VectorEnv, where: str = "nsga2") -> None:
+        """The objectives are reward terms ``env`` declares (a clear error otherwise)."""
+        terms = tuple(env.reward_terms)
+        require(bool(terms), f"{where}.objectives: env {getattr(env, 'env_name', type(env).__name__)!r} declares no "
+                             f"reward terms; NSGA-II needs an env whose reward is a sum of named terms (brax).")
+        unknown = [name for name in self.objectives if name not in terms]
+        require(not unknown, f"{where}.objectives: {', '.join(unknown)} not among the env's reward terms "
+                             f"({', '.join(terms)}).")
+        require(env.action_repeat == 1, f"{where}: reward terms are read per env step; env.action_repeat must be 1.")
+
+
+@struct.dataclass
+class NSGA2State:
+    key: jax.Array
+    #: The front member with the largest sum of objectives as the policy's parameters.
+    agent_state: AgentState
+    population: jax.Array  # [N, D] flat policy parameters
+    objectives: jax.Array  # [N, K] mean term returns (-inf before they are scored)
+    iteration: jax.Array  # [] int32, completed generations
+
+
+def init_nsga2_state(agent: ESAgent, nsga2: NSGA2Config, key: jax.Array) -> NSGA2State:
+    """``N`` members, each the policy network's initialisation with its own key, unscored."""
+    key, agent_key, *member_keys = jax.random.split(key, 2 + nsga2.population_size)
+    agent_state = agent.init(agent_key)
+    population = jnp.stack([ravel_pytree(agent.init(k).params)[0] for k in member_keys])  # [N, D]
+    objectives = jnp.full((nsga2.population_size, len(nsga2.objectives)), -jnp.inf, jnp.float32)
+    return NSGA2State(key=key, agent_state=agent_state, population=population, objectives=objectives,
+                      iteration=jnp.zeros((), jnp.int32))
+
+
+def front_mask(objectives: jax.Array) -> jax.Array:
+    """``[N]`` bool: the finite members of rank 0."""
+    return (non_dominated_ranks(objectives) == 0) & jnp.all(jnp.isfinite(objectives), axis=1)
+
+
+def make_generation(env: VectorEnv, agent: ESAgent, nsga2: NSGA2Config, axis_name: str | None = None,
+                    num_devices: int = 1) -> Callable[[NSGA2State], tuple[NSGA2State, dict]]:
+    """One generation (see the module docstring). ``env`` holds ``episodes_per_member``
+    environments; with ``axis_name`` each of the ``num_devices`` devices plays
+    ``population_size / num_devices`` children and the results equal one device's."""
+    num = nsga2.population_size
+    local = num // num_devices
+    term_index = np.asarray([env.reward_terms.index(name) for name in nsga2.objectives])
+    reference = np.asarray(nsga2.reference_point, np.float32)
+
+    def generation(state: NSGA2State) -> tuple[NSGA2State, dict]:
+        key, select_key, vary_key, env_key = jax.random.split(state.key, 4)
+        agent_state = state.agent_state
+        _, unravel = ravel_pytree(agent_state.params)
+        segments = neuron_segments(agent_state.params) if nsga2.crossover_prob > 0 else None
+        ranks = non_dominated_ranks(state.objectives)
+        parents = binary_tournament(select_key, ranks, crowding_distance(state.objectives, ranks), num)  # [N]
+        children = gaussian_offspring(vary_key, state.population[parents], nsga2.sigma, nsga2.crossover_prob,
+                                      segments)  # [N, D]
+        children = jnp.where(state.iteration == 0, state.population, children)
+        members = jax.lax.dynamic_slice_in_dim(children, axis_index(axis_name) * local, local)  # [N/D, D]
+
+        def play(x):  # every child on the same environment seeds (common random numbers)
+            returns, lengths, _, terms = greedy_episodes(env, agent, agent_state.replace(params=unravel(x)), env_key,
+                                                         axis_name=axis_name, with_terms=True)
+            return returns, lengths, terms
+
+        returns, lengths, terms = jax.vmap(play)(members)  # [N/D, E], [N/D, E], [N/D, E, T]
+        scored = all_gather(jnp.mean(terms[..., term_index], axis=1), axis_name)  # [N, K]
+        pool, pool_objectives = (jnp.concatenate([state.population, children]),
+                                 sanitize(jnp.concatenate([state.objectives, scored])))  # [2N, D], [2N, K]
+        keep = environmental_selection(pool_objectives, num)  # [N]
+        population, objectives = pool[keep], pool_objectives[keep]
+        front = front_mask(objectives)  # [N]
+        best = jnp.argmax(jnp.where(front, jnp.sum(objectives, axis=1), -jnp.inf))
+        agent_state = agent_state.replace(params=unravel(population[best]))
+
+        episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
+        metrics = episode_metrics(episodes, axis_name)
+        metrics.update(hypervolume=hypervolume_2d(objectives, jnp.asarray(reference)),
+                       front_size=jnp.sum(front).astype(jnp.float32))
+        for k, name in enumerate(nsga2.objectives):
+            metrics[f"best_{name}"] = M.Metric(jnp.max(jnp.where(front, objectives[:, k], -jnp.inf)), "max")
+        state = state.replace(key=key, agent_state=agent_state, population=population, objectives=objectives,
+                              iteration=state.iteration + 1)
+        return state, metrics
+
+    return generation

@@ -1,0 +1,110 @@
+"""``NSGA2Workflow``: multi-objective evolution of policy parameters (``workflow_cls:
+evorl.workflows.NSGA2Workflow`` with an ``nsga2:`` section, see
+:class:`~evorl.algorithms.nsga2.NSGA2Config`).
+
+It runs on the ES engine: one generation (:func:`~evorl.algorithms.nsga2.make_generation`)
+is one iteration of the :class:`~evorl.engine.execution.Executor`, and the host loop of
+:class:`~evorl.engine.host_loop.ChunkedWorkflow` (health, greedy evaluation of the front
+member with the largest sum of objectives, recorders, checkpoints of the whole population
+and its objectives, exact resume) runs it unchanged. At every logging point (every
+``training.eval_interval`` generations) the front, the objective vectors of the rank-0
+members, goes to ``front_recorder`` (``pareto_front.jsonl`` in the run folder, drawn as
+``pareto.png`` at the end of the run).
+
+The logged ``step`` counts each generation's env step budget, ``population_size x
+episodes_per_member x env.episode_length``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from evorl.algorithms.es import make_mlp_es_agent
+from evorl.algorithms.es_workflow import ESWorkflow
+from evorl.algorithms.nsga2 import NSGA2Config, NSGA2State, front_mask, init_nsga2_state, make_generation
+from evorl.engine.evaluator import make_evaluator
+from evorl.engine.execution import Executor, Placement
+from evorl.engine.health import TrainingDiverged
+from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.memory_estimate import Term
+from evorl.engine.processes import is_main_process
+from evorl.engine.rl_base import ExperimentConfig
+
+
+@dataclass(frozen=True)
+class NSGA2ExperimentConfig(ExperimentConfig):
+    nsga2: NSGA2Config = NSGA2Config()
+
+
+class NSGA2Workflow(ESWorkflow):
+    """NSGA-II on the ES engine: the ES workflow's config handling, agent and evaluation,
+    with the population and its objective vectors as the state
+    (:class:`~evorl.algorithms.nsga2.NSGA2State`)."""
+
+    label = "NSGA-II"
+    section, section_cls, experiment_cls = "nsga2", NSGA2Config, NSGA2ExperimentConfig
+    pareto_plot = True
+
+    def __init__(self, config: NSGA2ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+        config.nsga2.check_env(env)
+        self.placement = Placement.create(1, enable_multi_devices, "envs")  # children split, state replicated
+        num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
+        ChunkedWorkflow.__init__(self, config, env, agent, recorders)
+        step = make_generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
+        self.executor = Executor(step, self.placement, final_metrics=chunk_health)
+        self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
+        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
+        self._evaluation_compiled = True
+        self._front = jax.jit(lambda objectives: (objectives, front_mask(objectives)))
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        nsga2 = self.config.nsga2
+        return nsga2.population_size * nsga2.episodes_per_member * self.env.episode_length
+
+    @classmethod
+    def build_agent(cls, env, config: NSGA2ExperimentConfig):
+        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+                                 **vars(config.agent))
+
+    @classmethod
+    def memory_terms(cls, config: NSGA2ExperimentConfig, sizes, num_devices: int, asynchronous: bool) -> list:
+        nsga2, p = config.nsga2, sizes.num_params
+        players = nsga2.population_size * nsga2.episodes_per_member
+        return [
+            Term("population", f"{nsga2.population_size:,} members x {p:,} params x 4 (parents, children, pool)",
+                 4 * nsga2.population_size * p, "nsga2.population_size, agent.actor_hidden_layer_sizes"),
+            Term("episodes", f"{players:,} episodes x ({sizes.obs_size:,} obs + {sizes.activation_width:,} units)",
+                 players * (sizes.obs_size + sizes.activation_width),
+                 "nsga2.population_size, nsga2.episodes_per_member, agent.actor_hidden_layer_sizes"),
+        ]
+
+    def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
+        try:
+            ChunkedWorkflow.check_health(self, per_agent_metrics, iteration)
+        except TrainingDiverged as e:
+            raise e.with_hint("Try a smaller nsga2.sigma.") from None
+
+    def init(self, key: jax.Array) -> NSGA2State:
+        return self.executor.init(lambda k: init_nsga2_state(self.agent, self.config.nsga2, k), key)
+
+    # --- the front --------------------------------------------------------------------------
+    def front(self, state: NSGA2State) -> np.ndarray:
+        """The objective vectors of the rank-0 members ``[F, K]``, sorted by the first objective."""
+        objectives, mask = (np.asarray(x) for x in self._front(state.objectives))
+        front = objectives[mask]
+        return front[np.argsort(front[:, 0], kind="stable")]
+
+    def evaluate(self, state: NSGA2State) -> dict[str, float]:
+        """The greedy evaluation, and the front written to ``front_recorder`` (one record per
+        logging point: ``iteration``, ``objectives`` (names), ``front`` ``[F, K]``)."""
+        metrics = super().evaluate(state)
+        if self.front_recorder is not None and is_main_process():
+            done = int(np.asarray(state.iteration))
+            record = {"iteration": done, "objectives": list(self.config.nsga2.objectives),
+                      "front": self.front(state).tolist()}
+            self.front_recorder.write(record, done * self.env_steps_per_iteration)
+        return metrics
