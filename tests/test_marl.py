@@ -80,6 +80,25 @@ def test_time_limit_is_truncation_with_the_true_final_observation():
     assert list(np.asarray(state.episode_length)) == [26, 26]
 
 
+def test_mabrax_limit_is_evorls_truncation_not_brax_done():
+    """MABrax's brax env is built bare (no EpisodeWrapper, whose done is 1 at the limit; no
+    AutoResetWrapper, which would reset inside the step): its done is termination alone, and the
+    episode length, 1000 by default as JaxMARL's, is evorl's time limit (truncation)."""
+    pytest.importorskip("brax", reason="MABrax needs brax (pip install -e '.[brax]')")
+    from brax.envs.wrappers import training as brax_wrappers
+
+    from evorl.envs.jaxmarl_env import step_limit
+
+    wrapped = jaxmarl.make("ant_4x2")
+    assert isinstance(wrapped.env, brax_wrappers.AutoResetWrapper)  # what JaxMARL builds by default
+    assert step_limit(wrapped)[:2] == ("episode_length", 1000)
+    env = create_env({"env_name": "ant_4x2", "env_type": "jaxmarl"}, parallel=2)
+    assert env.episode_length == 1000 and env.num_agents == 4 and env.obs_space.shape == (4, 18)
+    assert type(env._env.env).__name__ == "Ant" and not isinstance(env._env.env, brax_wrappers.Wrapper)
+    assert create_env({"env_name": "ant_4x2", "env_type": "jaxmarl", "episode_length": 50}).episode_length == 50
+    assert step_limit(jaxmarl.make("MPE_simple_spread_v3"))[:2] == ("max_steps", 26)
+
+
 def one_step_trajectory(key, truncated, num_envs=2, n_agents=3, obs_dim=18):
     k = jax.random.split(key, 5)
     return Trajectory(

@@ -3,11 +3,18 @@
 
 Each copy is JaxMARL's ``step_env`` / ``reset`` (no JaxMARL auto-reset): the agents'
 dictionaries become arrays stacked on the agent axis in ``env.agents`` order, and an episode
-ends ``terminated`` when JaxMARL's ``dones["__all__"]`` says so. An env whose only end is its
-step limit (MPE's ``max_steps``) is built with that limit out of reach and reports the limit
-as ``truncated`` instead, at the same step as JaxMARL ends the episode (MPE: ``max_steps + 1``
-steps, as ``done`` is checked before the step counter is incremented), so that return
-estimators bootstrap from the final observation instead of treating it as terminal.
+ends ``terminated`` when JaxMARL's ``dones["__all__"]`` says so. A family whose ``done`` also
+marks its step limit is built without that limit and reports it as ``truncated`` instead, at
+the same step as JaxMARL ends the episode, so that return estimators bootstrap from the final
+observation instead of treating it as terminal (:data:`STEP_LIMITS`):
+
+* MPE (``max_steps``, 25): built with ``max_steps`` out of reach; its episodes last
+  ``max_steps + 1`` steps, as ``done`` is checked before the step counter is incremented;
+* MABrax (``episode_length``, 1000): built with ``episode_length=None`` (no brax
+  ``EpisodeWrapper``, whose ``done`` is 1 at the limit) and ``auto_reset=False`` (brax's
+  ``AutoResetWrapper`` would reset inside the step, hiding the final observation; evorl
+  resets); ``done`` is then brax's termination (a fallen ant), and episodes last
+  ``episode_length`` steps.
 """
 
 from __future__ import annotations
@@ -38,12 +45,21 @@ def _convert_space(space, what: str):
     raise ValueError(f"JaxMARL {what} space {space!r} is not supported (Box and Discrete are).")
 
 
-def _make_or_none(jaxmarl, env_name: str, env_kwargs: dict):
-    """``jaxmarl.make(env_name, **env_kwargs)``, or None where the env refuses a keyword."""
-    try:
-        return jaxmarl.make(env_name, **env_kwargs)
-    except TypeError:
+def step_limit(env) -> tuple[str, int, dict] | None:
+    """``(keyword, episode steps, keywords without the limit)`` of a JaxMARL env whose ``done``
+    marks its step limit (module docstring), by its family; None: its ``done`` is termination
+    alone (or it has no limit)."""
+    from jaxmarl.environments.mpe.simple import SimpleMPE
+
+    if isinstance(env, SimpleMPE):
+        return "max_steps", int(env.max_steps) + 1, {"max_steps": UNREACHED_STEPS}
+    try:  # MABrax needs brax, an optional dependency of jaxmarl
+        from jaxmarl.environments.mabrax.mabrax_env import MABraxEnv
+    except ImportError:
         return None
+    if isinstance(env, MABraxEnv):
+        return "episode_length", int(env.episode_length), {"episode_length": None, "auto_reset": False}
+    return None
 
 
 class JaxMARLEnv(MultiAgentVectorEnv):
@@ -57,12 +73,13 @@ class JaxMARLEnv(MultiAgentVectorEnv):
         jaxmarl = import_env_package("jaxmarl")
         self.env_name = checked_env_name("jaxmarl", env_name, list(jaxmarl.registered_envs))
         env = jaxmarl.make(self.env_name, **env_kwargs)
-        own_limit = getattr(env, "max_steps", None)
-        default_length = UNREACHED_STEPS if own_limit is None else int(own_limit) + 1
-        if own_limit is not None and "max_steps" not in env_kwargs:
-            unlimited = _make_or_none(jaxmarl, self.env_name, {**env_kwargs, "max_steps": UNREACHED_STEPS})
-            if getattr(unlimited, "max_steps", None) == UNREACHED_STEPS:
-                env = unlimited
+        default_length = UNREACHED_STEPS
+        limit = step_limit(env)
+        if limit is not None:
+            keyword, length, unlimited_kwargs = limit
+            default_length = length
+            if keyword not in env_kwargs:  # a limit the user set stays the env's own
+                env = jaxmarl.make(self.env_name, **env_kwargs, **unlimited_kwargs)
         self._env = env
         self.agents = list(env.agents)
         super().__init__(num_envs, default_length if episode_length is None else episode_length,
