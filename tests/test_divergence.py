@@ -202,3 +202,43 @@ def test_diverging_run_through_the_cli_exits_3_with_one_line(tmp_path):
     assert len(errors) == 1 and errors[0].startswith("evorl: training diverged by iteration 1: the agent"), proc.stderr
     assert strict_json((run_dir / "run.json").read_text())["status"] == "failed"
     assert not list(checkpoint_dir(run_dir).glob("*"))
+
+
+def test_the_freeze_restores_only_what_the_iteration_changed():
+    """A leaf the (jitted) iteration passes through, such as the parameters of an off-policy
+    warm-up iteration, stays out of the freeze's branch (``relink_forwarded``: read from the
+    step's jaxpr), whose outputs XLA copies every iteration; the leaves it changed are restored
+    for a diverged agent as before."""
+    from evorl.engine.execution import POPULATION_AXIS, relink_forwarded
+    from evorl.engine.health import freeze_diverged
+    from evorl.rl.agent import AgentState
+    from flax import struct
+
+    @struct.dataclass
+    class State:
+        agent_state: AgentState
+        opt_state: jax.Array
+        lagged_params: None = None
+
+    @jax.jit
+    def step(state):  # the parameters pass through; the optimiser state moves (NaN for agent 1)
+        return state.replace(opt_state=state.opt_state * jnp.array([2.0, jnp.nan])[state.agent_state.hparams]), {}
+
+    def iteration(state, alive):
+        new = step(state)[0]
+        relinked = relink_forwarded(step, state, new)
+        assert relinked.agent_state.params["w"] is state.agent_state.params["w"]  # passed through: the same value
+        assert relinked.opt_state is not state.opt_state  # changed
+        return freeze_diverged(state, relinked, {}, alive, fields=("agent_state", "opt_state", "lagged_params"),
+                               axis_name=POPULATION_AXIS)
+
+    population = State(AgentState(params={"w": jnp.ones((2, 64, 64))}, obs_stats=None, hparams=jnp.arange(2)),
+                       opt_state=jnp.ones((2, 3)))
+    alive = jnp.ones(2, bool)
+    jaxpr = jax.make_jaxpr(jax.vmap(iteration, axis_name=POPULATION_AXIS))(population, alive)
+    conds = [e for e in jaxpr.jaxpr.eqns if e.primitive.name == "cond"]
+    assert len(conds) == 1 and sorted(v.aval.shape for v in conds[0].invars[1:]) == [(2,), (2, 3), (2, 3)]  # not w
+    state, alive = jax.vmap(iteration, axis_name=POPULATION_AXIS)(population, alive)
+    assert list(np.asarray(alive)) == [True, False]
+    np.testing.assert_array_equal(state.opt_state, [[2.0] * 3, [1.0] * 3])  # agent 1 keeps its old value
+    np.testing.assert_array_equal(state.agent_state.params["w"], population.agent_state.params["w"])

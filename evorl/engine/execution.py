@@ -162,6 +162,21 @@ class Runner(Protocol):
         """The population steps' records since the last call, oldest first."""
 
 
+def relink_forwarded(step: Callable, state: Any, new_state: Any) -> Any:
+    """``new_state``, the first output of ``step(state)`` (``step`` jitted), with every leaf
+    the step passes through unchanged replaced by ``state``'s own traced value, so that what
+    follows can tell by identity (``new is old``) that there is nothing to restore
+    (:func:`evorl.engine.health.freeze_diverged`). Which leaves are passed through is read from
+    the step's jaxpr, the trace its call made (``jit``'s cache: the step is not traced again):
+    output leaf ``i`` of the state is input leaf ``i``."""
+    jaxpr = step.trace(state).jaxpr.jaxpr
+    old_leaves, treedef = jax.tree.flatten(state)
+    new_leaves = treedef.flatten_up_to(new_state)
+    leaves = [old if jaxpr.outvars[i] is jaxpr.invars[i] else new
+              for i, (old, new) in enumerate(zip(old_leaves, new_leaves))]
+    return treedef.unflatten(leaves)
+
+
 @dataclasses.dataclass(frozen=True)
 class Warmup:
     """The iterations before the learning starts, as a program of their own: ``step`` is the
@@ -294,7 +309,7 @@ class Executor:
             state, totals, alive = carry
             new_state, metrics = step(state)
             if self.freeze is not None:
-                new_state, alive = self.freeze(state, new_state, metrics, alive)
+                new_state, alive = self.freeze(state, relink_forwarded(step, state, new_state), metrics, alive)
             return new_state, M.accumulate(totals, metrics), alive
 
         return lax.fori_loop(0, num_iterations, body, (state, totals, alive))

@@ -105,17 +105,24 @@ def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array,
     ``axis_name``: the population's ``vmap`` axis this runs under. The old fields are then
     selected only in an iteration where some agent is frozen
     (:func:`evorl.rl.collectives.population_cond`), not written back for every agent after every
-    iteration."""
+    iteration. A leaf ``new`` holds as the very value ``old`` held (the same traced value: the iteration
+    passed it through, e.g. the parameters in an off-policy warm-up iteration; see
+    :func:`evorl.engine.execution.relink_forwarded`) needs no restoring and stays out of the
+    branch, whose outputs XLA would otherwise copy into the loop's carry every iteration."""
     losses = [m.value for key, m in M.declared(metrics).items() if not key.startswith("episode_")]
     alive = alive & tree_all_finite((new.agent_state.params, new.agent_state.obs_stats, new.opt_state, losses))
 
-    def restored(new_fields, old_fields):  # ``old``'s fields, for an agent that is not alive
-        return old_fields
+    def restored(new_leaves, old_leaves):  # ``old``'s leaves, for an agent that is not alive
+        return old_leaves
 
-    new_fields = {name: getattr(new, name) for name in fields}
-    kept = population_cond(~alive, restored, lambda n, o: n, new_fields, {name: getattr(old, name) for name in fields},
-                           axis_name=axis_name)
-    return new.replace(**kept), alive
+    old_leaves, treedef = jax.tree.flatten({name: getattr(old, name) for name in fields})
+    new_leaves = treedef.flatten_up_to({name: getattr(new, name) for name in fields})
+    moved = [i for i, (n, o) in enumerate(zip(new_leaves, old_leaves)) if n is not o]
+    kept = population_cond(~alive, restored, lambda n, o: n, [new_leaves[i] for i in moved],
+                           [old_leaves[i] for i in moved], axis_name=axis_name)
+    for i, leaf in zip(moved, kept):
+        new_leaves[i] = leaf
+    return new.replace(**treedef.unflatten(new_leaves)), alive
 
 
 def nonfinite_metrics(per_agent: dict[str, np.ndarray], num_agents: int, exempt: tuple[str, ...]) -> list[list[str]]:
