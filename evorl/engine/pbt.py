@@ -14,6 +14,18 @@ its environments and PRNG key stay its own) and then changes each evolving hyper
 with ``p = resample_probability``; a learning rate is resampled log-uniformly,
 :math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
 
+With ``pbt.strategy: cso`` the step is a competitive swarm (Cheng & Jin, 2015; EvoRL's
+PBT-CSO) instead: the agents are drawn into random pairs; each pair's loser copies its
+winner (the same fields as above) and moves its hyperparameters towards the winner's with a
+velocity it keeps between steps (``pbt_velocity`` in the training state, checkpointed with
+it), in the coordinates :math:`y = \log h` for a learning rate and :math:`y = h` otherwise:
+
+.. math::
+    v_l' = r_1 v_l + r_2 (y_w - y_l) + \varphi\, r_3 (\bar y - y_l), \qquad
+    y_l' = \mathrm{clip}(y_l + v_l', lo, hi)
+
+(:func:`~evorl.rl.evolution.cso_step`, :math:`\varphi` = ``cso_phi``); winners are unchanged.
+
 :func:`~evorl.rl.evolution.exploit_explore` is that step on ``fitness [N]`` and the
 hyperparameters ``[N, H]``, given its random numbers (:func:`~evorl.rl.evolution.draw`), so it
 can be checked against a plain NumPy version; :class:`PBT` applies it to the training state inside the compiled program
@@ -38,7 +50,7 @@ from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.engine.evaluator import each_agent
 from evorl.engine.population import apply_variant
-from evorl.rl.evolution import Evolving, draw, exploit_explore
+from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore
 from evorl.rl.rollout import EpisodeStats
 
 
@@ -84,10 +96,14 @@ def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchron
     """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
     require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
                             "each device), not distributed.layout=envs.")
-    num_replaced = int(num_agents * config.pbt.exploit_fraction)
-    require(num_replaced >= 1,
-            f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
-            f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
+    if config.pbt.strategy == "cso":
+        require(num_agents >= 2, f"pbt.strategy=cso pairs the agents, and {num_agents} agent (training.num_seeds x "
+                                 f"hyperparameter variants) has no partner; train at least 2.")
+    else:
+        num_replaced = int(num_agents * config.pbt.exploit_fraction)
+        require(num_replaced >= 1,
+                f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
+                f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
     evolving_hyperparameters(config, workflow_cls)
 
 
@@ -121,7 +137,7 @@ class PBT:
         self.fitness_on_host = config.fitness == "eval" and evaluates_on_host
         self.evolving = evolving
         self.num_agents = num_agents
-        self.num_replaced = int(num_agents * config.exploit_fraction)
+        self.num_replaced = int(num_agents * config.exploit_fraction)  # strategy: truncation
         self.evaluate = evaluate
         self.copied = copied
         self.kept = kept
@@ -132,10 +148,13 @@ class PBT:
         """Iterations between two PBT steps."""
         return self.config.interval
 
-    @staticmethod
-    def with_fitness_episodes(state):
-        """One agent's initial state with empty episode sums for ``fitness: train``."""
-        return state.replace(fitness_episodes=EpisodeStats.zeros())
+    def with_pbt_fields(self, state):
+        """One agent's initial state with empty episode sums for ``fitness: train`` and, with
+        ``strategy: cso``, a zero velocity ``[H]``."""
+        state = state.replace(fitness_episodes=EpisodeStats.zeros())
+        if self.config.strategy != "cso":
+            return state
+        return state.replace(pbt_velocity=jnp.zeros((len(self.evolving),), jnp.float32))
 
     @staticmethod
     def summing_fitness_episodes(step):
@@ -215,13 +234,31 @@ class PBT:
         the new state and the step's record (``source``, ``fitness``, ``before``, ``after``)."""
         key = jax.random.fold_in(state.key[0], DRAW_TAG)
         before = self.values(state)
-        draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
-        source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
-                                        self.config.perturb_factors, self.config.resample_probability)
+        if self.config.strategy == "cso":
+            source, after, velocity = self.swarm_step(key, fitness, before, state.pbt_velocity)
+            state = state.replace(pbt_velocity=velocity)
+        else:
+            draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
+            source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
+                                            self.config.perturb_factors, self.config.resample_probability)
         state = copy_agents(state, source, self.copied)
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
         return state, record
+
+
+    def swarm_step(self, key: jax.Array, fitness: jax.Array, values: jax.Array, velocity: jax.Array):
+        """``strategy: cso``: :func:`~evorl.rl.evolution.cso_step` on the hyperparameters
+        ``values [N, H]`` in the swarm's coordinates (the log of a learning rate); returns
+        ``source [N]``, the new values and the new velocity ``[N, H]``."""
+        log_scale = np.asarray([e.log_scale for e in self.evolving])  # [H]
+        to_swarm = lambda h: jnp.where(log_scale, jnp.log(jnp.where(log_scale, h, 1.0)), h)  # noqa: E731
+        low = to_swarm(jnp.asarray([e.low for e in self.evolving], jnp.float32))  # [H]
+        high = to_swarm(jnp.asarray([e.high for e in self.evolving], jnp.float32))
+        draws = cso_draw(key, self.num_agents, len(self.evolving))
+        source, y, velocity = cso_step(fitness, to_swarm(values), velocity, draws, low, high, self.config.cso_phi)
+        moved = (source != jnp.arange(self.num_agents))[:, None]  # [N, 1] the losers; exp(log h) may round h
+        return source, jnp.where(moved, jnp.where(log_scale, jnp.exp(y), y), values), velocity
 
 
 def copy_agents(state, source: jax.Array, fields: tuple[str, ...] = COPIED_FIELDS):
