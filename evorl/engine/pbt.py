@@ -14,26 +14,23 @@ its environments and PRNG key stay its own) and then changes each evolving hyper
 with ``p = resample_probability``; a learning rate is resampled log-uniformly,
 :math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
 
-With ``pbt.strategy: cso`` the step is a competitive swarm (Cheng & Jin, 2015; EvoRL's
-PBT-CSO) instead: the agents are drawn into random pairs; each pair's loser copies its
-winner (the same fields as above) and moves its hyperparameters towards the winner's with a
-velocity it keeps between steps (``pbt_velocity`` in the training state, checkpointed with
-it), in the coordinates :math:`y = \log h` for a learning rate and :math:`y = h` otherwise:
+With ``pbt.strategy: cso`` the step is a competitive swarm instead (Cheng & Jin, 2015; EvoRL's
+PBT-CSO, :func:`~evorl.rl.evolution.cso_step` has the equations): the agents are drawn into
+random pairs; each pair's loser copies its winner (the same fields as above) and moves its
+hyperparameters towards the winner's with a velocity it keeps between steps
+(``pbt_velocity`` in the training state, checkpointed with it), in the coordinates
+``log h`` for a learning rate and ``h`` otherwise; winners are unchanged.
 
-.. math::
-    v_l' = r_1 v_l + r_2 (y_w - y_l) + \varphi\, r_3 (\bar y - y_l), \qquad
-    y_l' = \mathrm{clip}(y_l + v_l', lo, hi)
-
-(:func:`~evorl.rl.evolution.cso_step`, :math:`\varphi` = ``cso_phi``); winners are unchanged.
-
-:func:`~evorl.rl.evolution.exploit_explore` is that step on ``fitness [N]`` and the
-hyperparameters ``[N, H]``, given its random numbers (:func:`~evorl.rl.evolution.draw`), so it
-can be checked against a plain NumPy version; :class:`PBT` applies it to the training state inside the compiled program
-(the execution layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
-:class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is declared, not
-guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e. the fields of
-the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma`` and
-``gae_lambda``; a key that shapes the program is refused with a message naming it.
+:func:`~evorl.rl.evolution.exploit_explore` (truncation) and
+:func:`~evorl.rl.evolution.cso_step` (the swarm) are the steps on ``fitness [N]`` and the
+hyperparameters ``[N, H]``, given their random numbers (:func:`~evorl.rl.evolution.draw`,
+:func:`~evorl.rl.evolution.cso_draw`), so each can be checked against a plain NumPy version;
+:class:`PBT` applies one to the training state inside the compiled program (the execution
+layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
+:class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is
+declared, not guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e.
+the fields of the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma``
+and ``gae_lambda``; a key that shapes the program is refused with a message naming it.
 """
 
 from __future__ import annotations
@@ -245,7 +242,6 @@ class PBT:
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
         return state, record
-
 
     def swarm_step(self, key: jax.Array, fitness: jax.Array, values: jax.Array, velocity: jax.Array):
         """``strategy: cso``: :func:`~evorl.rl.evolution.cso_step` on the hyperparameters
