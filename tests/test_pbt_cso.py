@@ -79,7 +79,9 @@ def test_a_non_finite_fitness_loses_to_any_finite_one():
 
 
 def cso_config(**pbt):
-    return {**TINY, "training": {**TINY["training"], "num_seeds": 2, "learning_rate": [1e-3, 3e-3], "eval_interval": 2},
+    """4 agents: 2 learning rates x 2 entropy coefficients (the swarm moves only between values the agents have)."""
+    return {**TINY, "agent": {**TINY["agent"], "ent_coef": [0.0, 0.02]},
+            "training": {**TINY["training"], "learning_rate": [1e-3, 3e-3], "eval_interval": 2},
             "pbt": {"enabled": True, "strategy": "cso", "interval": 2, "eval_episodes": 2,
                     "hyperparameters": {"training.learning_rate": [1e-4, 1e-2], "agent.ent_coef": [0.0, 0.05]},
                     **pbt}}
@@ -87,7 +89,9 @@ def cso_config(**pbt):
 
 def test_cso_step_on_the_training_state_copies_winners_and_moves_losers():
     w = PPOWorkflow.build_from_config(cso_config(interval=1000), recorders=[])
-    state = w.init(jax.random.PRNGKey(1))  # agents 0, 1 and 2, 3: two initialisations, two learning rates
+    state = w.init(jax.random.PRNGKey(1))  # one seed: the 4 agents start from the same parameters
+    state = state.replace(agent_state=state.agent_state.replace(params=jax.tree.map(  # tell them apart
+        lambda x: x + jnp.arange(4.0).reshape((4,) + (1,) * (x.ndim - 1)), state.agent_state.params)))
     np.testing.assert_array_equal(state.pbt_velocity, np.zeros((4, 2), np.float32))
     fitness = jnp.array([3.0, 1.0, 4.0, 0.0])
     new, record = jax.jit(w.pbt.step)(state.replace(env_state=None), fitness)
@@ -132,8 +136,19 @@ def test_bad_cso_configs_are_refused_naming_the_key(pbt, error):
 
 def test_cso_needs_two_agents():
     cfg = cso_config()
-    cfg["training"] = {**cfg["training"], "num_seeds": 1, "learning_rate": 1e-3}
+    cfg["agent"] = TINY["agent"]
+    cfg["training"] = {**cfg["training"], "learning_rate": 1e-3}
+    cfg["pbt"]["hyperparameters"] = {"training.learning_rate": [1e-4, 1e-2]}
     with pytest.raises(ConfigError, match="pbt.strategy=cso pairs the agents, and 1 agent .* has no partner"):
+        PPOWorkflow.build_from_config(cfg, recorders=[])
+
+
+def test_cso_refuses_a_hyperparameter_every_agent_starts_at():
+    cfg = cso_config()
+    cfg["agent"] = TINY["agent"]  # ent_coef: the default 0.01 in all 4 agents (4 seeds)
+    cfg["training"] = {**cfg["training"], "num_seeds": 2}
+    with pytest.raises(ConfigError, match="pbt.hyperparameters.agent.ent_coef: every agent starts with "
+                                          "agent.ent_coef=0.01, and pbt.strategy=cso .* would never change"):
         PPOWorkflow.build_from_config(cfg, recorders=[])
 
 
@@ -155,3 +170,17 @@ def test_interrupted_and_resumed_cso_run_is_bit_identical(tmp_path):
     assert_states_identical(resumed.state, whole.state)
     assert lineage(tmp_path / "cut") == lineage(tmp_path / "whole")
     assert [len(r["copied"]) for r in lineage(tmp_path / "whole")] == [2, 2]  # half the agents each step
+
+
+@pytest.mark.slow
+def test_cso_population_on_two_devices_equals_one_device():
+    """The velocities travel with their agents: gathered for the step, each device's rows back."""
+    from test_multi_device import run_two_devices
+
+    cfg = copy.deepcopy(cso_config())
+    cfg["training"].update(num_envs=4, num_minibatches=2)
+    cfg["distributed"] = {"layout": "population"}
+    result = run_two_devices("evorl.workflows.PPOWorkflow", cfg, iterations=4)
+    assert result["learning_rates"][0] == pytest.approx(result["learning_rates"][1], rel=1e-6)
+    assert sorted(result["learning_rates"][0]) != [1e-3, 1e-3, 3e-3, 3e-3]  # the swarm steps moved them
+    assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result

@@ -33,22 +33,23 @@ class PBTConfig:
     #: The exploit/explore step: ``truncation`` (the worst ``exploit_fraction`` copy the best
     #: and perturb or resample the copied hyperparameters) or ``cso`` (random pairs; each
     #: pair's loser copies its winner's weights and moves its hyperparameters towards the
-    #: winner's with a velocity, :func:`~evorl.rl.evolution.cso_step`).
+    #: winner's with a velocity, ``evorl.rl.evolution.cso_step``).
     strategy: str = "truncation"
     #: How agents are ranked: ``eval`` (mean greedy return of ``eval_episodes`` episodes) or
     #: ``train`` (mean return of the training episodes that ended since the last step).
     fitness: str = "eval"
     #: Greedy episodes per agent for ``fitness: eval``.
     eval_episodes: int = 8
-    #: The worst fraction of agents replaced by copies of the best fraction (in (0, 0.5]).
+    #: ``strategy: truncation``: the worst fraction of agents replaced by copies of the best
+    #: fraction (in (0, 0.5]).
     exploit_fraction: float = 0.25
-    #: A copied hyperparameter is multiplied by one of these, drawn uniformly.
+    #: ``strategy: truncation``: a copied hyperparameter is multiplied by one of these, drawn uniformly.
     perturb_factors: tuple[float, ...] = (0.8, 1.2)
-    #: The probability that a copied hyperparameter is resampled from its range instead
-    #: (log-uniformly for learning rates).
+    #: ``strategy: truncation``: the probability that a copied hyperparameter is resampled
+    #: from its range instead (log-uniformly for learning rates).
     resample_probability: float = 0.25
     #: ``strategy: cso``: the weight of a loser's pull towards the population's mean
-    #: hyperparameters (the paper's :math:`\varphi`; 0, EvoRL's PBT-CSO, leaves it out).
+    #: hyperparameters (the paper's phi; 0, as in EvoRL's PBT-CSO, leaves the pull out).
     cso_phi: float = 0.0
     #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
     hyperparameters: dict = dataclasses.field(default_factory=dict)

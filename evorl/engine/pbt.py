@@ -77,12 +77,18 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
                 workflow_cls.hparams_of(agent_cfg, training)
             except ConfigError as e:
                 raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
+        starts = set()
         for variant in variants:
             agent_cfg, training = apply_variant(config.agent, config.training, variant)
             value = getattr(agent_cfg if section == "agent" else training, short)
             require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
             require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
                                           f"the bounds; widen them or change the initial value.")
+            starts.add(value)
+        require(config.pbt.strategy != "cso" or len(starts) > 1,
+                f"{name}: every agent starts with {key}={value}, and pbt.strategy=cso moves an agent's value only "
+                f"towards the other agents' values (from a zero velocity), so it would never change. Give {key} a "
+                f"list of initial values, or use pbt.strategy=truncation.")
         field = None if key == "training.learning_rate" else short
         out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
     return tuple(out)
