@@ -143,6 +143,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("cemrl_pendulum"),
         checked("erl_pendulum"),
         checked("pbt_sac_pendulum"),  # 8 SAC agents under PBT: ~1 min per seed
+        checked("pbt_cso_ppo_cartpole"),  # 8 PPO agents under PBT-CSO: ~15 s per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),

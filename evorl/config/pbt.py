@@ -13,6 +13,11 @@ from evorl.config.errors import require
 from evorl.config.parsing import dotted_keys
 
 FITNESS = ("eval", "train")
+#: How the population exchanges weights and hyperparameters: truncation selection with
+#: perturbation (Jaderberg et al., 2017), or a competitive swarm (Cheng & Jin, 2015).
+STRATEGIES = ("truncation", "cso")
+#: The keys of truncation selection (``strategy: cso`` refuses values other than their defaults).
+TRUNCATION_KEYS = ("exploit_fraction", "perturb_factors", "resample_probability")
 #: The hyperparameter resampled log-uniformly (its bounds must be > 0).
 LOG_SCALE_KEYS = ("training.learning_rate",)
 
@@ -25,18 +30,27 @@ class PBTConfig:
     enabled: bool = False
     #: Iterations between exploit/explore steps.
     interval: int = 10
+    #: The exploit/explore step: ``truncation`` (the worst ``exploit_fraction`` copy the best
+    #: and perturb or resample the copied hyperparameters) or ``cso`` (random pairs; each
+    #: pair's loser copies its winner's weights and moves its hyperparameters towards the
+    #: winner's with a velocity, ``evorl.rl.evolution.cso_step``).
+    strategy: str = "truncation"
     #: How agents are ranked: ``eval`` (mean greedy return of ``eval_episodes`` episodes) or
     #: ``train`` (mean return of the training episodes that ended since the last step).
     fitness: str = "eval"
     #: Greedy episodes per agent for ``fitness: eval``.
     eval_episodes: int = 8
-    #: The worst fraction of agents replaced by copies of the best fraction (in (0, 0.5]).
+    #: ``strategy: truncation``: the worst fraction of agents replaced by copies of the best
+    #: fraction (in (0, 0.5]).
     exploit_fraction: float = 0.25
-    #: A copied hyperparameter is multiplied by one of these, drawn uniformly.
+    #: ``strategy: truncation``: a copied hyperparameter is multiplied by one of these, drawn uniformly.
     perturb_factors: tuple[float, ...] = (0.8, 1.2)
-    #: The probability that a copied hyperparameter is resampled from its range instead
-    #: (log-uniformly for learning rates).
+    #: ``strategy: truncation``: the probability that a copied hyperparameter is resampled
+    #: from its range instead (log-uniformly for learning rates).
     resample_probability: float = 0.25
+    #: ``strategy: cso``: the weight of a loser's pull towards the population's mean
+    #: hyperparameters (the paper's phi; 0, as in EvoRL's PBT-CSO, leaves the pull out).
+    cso_phi: float = 0.0
     #: The hyperparameters that evolve, with their bounds: ``{agent.clip_epsilon: [0.05, 0.5]}``.
     hyperparameters: dict = dataclasses.field(default_factory=dict)
 
@@ -55,6 +69,19 @@ class PBTConfig:
                 f"{where}.perturb_factors must be a non-empty list of factors > 0, got {list(self.perturb_factors)}.")
         require(0 <= self.resample_probability <= 1,
                 f"{where}.resample_probability must be in [0, 1], got {self.resample_probability}.")
+        require(self.strategy in STRATEGIES,
+                f"{where}.strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
+        require(math.isfinite(self.cso_phi) and self.cso_phi >= 0,
+                f"{where}.cso_phi must be a finite number >= 0, got {self.cso_phi}.")
+        require(self.strategy == "cso" or self.cso_phi == 0,
+                f"{where}.cso_phi={self.cso_phi} applies to {where}.strategy=cso, not {self.strategy}.")
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for key in TRUNCATION_KEYS:
+            value = getattr(self, key)
+            require(self.strategy != "cso" or (tuple(value) if isinstance(value, list) else value) == defaults[key],
+                    f"{where}.{key}={value} applies to {where}.strategy=truncation; {where}.strategy=cso replaces "
+                    f"the loser of every random pair (half the agents) and moves its hyperparameters towards "
+                    f"the winner's: remove {key}.")
         require(not self.enabled or self.hyperparameters,
                 f"{where}.enabled=true but {where}.hyperparameters is empty: PBT evolves the hyperparameters "
                 f"listed there with their bounds, e.g. {{training.learning_rate: [1e-5, 1e-2]}}; list at least "

@@ -191,7 +191,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         key split from ``key``, shared by all variants (:func:`population_inputs`); one agent
         is initialised with ``key`` itself."""
         if self.pbt is not None:
-            init_one = _then(init_one, self.pbt.with_fitness_episodes)
+            init_one = _then(init_one, self.pbt.with_pbt_fields)
         if not self.population:
             hparams, learning_rate = self._variant_data[0]
             return self.executor.init(init_one, key, hparams, learning_rate)

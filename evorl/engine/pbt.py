@@ -14,14 +14,23 @@ its environments and PRNG key stay its own) and then changes each evolving hyper
 with ``p = resample_probability``; a learning rate is resampled log-uniformly,
 :math:`\log h_{\mathrm{new}} \sim U[\log lo, \log hi]`. The other agents are unchanged.
 
-:func:`~evorl.rl.evolution.exploit_explore` is that step on ``fitness [N]`` and the
-hyperparameters ``[N, H]``, given its random numbers (:func:`~evorl.rl.evolution.draw`), so it
-can be checked against a plain NumPy version; :class:`PBT` applies it to the training state inside the compiled program
-(the execution layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
-:class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is declared, not
-guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e. the fields of
-the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma`` and
-``gae_lambda``; a key that shapes the program is refused with a message naming it.
+With ``pbt.strategy: cso`` the step is a competitive swarm instead (Cheng & Jin, 2015; EvoRL's
+PBT-CSO, :func:`~evorl.rl.evolution.cso_step` has the equations): the agents are drawn into
+random pairs; each pair's loser copies its winner (the same fields as above) and moves its
+hyperparameters towards the winner's with a velocity it keeps between steps
+(``pbt_velocity`` in the training state, checkpointed with it), in the coordinates
+``log h`` for a learning rate and ``h`` otherwise; winners are unchanged.
+
+:func:`~evorl.rl.evolution.exploit_explore` (truncation) and
+:func:`~evorl.rl.evolution.cso_step` (the swarm) are the steps on ``fitness [N]`` and the
+hyperparameters ``[N, H]``, given their random numbers (:func:`~evorl.rl.evolution.draw`,
+:func:`~evorl.rl.evolution.cso_draw`), so each can be checked against a plain NumPy version;
+:class:`PBT` applies one to the training state inside the compiled program (the execution
+layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
+:class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is
+declared, not guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e.
+the fields of the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma``
+and ``gae_lambda``; a key that shapes the program is refused with a message naming it.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.engine.evaluator import each_agent
 from evorl.engine.population import apply_variant
-from evorl.rl.evolution import Evolving, draw, exploit_explore
+from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore
 from evorl.rl.rollout import EpisodeStats
 
 
@@ -68,12 +77,18 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
                 workflow_cls.hparams_of(agent_cfg, training)
             except ConfigError as e:
                 raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
+        starts = set()
         for variant in variants:
             agent_cfg, training = apply_variant(config.agent, config.training, variant)
             value = getattr(agent_cfg if section == "agent" else training, short)
             require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
             require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
                                           f"the bounds; widen them or change the initial value.")
+            starts.add(value)
+        require(config.pbt.strategy != "cso" or len(starts) > 1,
+                f"{name}: every agent starts with {key}={value}, and pbt.strategy=cso moves an agent's value only "
+                f"towards the other agents' values (from a zero velocity), so it would never change. Give {key} a "
+                f"list of initial values, or use pbt.strategy=truncation.")
         field = None if key == "training.learning_rate" else short
         out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
     return tuple(out)
@@ -84,10 +99,14 @@ def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchron
     """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
     require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
                             "each device), not distributed.layout=envs.")
-    num_replaced = int(num_agents * config.pbt.exploit_fraction)
-    require(num_replaced >= 1,
-            f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
-            f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
+    if config.pbt.strategy == "cso":
+        require(num_agents >= 2, f"pbt.strategy=cso pairs the agents, and {num_agents} agent (training.num_seeds x "
+                                 f"hyperparameter variants) has no partner; train at least 2.")
+    else:
+        num_replaced = int(num_agents * config.pbt.exploit_fraction)
+        require(num_replaced >= 1,
+                f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
+                f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
     evolving_hyperparameters(config, workflow_cls)
 
 
@@ -121,7 +140,7 @@ class PBT:
         self.fitness_on_host = config.fitness == "eval" and evaluates_on_host
         self.evolving = evolving
         self.num_agents = num_agents
-        self.num_replaced = int(num_agents * config.exploit_fraction)
+        self.num_replaced = int(num_agents * config.exploit_fraction)  # strategy: truncation
         self.evaluate = evaluate
         self.copied = copied
         self.kept = kept
@@ -132,10 +151,13 @@ class PBT:
         """Iterations between two PBT steps."""
         return self.config.interval
 
-    @staticmethod
-    def with_fitness_episodes(state):
-        """One agent's initial state with empty episode sums for ``fitness: train``."""
-        return state.replace(fitness_episodes=EpisodeStats.zeros())
+    def with_pbt_fields(self, state):
+        """One agent's initial state with empty episode sums for ``fitness: train`` and, with
+        ``strategy: cso``, a zero velocity ``[H]``."""
+        state = state.replace(fitness_episodes=EpisodeStats.zeros())
+        if self.config.strategy != "cso":
+            return state
+        return state.replace(pbt_velocity=jnp.zeros((len(self.evolving),), jnp.float32))
 
     @staticmethod
     def summing_fitness_episodes(step):
@@ -215,13 +237,30 @@ class PBT:
         the new state and the step's record (``source``, ``fitness``, ``before``, ``after``)."""
         key = jax.random.fold_in(state.key[0], DRAW_TAG)
         before = self.values(state)
-        draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
-        source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
-                                        self.config.perturb_factors, self.config.resample_probability)
+        if self.config.strategy == "cso":
+            source, after, velocity = self.swarm_step(key, fitness, before, state.pbt_velocity)
+            state = state.replace(pbt_velocity=velocity)
+        else:
+            draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
+            source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
+                                            self.config.perturb_factors, self.config.resample_probability)
         state = copy_agents(state, source, self.copied)
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
         return state, record
+
+    def swarm_step(self, key: jax.Array, fitness: jax.Array, values: jax.Array, velocity: jax.Array):
+        """``strategy: cso``: :func:`~evorl.rl.evolution.cso_step` on the hyperparameters
+        ``values [N, H]`` in the swarm's coordinates (the log of a learning rate); returns
+        ``source [N]``, the new values and the new velocity ``[N, H]``."""
+        log_scale = np.asarray([e.log_scale for e in self.evolving])  # [H]
+        to_swarm = lambda h: jnp.where(log_scale, jnp.log(jnp.where(log_scale, h, 1.0)), h)  # noqa: E731
+        low = to_swarm(jnp.asarray([e.low for e in self.evolving], jnp.float32))  # [H]
+        high = to_swarm(jnp.asarray([e.high for e in self.evolving], jnp.float32))
+        draws = cso_draw(key, self.num_agents, len(self.evolving))
+        source, y, velocity = cso_step(fitness, to_swarm(values), velocity, draws, low, high, self.config.cso_phi)
+        moved = (source != jnp.arange(self.num_agents))[:, None]  # [N, 1] the losers; exp(log h) may round h
+        return source, jnp.where(moved, jnp.where(log_scale, jnp.exp(y), y), values), velocity
 
 
 def copy_agents(state, source: jax.Array, fields: tuple[str, ...] = COPIED_FIELDS):

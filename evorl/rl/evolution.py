@@ -11,9 +11,10 @@ built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
 * the genetic operators of ERL (:mod:`evorl.algorithms.erl`): :func:`tournament_select`,
   :func:`crossover` by neurons (:func:`neuron_segments`, :func:`cross_pairs`), :func:`mutate`,
   :func:`ga_step`; NSGA-II's are in :mod:`evorl.rl.multi_objective`;
-* PBT's exploit/explore step (:func:`exploit_explore`, its random numbers drawn by
-  :func:`draw`; the step on the training state and its schedule are :mod:`evorl.engine.pbt`,
-  the equation in its docstring).
+* PBT's exploit/explore steps: truncation selection (:func:`exploit_explore`, its random
+  numbers drawn by :func:`draw`) and the competitive swarm (:func:`cso_step`, drawn by
+  :func:`cso_draw`); the step on the training state and its schedule are
+  :mod:`evorl.engine.pbt`, the equations in its docstring and :func:`cso_step`'s.
 """
 
 from __future__ import annotations
@@ -252,3 +253,52 @@ def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_rep
     return source, jnp.where(replaced, explored, values)
 
 
+
+
+# --- PBT's competitive swarm (CSO) ---------------------------------------------------
+@struct.dataclass
+class CSODraws:
+    """The random numbers of one competitive swarm step over ``N`` members of ``D`` coordinates."""
+
+    pairing: jax.Array  # [N] int32, a permutation: pair j is (pairing[j], pairing[j + N // 2])
+    r1: jax.Array  # [N // 2, D] uniform in [0, 1): the weight of a loser's velocity
+    r2: jax.Array  # [N // 2, D] uniform: of the pull towards its winner
+    r3: jax.Array  # [N // 2, D] uniform: of the pull towards the population's mean
+
+
+def cso_draw(key: jax.Array, num_members: int, num_coordinates: int) -> CSODraws:
+    pairing_key, k1, k2, k3 = jax.random.split(key, 4)
+    shape = (num_members // 2, num_coordinates)
+    return CSODraws(jax.random.permutation(pairing_key, num_members).astype(jnp.int32),
+                    jax.random.uniform(k1, shape), jax.random.uniform(k2, shape), jax.random.uniform(k3, shape))
+
+
+def cso_step(fitness: jax.Array, x: jax.Array, velocity: jax.Array, draws: CSODraws, low: jax.Array,
+             high: jax.Array, phi: float) -> tuple[jax.Array, jax.Array, jax.Array]:
+    r"""One step of the competitive swarm optimiser (Cheng & Jin, 2015) on the members
+    ``x [N, D]`` with their velocities ``velocity [N, D]`` and ``fitness [N]`` (higher is
+    better). The members are drawn into ``N // 2`` random pairs (``draws.pairing``); in each
+    pair the one :func:`ranking` ranks higher (non-finite fitness last; on a tie the higher
+    index) is the winner :math:`w`, and only the loser :math:`l` moves:
+
+    .. math::
+        v_l' = r_1 v_l + r_2 (x_w - x_l) + \varphi\, r_3 (\bar x - x_l), \qquad
+        x_l' = \mathrm{clip}(x_l + v_l',\; lo,\; hi)
+
+    with :math:`r_1, r_2, r_3 \sim U[0, 1)^D` per loser, :math:`\bar x` the mean of all ``N``
+    members and :math:`\varphi` = ``phi``; the velocity is kept unclipped. Winners keep their
+    ``x`` and velocity. With ``N`` odd the last member of the permutation sits this step out
+    (unchanged, its own source).
+
+    Returns ``source [N]`` (each loser's winner, every other member itself: PBT copies the
+    winner's weights into the loser), the new ``x [N, D]`` and the new ``velocity [N, D]``."""
+    num_members, half = x.shape[0], x.shape[0] // 2
+    position = jnp.argsort(ranking(fitness))  # [N] each member's rank, 0 the worst
+    first, second = draws.pairing[:half], draws.pairing[half:2 * half]  # [N // 2] each
+    first_wins = position[first] > position[second]
+    winners, losers = jnp.where(first_wins, first, second), jnp.where(first_wins, second, first)
+    mean = jnp.mean(x, axis=0)  # [D]
+    x_l = x[losers]  # [N // 2, D]
+    v_l = draws.r1 * velocity[losers] + draws.r2 * (x[winners] - x_l) + phi * draws.r3 * (mean - x_l)
+    source = jnp.arange(num_members).at[losers].set(winners)
+    return (source, x.at[losers].set(jnp.clip(x_l + v_l, low, high)), velocity.at[losers].set(v_l))

@@ -112,6 +112,9 @@ class OffPolicyState:
     #: oldest first (leaves ``[actor_lag, ...]``); the rollout acts with the oldest. None
     #: without lag (see :func:`evorl.rl.on_policy.acting_state`).
     lagged_params: Any = None
+    #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (see
+    #: :mod:`evorl.engine.pbt`); None otherwise.
+    pbt_velocity: Any = None
 
 
 #: What a diverged agent of a population keeps from its last finite iteration.

@@ -59,6 +59,9 @@ class OnPolicyState:
     #: A recurrent agent's state of each environment's episode in progress (leaves ``[B, ...]``,
     #: carried from one rollout to the next); None for a feed-forward agent.
     policy_state: Any = None
+    #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (in the
+    #: coordinates the swarm moves in, see :mod:`evorl.engine.pbt`); None otherwise.
+    pbt_velocity: Any = None
 
 
 #: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.
