@@ -142,6 +142,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("sac_gymnasium_inverted_pendulum"),  # actor-learner, MuJoCo: ~4 min per seed
         checked("cemrl_pendulum"),
         checked("erl_pendulum"),
+        checked("cemrl_openes_pendulum"),  # CEM-RL with OpenES: ~1 min per seed
         checked("pbt_sac_pendulum"),  # 8 SAC agents under PBT: ~1 min per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
