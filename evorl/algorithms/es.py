@@ -13,7 +13,8 @@ interface). One generation (:func:`make_generation`), read top to bottom:
    vmapped; with a device axis each device plays its ``P / D`` members), all normalising
    observations with the same shared statistics;
 3. gather every member's fitness, the mean episode return ``R_i``;
-4. shape it (:func:`centered_rank`, ours) and ``tell`` the strategy, which moves the mean;
+4. shape it (:func:`centered_rank`, ours; sep-CEM and canonical ES rank it themselves) and
+   ``tell`` the strategy, which moves the mean;
 5. merge all members' observations into the shared observation statistics.
 
 The evosax strategies minimise, so they are told ``-R_i`` and our shaping is applied
@@ -113,7 +114,9 @@ class ESConfig:
     num_elites: int | None = None
     #: SepCEM: additive noise on the variance, initially; it decays towards eps_end with tau_eps.
     eps_init: float = 1e-3
+    #: SepCEM: the additive noise's limit.
     eps_end: float = 1e-5
+    #: SepCEM: decay of the additive noise per generation (eps <- tau_eps eps + (1 - tau_eps) eps_end).
     tau_eps: float = 0.95
     #: SepCEM: factor c on the elites' weighted squared deviations in the variance update (1:
     #: the paper's eq. 2 and EvoRL's SepCEM; CEM-RL's section defaults to 1 / num_elites).
