@@ -215,7 +215,8 @@ class ERLConfig(PopulationRLConfig):
     networks and noise are in ``agent:``, ``training.gamma`` and ``training.learning_rate`` in
     ``training:``). ``num_updates`` is the learner's TD3 steps per generation."""
 
-    #: The population optimiser: ga (ERL's genetic algorithm), cem, or an evosax strategy (openes, snes, cma_es, ars).
+    #: The population optimiser: ga (ERL's genetic algorithm), cem, vanilla_es (canonical ES), or an evosax
+    #: strategy (openes, snes, cma_es, ars).
     optimiser: str = "ga"
     #: ga: actors kept unchanged each generation, the fittest (E); cem: elites the update averages.
     num_elites: int = 1
