@@ -174,7 +174,8 @@ def test_erl_es_runs_canonical_es_with_the_learner_as_a_sample():
                                                 "erl.optimiser=ga keeps a population"),
     (ERLWorkflow, "erl", {"optimiser": "openes", "injection": "mean", "injection_step": 0.0},
      "erl.injection_step must be in (0, 1], got 0.0."),
-    (ERLWorkflow, "erl", {"optimiser": "vanilla_es", "num_elites": 5}, "erl.num_elites=5 exceeds erl.population_size=4."),
+    (ERLWorkflow, "erl", {"optimiser": "vanilla_es", "num_elites": 5},
+     "erl.num_elites=5 exceeds erl.population_size=4."),
     (CEMRLWorkflow, "cemrl", {"optimiser": "vanilla_es", "es_sigma": 0.0}, "cemrl.es_sigma must be > 0, got 0.0."),
 ])
 def test_bad_variant_configs_are_refused_in_one_line(workflow_cls, section, values, message):

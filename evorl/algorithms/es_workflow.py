@@ -63,9 +63,10 @@ class ESExperimentConfig(ExperimentConfig):
 
 
 class ESWorkflow(ChunkedWorkflow):
-    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax; sep-CEM and canonical ES) on the shared host loop:
-    it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
-    iteration is (a generation) and the state (:class:`~evorl.algorithms.es.ESState`)."""
+    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax; sep-CEM and canonical ES,
+    :mod:`evorl.rl.optimisers`) on the shared host loop: it inherits ``learn``, ``evaluate``,
+    health checks and checkpoints, and replaces what an iteration is (a generation) and the
+    state (:class:`~evorl.algorithms.es.ESState`)."""
 
     label = "ES"
     agent_factory = staticmethod(make_mlp_es_agent)
