@@ -142,11 +142,16 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("sac_gymnasium_inverted_pendulum"),  # actor-learner, MuJoCo: ~4 min per seed
         checked("cemrl_pendulum"),
         checked("erl_pendulum"),
+        checked("cemrl_openes_pendulum"),  # CEM-RL with OpenES: ~1 min per seed
+        checked("erl_es_pendulum"),  # ERL with canonical ES: ~1 min per seed
+        checked("erl_eda_pendulum"),  # ERL-EDA, the learner put into OpenES's mean: ~1 min per seed
         checked("pbt_sac_pendulum"),  # 8 SAC agents under PBT: ~1 min per seed
         checked("pbt_cso_ppo_cartpole"),  # 8 PPO agents under PBT-CSO: ~15 s per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),
+        checked("es_sepcem_cartpole"),
+        checked("es_vanilla_cartpole"),
         checked("es_openes_hopper"),  # ~2 min per seed
     ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.

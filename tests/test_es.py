@@ -15,7 +15,7 @@ pytest.importorskip("evosax", reason="ESWorkflow needs evosax (pip install 'evor
 from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_identical  # noqa: E402
 from test_multi_device import run_two_devices  # noqa: E402
 
-from evorl.algorithms.es import ESConfig, centered_rank, make_strategy, mirror, sample_population  # noqa: E402
+from evorl.algorithms.es import ESConfig, centered_rank, make_search, mirror  # noqa: E402
 from evorl.config import ConfigError  # noqa: E402
 from evorl.app.experiment import run_experiment  # noqa: E402
 from evorl.workflows import ESWorkflow  # noqa: E402
@@ -74,13 +74,10 @@ def test_centered_rank_ranks_non_finite_costs_worst():
         assert abs(shaped.sum()) < 1e-4 and shaped.min() >= -0.5 and shaped.max() <= 0.5
 
 
-def strategy_and_state(es: ESConfig, num_dims: int, mean):
-    from evorl.algorithms.es import ESState
-
-    strategy, params = make_strategy(es, num_dims)
-    strategy_state = strategy.init(jax.random.PRNGKey(0), jnp.asarray(mean, jnp.float32), params)
-    state = ESState(key=None, agent_state=None, strategy_state=strategy_state, strategy_params=params, iteration=0)
-    return strategy, state
+def search_and_state(es: ESConfig, num_dims: int, mean):
+    """The strategy of ``es`` (an AskTell, as the ES generation uses it) and its initial state at ``mean``."""
+    search = make_search(es, num_dims)
+    return search, search.init(jax.random.PRNGKey(0), jnp.asarray(mean, jnp.float32))
 
 
 def test_mirrored_sampling_gives_pairs_mean_plus_minus_eps():
@@ -88,8 +85,8 @@ def test_mirrored_sampling_gives_pairs_mean_plus_minus_eps():
     for name in ("OpenES", "SNES", "CMA_ES"):
         shaping = "strategy" if name == "CMA_ES" else "centered_rank"
         es = ESConfig(strategy=name, population_size=10, sigma=0.3, mirrored=True, fitness_shaping=shaping)
-        strategy, state = strategy_and_state(es, 5, mean)
-        population = np.asarray(sample_population(strategy, es, state, jax.random.PRNGKey(1))[0], np.float64)
+        search, state = search_and_state(es, 5, mean)
+        population = np.asarray(search.ask(jax.random.PRNGKey(1), state)[0], np.float64)
         eps = population[:5] - mean
         np.testing.assert_allclose(population[5:] - mean, -eps, atol=1e-6)
         assert np.all(np.abs(eps) > 0) and len(np.unique(population.round(6), axis=0)) == 10
@@ -103,11 +100,10 @@ def test_openes_generation_update_equals_numpy_step_on_fixed_fitness():
     dims, pop, sigma, lr = 6, 12, 0.2, 0.05
     es = ESConfig(strategy="OpenES", population_size=pop, sigma=sigma, learning_rate=lr, optimizer="sgd")
     mean = np.arange(dims) / 10.0
-    strategy, state = strategy_and_state(es, dims, mean)
-    population, ask_state = sample_population(strategy, es, state, jax.random.PRNGKey(2))
+    search, state = search_and_state(es, dims, mean)
+    population, ask_state = search.ask(jax.random.PRNGKey(2), state)
     returns = np.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0, 8.0])  # ties included
-    new_state, _ = strategy.tell(jax.random.PRNGKey(3), population, -jnp.asarray(returns, jnp.float32),
-                                 ask_state, state.strategy_params)
+    new_state = search.tell(jax.random.PRNGKey(3), ask_state, population, jnp.asarray(returns, jnp.float32))
 
     x = np.asarray(population, np.float64)
     eps = (x - mean) / sigma
@@ -124,11 +120,10 @@ def test_openes_step_ranks_a_diverged_member_worst():
     dims, pop, sigma, lr = 64, 6, 0.2, 0.05  # mirrored pairs (0, 3), (1, 4), (2, 5)
     es = ESConfig(strategy="OpenES", population_size=pop, sigma=sigma, learning_rate=lr, optimizer="sgd")
     mean = np.zeros(dims)
-    strategy, state = strategy_and_state(es, dims, mean)
-    population, ask_state = sample_population(strategy, es, state, jax.random.PRNGKey(2))
+    search, state = search_and_state(es, dims, mean)
+    population, ask_state = search.ask(jax.random.PRNGKey(2), state)
     returns = np.array([3.0, np.nan, np.inf, 1.0, 4.0, 2.0])
-    new_state, _ = strategy.tell(jax.random.PRNGKey(3), population, -jnp.asarray(returns, jnp.float32),
-                                 ask_state, state.strategy_params)
+    new_state = search.tell(jax.random.PRNGKey(3), ask_state, population, jnp.asarray(returns, jnp.float32))
     eps = (np.asarray(population, np.float64) - mean) / sigma
     utilities = numpy_centered_rank([-3.0, np.inf, np.inf, -1.0, -4.0, -2.0])  # costs; diverged = +inf
     expected = mean - lr * utilities @ eps / (pop * sigma)
@@ -146,10 +141,10 @@ def test_openes_gradient_estimate_on_a_quadratic_matches_the_analytic_gradient()
                   fitness_shaping="raw")
     rng = np.random.default_rng(0)
     mean, centre = rng.normal(size=dims), rng.normal(size=dims)
-    strategy, state = strategy_and_state(es, dims, mean)
-    population, ask_state = sample_population(strategy, es, state, jax.random.PRNGKey(4))
+    search, state = search_and_state(es, dims, mean)
+    population, ask_state = search.ask(jax.random.PRNGKey(4), state)
     fitness = -jnp.sum(jnp.square(population - centre), axis=1)
-    new_state, _ = strategy.tell(jax.random.PRNGKey(5), population, -fitness, ask_state, state.strategy_params)
+    new_state = search.tell(jax.random.PRNGKey(5), ask_state, population, fitness)
     estimate = np.asarray(new_state.mean, np.float64) - mean
     gradient = -2.0 * (mean - centre)
     stderr = np.sqrt((gradient @ gradient + gradient**2) / (pop / 2))
@@ -162,9 +157,8 @@ def replay_generation(workflow, state):
     time limit (``lax.scan``, no early exit). Returns the observations acted on before each
     episode ended ``[n, obs_dim]``, each member's fitness (mean return) ``[P]`` and the
     candidates ``[P, D]``."""
-    es = workflow.config.es
     _, ask_key, env_key, _ = jax.random.split(state.key, 4)
-    population, _ = sample_population(workflow.strategy, es, state, ask_key)
+    population, _ = workflow.search.ask(ask_key, state.search)
     _, unravel = jax.flatten_util.ravel_pytree(state.agent_state.params)
     env, agent = workflow.env, workflow.agent
 
@@ -200,12 +194,12 @@ def test_one_openes_generation_equals_numpy_openes_step():
     assert metrics["train/episode_return"] == pytest.approx(fitness.mean(), rel=1e-6)
     assert len(np.unique(fitness)) > 2  # the members differ: the update has something to rank
 
-    mean = np.asarray(before.strategy_state.mean, np.float64)
+    mean = np.asarray(before.search.mean, np.float64)
     eps = (population - mean) / sigma
     expected = mean - lr * numpy_centered_rank(-fitness) @ eps / (len(fitness) * sigma)
     new_mean = np.asarray(jax.flatten_util.ravel_pytree(to_host(state.agent_state.params))[0])
-    np.testing.assert_allclose(np.asarray(state.strategy_state.mean), expected, rtol=1e-5, atol=1e-6)
-    np.testing.assert_array_equal(new_mean, np.asarray(state.strategy_state.mean))  # the agent acts with the mean
+    np.testing.assert_allclose(np.asarray(state.search.mean), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(new_mean, np.asarray(state.search.mean))  # the agent acts with the mean
 
 
 @pytest.mark.slow  # ~45 s on 2 cores at load 8-10 (2026-12-03)

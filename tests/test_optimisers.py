@@ -146,7 +146,7 @@ def test_a_bad_optimiser_name_is_refused_in_one_line(section):
     cfg = copy.deepcopy(CEMRL_TINY if section == "cemrl" else TINY)
     cfg[section]["optimiser"] = "cmaes"
     workflow_cls = CEMRLWorkflow if section == "cemrl" else ERLWorkflow
-    with pytest.raises(ConfigError, match=rf"Unknown {section}.optimiser 'cmaes'; valid: cem, ga, openes, snes, "
-                                          r"cma_es, ars\.") as error:
+    with pytest.raises(ConfigError, match=rf"Unknown {section}.optimiser 'cmaes'; valid: cem, ga, vanilla_es, openes, "
+                                          r"snes, cma_es, ars\.") as error:
         workflow_cls.build_from_config(cfg, recorders=[])
     assert "\n" not in str(error.value)

@@ -40,9 +40,21 @@ with fitness :math:`f_i` (a non-finite fitness ranks last):
    inherits its first parent's).
 
 The genetic algorithm is the default population optimiser (``erl.optimiser: ga``); another
-of :mod:`evorl.rl.optimisers` (``cem``, or an evosax strategy such as ``openes``) samples the
-``N`` actors anew each generation, and the learner due for injection replaces the last sample
-of the next generation instead of a child.
+of :mod:`evorl.rl.optimisers` (``cem``, ``vanilla_es``, or an evosax strategy such as
+``openes``) samples the ``N`` actors anew each generation, and the learner due for injection
+replaces the last sample of the next generation instead of a child (``erl.injection:
+sample``; with canonical ES that is EvoRL's ERL-ES, the learner recombined into the mean
+when it ranks among the elites).
+
+**ERL-EDA** (``erl.injection: mean``, EvoRL's ``ERLEDAWorkflow``): the learner due for
+injection moves the search distribution's mean instead, after the optimiser's update,
+
+.. math::
+    m \leftarrow m + \beta (\theta_{RL} - m)
+
+with :math:`\beta` = ``injection_step`` (1: the next generation is sampled around the learner,
+and the distribution's own update carries over only in its other state, e.g. OpenES's Adam
+moments); ``population_from_learner`` is then 1 for a generation sampled after an injection.
 
 The evaluated and checkpointed agent is TD3's, its ``critic`` the learner's and its ``actor``
 (``deploy``) the trained learner's (as EvoRL evaluates ERL), or the generation's champion, the
@@ -144,7 +156,7 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
         key, play_key, learn_key, search_key = jax.random.split(state.key, 4)
         learner, unravel = ravel_pytree(state.learner_actor)
         population, asked = search.ask(jax.random.fold_in(search_key, ASK_TAG), state.search)  # [N, D]
-        if not search.keeps_population:  # the learner due last generation joins in place of the last sample
+        if not search.keeps_population and cfg.injection == "sample":  # the learner due joins as the last sample
             due = ((state.iteration % cfg.sync_period == 0) & (state.iteration > 0)
                    & (state.buffer.size >= max(cfg.learning_starts, 1)))
             population = jnp.where(due, population.at[-1].set(learner), population)
@@ -168,8 +180,12 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
             from_learner = jnp.where(random_actions, state.from_learner, state.from_learner[search.parents(searched)])
             searched = select(inject, search.inject(searched, num - 1, ravel_pytree(trained)[0]), searched)
             from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
-        else:  # it joins the next generation's samples
+        elif cfg.injection == "sample":  # it joins the next generation's samples
             from_learner = jnp.zeros((num,), bool).at[-1].set(inject)
+        else:  # ERL-EDA: it moves the distribution's mean, around which the next generation is sampled
+            searched = select(inject, search.recentre(searched, ravel_pytree(trained)[0], cfg.injection_step),
+                              searched)
+            from_learner = jnp.full((num,), inject)
 
         if cfg.deploy == "champion":  # the fittest of the N actors and the learner, as they played
             deployed = unravel(actors[jnp.argmax(ranked(returns))])
@@ -199,12 +215,19 @@ class ERLConfig(PopulationRLConfig):
     networks and noise are in ``agent:``, ``training.gamma`` and ``training.learning_rate`` in
     ``training:``). ``num_updates`` is the learner's TD3 steps per generation."""
 
-    #: The population optimiser: ga (ERL's genetic algorithm), cem, or an evosax strategy (openes, snes, cma_es, ars).
+    #: The population optimiser: ga (ERL's genetic algorithm), cem, vanilla_es (canonical ES), or an evosax
+    #: strategy (openes, snes, cma_es, ars).
     optimiser: str = "ga"
     #: ga: actors kept unchanged each generation, the fittest (E); cem: elites the update averages.
     num_elites: int = 1
     #: Generations between copies of the learner into the population (omega).
     sync_period: int = 1
+    #: How the learner enters the search: ``sample`` (it replaces the GA's last child, or the
+    #: last sample of the next generation) or ``mean`` (ERL-EDA: the search distribution's
+    #: mean moves towards it by injection_step; not with the ga, which has no mean).
+    injection: str = "sample"
+    #: mean: the step beta of m <- m + beta (learner - m); 1 puts the mean on the learner.
+    injection_step: float = 1.0
     #: The actor evaluated, checkpointed as the agent's and loaded by load_policy: ``learner``
     #: (the trained TD3 actor) or ``champion`` (the last generation's fittest actor).
     deploy: str = "learner"
@@ -218,6 +241,13 @@ class ERLConfig(PopulationRLConfig):
         require(self.sync_period >= 1, f"{where}.sync_period must be >= 1, got {self.sync_period}.")
         require(self.deploy in ("learner", "champion"),
                 f"{where}.deploy must be 'learner' or 'champion', got {self.deploy!r}.")
+        require(self.injection in ("sample", "mean"),
+                f"Unknown {where}.injection {self.injection!r}; valid: sample, mean.")
+        require(self.injection == "sample" or self.optimiser != "ga",
+                f"{where}.injection=mean moves a search distribution's mean; {where}.optimiser=ga keeps a "
+                f"population and has none: set {where}.optimiser to cem, vanilla_es, openes, snes, cma_es or ars.")
+        require(0.0 < self.injection_step <= 1.0,
+                f"{where}.injection_step must be in (0, 1], got {self.injection_step}.")
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 The policy is the RL agents' actor network (:func:`~evorl.networks.make_policy_network`),
 acting greedily; its parameters are flattened (``jax.flatten_util.ravel_pytree``) into the
-``D``-vector an evosax strategy searches over. One generation
-(:func:`make_generation`), read top to bottom:
+``D``-vector the strategy searches over, a population optimiser of :mod:`evorl.rl.optimisers`
+(:func:`make_search`: an evosax strategy, sep-CEM or canonical ES behind one ask/tell
+interface). One generation (:func:`make_generation`), read top to bottom:
 
 1. ``ask`` the strategy for ``P`` candidates ``x_i [P, D]``; with ``mirrored`` sampling the
    second half mirrors the first through the mean: ``x_{i + P/2} = 2 m - x_i``, i.e. pairs
@@ -12,12 +13,14 @@ acting greedily; its parameters are flattened (``jax.flatten_util.ravel_pytree``
    vmapped; with a device axis each device plays its ``P / D`` members), all normalising
    observations with the same shared statistics;
 3. gather every member's fitness, the mean episode return ``R_i``;
-4. shape it (:func:`centered_rank`, ours) and ``tell`` the strategy, which moves the mean;
+4. shape it (:func:`centered_rank`, ours; sep-CEM and canonical ES rank it themselves) and
+   ``tell`` the strategy, which moves the mean;
 5. merge all members' observations into the shared observation statistics.
 
-The strategies (evosax) minimise, so they are told ``-R_i`` and our shaping is applied
-with the sign each strategy's update expects (:data:`STRATEGIES`). The search runs in
-the strategy's state; the agent state holds its mean as network parameters, so greedy
+The evosax strategies minimise, so they are told ``-R_i`` and our shaping is applied
+with the sign each strategy's update expects (:data:`STRATEGIES`); sep-CEM and canonical ES
+rank the returns with their own log-rank weights of the elites. The search runs in the
+optimiser's state; the agent state holds its mean as network parameters, so greedy
 evaluation, checkpoints, ``evorl-eval`` and ``evorl.load_policy`` see an ordinary agent.
 """
 
@@ -40,7 +43,8 @@ from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
 from evorl.rl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
 from evorl.rl.collectives import all_gather, axis_index, psum
-from evorl.rl.evolution import centered_rank, mirror
+from evorl.rl import optimisers
+from evorl.rl.evolution import centered_rank, mirror  # noqa: F401  (importable from here too)
 from evorl.rl.on_policy import episode_metrics
 from evorl.rl.rollout import EpisodeStats
 from evorl.rl.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
@@ -51,12 +55,14 @@ from evorl.rl.running_statistics import init_running_statistics, merge_moments, 
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class StrategySpec:
-    """How an evosax strategy is built and told. ``shaped_sign``: the sign our centred
+    """How a strategy is built and told. ``evosax_name``: its evosax class (None: one of
+    ours, :mod:`evorl.rl.optimisers`). ``shaped_sign``: the sign our centred
     ranks of the cost ``-R`` take for its update (+1: it minimises the values it is told, -1:
     it ascends them as utilities); None: it keeps its own rank weights (CMA-ES's recombination
-    weights). ``optimizer``: the mean follows ``es.optimizer`` with ``es.learning_rate``."""
+    weights, sep-CEM's and canonical ES's log-rank weights of the elites). ``optimizer``: the
+    mean follows ``es.optimizer`` with ``es.learning_rate``."""
 
-    evosax_name: str
+    evosax_name: str | None
     shaped_sign: float | None
     optimizer: bool
     #: Its own sampling is antithetic (``[+z, -z]``), which its update relies on.
@@ -68,6 +74,8 @@ STRATEGIES = {
     "ARS": StrategySpec("ARS", shaped_sign=1.0, optimizer=True, always_mirrored=True),
     "SNES": StrategySpec("SNES", shaped_sign=-1.0, optimizer=True),
     "CMA_ES": StrategySpec("CMA_ES", shaped_sign=None, optimizer=False),
+    "SepCEM": StrategySpec(None, shaped_sign=None, optimizer=False),
+    "VanillaES": StrategySpec(None, shaped_sign=None, optimizer=False),
 }
 FITNESS_SHAPINGS = ("centered_rank", "raw", "strategy")
 OPTIMIZERS = ("adam", "sgd")
@@ -77,11 +85,13 @@ OPTIMIZERS = ("adam", "sgd")
 class ESConfig:
     """The ``es:`` section of an :class:`~evorl.workflows.ESWorkflow` run."""
 
-    #: The evosax strategy: OpenES, SNES, CMA_ES or ARS.
+    #: The strategy: OpenES, SNES, CMA_ES or ARS (evosax's), SepCEM (sep-CEM) or VanillaES
+    #: (canonical ES), the last two :mod:`evorl.rl.optimisers`'.
     strategy: str = "OpenES"
     #: Candidates per generation (even with mirrored sampling).
     population_size: int = 64
-    #: Initial standard deviation of the search distribution (OpenES / ARS keep it fixed).
+    #: Initial standard deviation of the search distribution (OpenES, ARS and VanillaES keep it
+    #: fixed; SepCEM's initial variance is sigma^2 in every coordinate).
     sigma: float = 0.1
     #: Step size of the mean (OpenES, ARS, SNES; CMA-ES steps with its own rule).
     learning_rate: float = 0.01
@@ -100,10 +110,26 @@ class ESConfig:
     #: fitness, with ``objective_weights``; empty: the env's reward.
     objectives: tuple[str, ...] = ()
     objective_weights: tuple[float, ...] = ()
+    #: SepCEM, VanillaES: elites the mean recombines (K_e; null: population_size / 2).
+    num_elites: int | None = None
+    #: SepCEM: additive noise on the variance, initially; it decays towards eps_end with tau_eps.
+    eps_init: float = 1e-3
+    #: SepCEM: the additive noise's limit.
+    eps_end: float = 1e-5
+    #: SepCEM: decay of the additive noise per generation (eps <- tau_eps eps + (1 - tau_eps) eps_end).
+    tau_eps: float = 0.95
+    #: SepCEM: factor c on the elites' weighted squared deviations in the variance update (1:
+    #: the paper's eq. 2 and EvoRL's SepCEM; CEM-RL's section defaults to 1 / num_elites).
+    var_scale: float = 1.0
 
     @property
     def spec(self) -> StrategySpec:
         return STRATEGIES[self.strategy]
+
+    @property
+    def elites(self) -> int:
+        """SepCEM, VanillaES: ``num_elites``, its null resolved (population_size / 2)."""
+        return self.population_size // 2 if self.num_elites is None else self.num_elites
 
     def validate(self, where: str) -> None:
         require(self.strategy in STRATEGIES,
@@ -127,6 +153,24 @@ class ESConfig:
         require(spec.shaped_sign is not None or self.fitness_shaping == "strategy",
                 f"{where}.fitness_shaping={self.fitness_shaping}: {self.strategy} ranks the population with its own "
                 f"recombination weights; set {where}.fitness_shaping=strategy.")
+        if spec.evosax_name is None:
+            require(1 <= self.elites <= self.population_size,
+                    f"{where}.num_elites={self.elites} must be in [1, population_size={self.population_size}].")
+        if self.strategy == "SepCEM":
+            require(self.eps_init >= 0 and self.eps_end >= 0 and 0.0 <= self.tau_eps <= 1.0 and self.var_scale > 0,
+                    f"{where}.eps_init and {where}.eps_end must be >= 0, {where}.tau_eps in [0, 1] and "
+                    f"{where}.var_scale > 0.")
+
+
+def make_search(es: ESConfig, num_dims: int) -> optimisers.AskTell:
+    """The strategy of ``es`` over ``num_dims`` parameters as an :class:`~evorl.rl.optimisers.AskTell`."""
+    if es.strategy == "SepCEM":
+        return optimisers.cem(es.population_size, es.elites, es.sigma ** 2, es.eps_init, es.eps_end, es.tau_eps,
+                              es.var_scale, es.mirrored)
+    if es.strategy == "VanillaES":
+        return optimisers.vanilla_es(es.population_size, es.elites, es.sigma, es.mirrored)
+    strategy, params = make_strategy(es, num_dims)
+    return optimisers.evosax_strategy(es.strategy, strategy, params, es.mirrored)
 
 
 def make_strategy(es: ESConfig, num_dims: int):
@@ -204,31 +248,21 @@ class ESState:
     key: jax.Array
     #: The mean as the policy's parameters, and the shared observation statistics.
     agent_state: AgentState
-    strategy_state: Any  # evosax's state: mean [D], its search distribution, its optimiser
-    strategy_params: Any  # evosax's params (sigma, weights, learning rates of its own rules)
+    #: The strategy's state (:func:`make_search`): mean [D], its search distribution, its optimiser.
+    search: Any
     iteration: jax.Array  # [] int32, completed generations
 
 
-def init_es_state(agent: ESAgent, strategy, strategy_params, key: jax.Array) -> ESState:
-    key, agent_key, strategy_key = jax.random.split(key, 3)
+def init_es_state(agent: ESAgent, search: optimisers.AskTell, key: jax.Array) -> ESState:
+    key, agent_key, search_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key)
     flat, _ = ravel_pytree(agent_state.params)
-    return ESState(key=key, agent_state=agent_state,
-                   strategy_state=strategy.init(strategy_key, flat, strategy_params),
-                   strategy_params=strategy_params, iteration=jnp.zeros((), jnp.int32))
+    return ESState(key=key, agent_state=agent_state, search=search.init(search_key, flat),
+                   iteration=jnp.zeros((), jnp.int32))
 
 
-def sample_population(strategy, es: ESConfig, state: ESState, key: jax.Array) -> tuple[jax.Array, Any]:
-    """Step 1 of a generation: the candidates ``[P, D]`` (mirrored if ``es.mirrored``) and
-    the strategy state ``ask`` returns."""
-    population, strategy_state = strategy.ask(key, state.strategy_state, state.strategy_params)
-    if es.mirrored:
-        population = mirror(population, state.strategy_state.mean)
-    return population, strategy_state
-
-
-def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis_name: str | None = None,
-                    num_devices: int = 1) -> Callable[[ESState], tuple[ESState, dict]]:
+def make_generation(env: VectorEnv, agent: ESAgent, search: optimisers.AskTell, es: ESConfig,
+                    axis_name: str | None = None, num_devices: int = 1) -> Callable[[ESState], tuple[ESState, dict]]:
     """One generation (see the module docstring). ``env`` holds ``episodes_per_member``
     environments; with ``axis_name`` each of the ``num_devices`` devices plays
     ``population_size / num_devices`` members and the results equal one device's."""
@@ -244,7 +278,7 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
         key, ask_key, env_key, tell_key = jax.random.split(state.key, 4)
         agent_state = state.agent_state
         _, unravel = ravel_pytree(agent_state.params)
-        population, strategy_state = sample_population(strategy, es, state, ask_key)  # [P, D]
+        population, asked = search.ask(ask_key, state.search)  # [P, D]
         members = jax.lax.dynamic_slice_in_dim(population, axis_index(axis_name) * local, local)  # [P/D, D]
         stats = agent_state.obs_stats
         shift = None if stats is None else stats.mean
@@ -259,8 +293,8 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
 
         returns, lengths, sums = jax.vmap(play)(members)  # [P/D, E]
         fitness = all_gather(jnp.mean(returns, axis=1), axis_name)  # [P] mean return per member
-        strategy_state, _ = strategy.tell(tell_key, population, -fitness, strategy_state, state.strategy_params)
-        agent_state = agent_state.replace(params=unravel(strategy_state.mean))
+        searched = search.tell(tell_key, asked, population, fitness)
+        agent_state = agent_state.replace(params=unravel(search.mean(searched)))
         if stats is not None:
             count, sum_d, sum_d2 = (psum(jnp.sum(x, axis=0), axis_name) for x in (sums.count, sums.sum_d, sums.sum_d2))
             agent_state = agent_state.replace(obs_stats=merge_moments(stats, *moments_from_shifted_sums(
@@ -270,10 +304,9 @@ def make_generation(env: VectorEnv, agent: ESAgent, strategy, es: ESConfig, axis
         metrics.update(
             best_member_return=M.Metric(jnp.max(fitness), "max"),
             fitness_std=jnp.std(fitness),
-            sigma=jnp.mean(strategy_state.std),
+            **search.metrics(searched),
         )
-        state = state.replace(key=key, agent_state=agent_state, strategy_state=strategy_state,
-                              iteration=state.iteration + 1)
+        state = state.replace(key=key, agent_state=agent_state, search=searched, iteration=state.iteration + 1)
         return state, metrics
 
     return generation

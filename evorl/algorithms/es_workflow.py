@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 from evorl.algorithms.es import (
-    ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_strategy,
+    ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_search,
 )
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
@@ -63,9 +63,10 @@ class ESExperimentConfig(ExperimentConfig):
 
 
 class ESWorkflow(ChunkedWorkflow):
-    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax) on the shared host loop:
-    it inherits ``learn``, ``evaluate``, health checks and checkpoints, and replaces what an
-    iteration is (a generation) and the state (:class:`~evorl.algorithms.es.ESState`)."""
+    """Evolution strategies (OpenES, SNES, CMA-ES, ARS via evosax; sep-CEM and canonical ES,
+    :mod:`evorl.rl.optimisers`) on the shared host loop: it inherits ``learn``, ``evaluate``,
+    health checks and checkpoints, and replaces what an iteration is (a generation) and the
+    state (:class:`~evorl.algorithms.es.ESState`)."""
 
     label = "ES"
     agent_factory = staticmethod(make_mlp_es_agent)
@@ -80,8 +81,9 @@ class ESWorkflow(ChunkedWorkflow):
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         super().__init__(config, env, agent, recorders)
         es = config.es
-        self.strategy, self.strategy_params = make_strategy(es, self.num_params)
-        step = make_generation(env, agent, self.strategy, es, self.placement.step_axis_name, num_devices)
+        #: The strategy (``es.strategy``) as a population optimiser, :class:`~evorl.rl.optimisers.AskTell`.
+        self.search = make_search(es, self.num_params)
+        step = make_generation(env, agent, self.search, es, self.placement.step_axis_name, num_devices)
         self.executor = Executor(step, self.placement, final_metrics=chunk_health)
         self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
@@ -157,5 +159,5 @@ class ESWorkflow(ChunkedWorkflow):
 
     # --- state ----------------------------------------------------------------------------
     def init(self, key: jax.Array) -> ESState:
-        return self.executor.init(lambda k: init_es_state(self.agent, self.strategy, self.strategy_params, k), key)
+        return self.executor.init(lambda k: init_es_state(self.agent, self.search, k), key)
 

@@ -43,7 +43,7 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.es import OPTIMIZERS as ES_OPTIMIZERS
-from evorl.algorithms.es import ESConfig, make_strategy
+from evorl.algorithms.es import ESConfig, make_search
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
@@ -223,8 +223,8 @@ def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.R
 
 #: ``optimiser`` names of the evosax strategies (:data:`evorl.algorithms.es.STRATEGIES`).
 EVOSAX_OPTIMISERS = {"openes": "OpenES", "snes": "SNES", "cma_es": "CMA_ES", "ars": "ARS"}
-#: Every valid ``optimiser``: sep-CEM, ERL's genetic algorithm, the evosax strategies.
-OPTIMISERS = ("cem", "ga", *EVOSAX_OPTIMISERS)
+#: Every valid ``optimiser``: sep-CEM, ERL's genetic algorithm, canonical ES, the evosax strategies.
+OPTIMISERS = ("cem", "ga", "vanilla_es", *EVOSAX_OPTIMISERS)
 
 
 @dataclass(frozen=True)
@@ -249,10 +249,11 @@ class PopulationRLConfig:
     warmup_steps: int = 0
     #: Polyak coefficient of the target critic and target actors.
     tau: float = 0.005
-    #: The population optimiser: cem (sep-CEM), ga (ERL's genetic algorithm), or an evosax
+    #: The population optimiser: cem (sep-CEM), ga (ERL's genetic algorithm), vanilla_es
+    #: (canonical ES: es_sigma fixed, the mean recombined from num_elites elites), or an evosax
     #: strategy: openes, snes, cma_es, ars.
     optimiser: str = "cem"
-    #: cem: elites the update averages (K_e); ga: actors kept unchanged each generation, the fittest (E).
+    #: cem, vanilla_es: elites the update averages (K_e); ga: actors kept unchanged each generation, the fittest (E).
     num_elites: int = 5
     #: cem: initial variance of every coordinate of the search distribution.
     sigma_init: float = 1e-3
@@ -282,7 +283,8 @@ class PopulationRLConfig:
     reset_prob: float = 0.05
     #: ga: mutated weights are clipped to [-weight_clip, weight_clip].
     weight_clip: float = 1e6
-    #: evosax strategies: initial standard deviation of the search distribution (mirrored sampling).
+    #: evosax strategies: initial standard deviation of the search distribution (mirrored sampling);
+    #: vanilla_es: its fixed standard deviation.
     es_sigma: float = 0.01
     #: evosax strategies (but CMA-ES): step size of the mean's optimiser.
     es_learning_rate: float = 0.01
@@ -310,12 +312,16 @@ class PopulationRLConfig:
                     f"{where}.{key}={getattr(self, key)} exceeds {where}.buffer_size={self.buffer_size}.")
         require(self.optimiser in OPTIMISERS, f"Unknown {where}.optimiser {self.optimiser!r}; valid: "
                                               f"{', '.join(OPTIMISERS)}.")
-        {"cem": self._validate_cem, "ga": self._validate_ga}.get(self.optimiser, self._validate_evosax)(where)
+        {"cem": self._validate_cem, "ga": self._validate_ga, "vanilla_es": self._validate_vanilla_es}.get(
+            self.optimiser, self._validate_evosax)(where)
 
-    def _validate_cem(self, where: str) -> None:
+    def _validate_elites(self, where: str) -> None:
         require(self.num_elites >= 1, f"{where}.num_elites must be >= 1, got {self.num_elites}.")
         require(self.num_elites <= self.population_size,
                 f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
+
+    def _validate_cem(self, where: str) -> None:
+        self._validate_elites(where)
         require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
                 f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
         require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
@@ -332,6 +338,10 @@ class PopulationRLConfig:
                 f"{where}.super_mutation_prob + {where}.reset_prob must be <= 1.")
         require(self.mutation_strength >= 0 and self.super_mutation_strength >= 0 and self.weight_clip > 0,
                 f"{where}.mutation_strength and super_mutation_strength must be >= 0, weight_clip > 0.")
+
+    def _validate_vanilla_es(self, where: str) -> None:
+        self._validate_elites(where)
+        require(self.es_sigma > 0, f"{where}.es_sigma must be > 0, got {self.es_sigma}.")
 
     def _validate_evosax(self, where: str) -> None:
         require(self.population_size % 2 == 0, f"{where}.population_size={self.population_size} must be even: "
@@ -351,11 +361,12 @@ def make_optimiser(cfg: PopulationRLConfig, actor_example: Any) -> AskTell:
                               cfg.tau_eps, cfg.elite_var_scale)
     if cfg.optimiser == "ga":
         return optimisers.genetic(cfg.population_size, optimisers.neuron_segments(actor_example), cfg)
+    if cfg.optimiser == "vanilla_es":
+        return optimisers.vanilla_es(cfg.population_size, cfg.num_elites, cfg.es_sigma)
     es = ESConfig(strategy=EVOSAX_OPTIMISERS[cfg.optimiser], population_size=cfg.population_size,
                   sigma=cfg.es_sigma, learning_rate=cfg.es_learning_rate, optimizer=cfg.es_optimizer)
     es = dataclasses.replace(es, fitness_shaping="centered_rank" if es.spec.shaped_sign is not None else "strategy")
-    strategy, params = make_strategy(es, num_dims)
-    return optimisers.evosax_strategy(cfg.optimiser, strategy, params, es.mirrored)
+    return dataclasses.replace(make_search(es, num_dims), name=cfg.optimiser)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
 * evolution strategies (:mod:`evorl.algorithms.es`): fitness shaping (:func:`centered_rank`)
   and mirrored sampling (:func:`mirror`);
 * sep-CEM (:mod:`evorl.algorithms.cemrl`, the update's equations in :func:`cem_update`):
-  :class:`CEMState`, :func:`cem_init`, :func:`cem_sample`, :func:`cem_update`;
+  :class:`CEMState`, :func:`cem_init`, :func:`cem_sample`, :func:`cem_update`; the elites
+  (:func:`elites`) and their log-rank weights (:func:`log_rank_weights`), shared with canonical
+  ES (:func:`vanilla_es_update`);
 * the genetic operators of ERL (:mod:`evorl.algorithms.erl`): :func:`tournament_select`,
   :func:`crossover` by neurons (:func:`neuron_segments`, :func:`cross_pairs`), :func:`mutate`,
   :func:`ga_step`; NSGA-II's are in :mod:`evorl.rl.multi_objective`;
@@ -76,10 +78,16 @@ class CEMState:
     eps: jax.Array  # [] the additive noise the next update adds to var
 
 
-def log_rank_weights(num_elites: int) -> jax.Array:
-    r""":math:`\lambda_j \propto \log(1 + K_e) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``."""
-    w = jnp.log(1.0 + num_elites) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
+def log_rank_weights(num_elites: int, shift: float = 1.0) -> jax.Array:
+    r""":math:`\lambda_j \propto \log(K_e + s) - \log j`, ``j = 1..K_e``, summing to 1: ``[K_e]``;
+    :math:`s` = ``shift`` is 1 in sep-CEM (CEM-RL), 1/2 in canonical ES and CMA-ES."""
+    w = jnp.log(num_elites + shift) - jnp.log(jnp.arange(1, num_elites + 1, dtype=jnp.float32))
     return w / jnp.sum(w)
+
+
+def elites(population: jax.Array, fitness: jax.Array, num_elites: int) -> jax.Array:
+    """The ``num_elites`` fittest rows of ``population [N, D]`` by :func:`ranked`, best first: ``[K_e, D]``."""
+    return population[lax.top_k(ranked(fitness), num_elites)[1]]
 
 
 def cem_init(mean: jax.Array, sigma_init: float, eps_init: float) -> CEMState:
@@ -105,12 +113,27 @@ def cem_update(cem: CEMState, population: jax.Array, fitness: jax.Array, num_eli
 
     (the squares around the *old* mean, the paper's eq. 2 on the diagonal with :math:`c = 1`;
     :mod:`evorl.algorithms.cemrl` defaults to the authors' :math:`c = 1 / K_e`)."""
-    elites = population[lax.top_k(ranked(fitness), num_elites)[1]]  # [K_e, D], best first
+    best = elites(population, fitness, num_elites)  # [K_e, D], best first
     weights = log_rank_weights(num_elites)  # [K_e]
-    mean = weights @ elites  # [D]
-    var = var_scale * (weights @ jnp.square(elites - cem.mean)) + cem.eps  # [D]
+    mean = weights @ best  # [D]
+    var = var_scale * (weights @ jnp.square(best - cem.mean)) + cem.eps  # [D]
     eps = tau_eps * cem.eps + (1.0 - tau_eps) * eps_end
     return CEMState(mean=mean, var=var, eps=eps)
+
+
+# --- canonical ES ----------------------------------------------------------------------
+def vanilla_es_update(mean: jax.Array, population: jax.Array, fitness: jax.Array, num_elites: int) -> jax.Array:
+    r"""Canonical ES's new mean (Chrabaszcz et al., 2018) from ``population [N, D]`` and ``fitness
+    [N]`` (higher is better, :func:`ranked`): with the ``K_e`` elites :math:`z_j`, best first,
+
+    .. math::
+        m' = m + \sum_j \lambda_j (z_j - m) = \sum_j \lambda_j z_j, \qquad
+        \lambda_j \propto \log(K_e + 1/2) - \log j
+
+    (:func:`log_rank_weights` with shift 1/2; the weights sum to 1). The step size is the
+    sampling's fixed :math:`\sigma`, so no learning rate and no optimiser state."""
+    weights = log_rank_weights(num_elites, 0.5)  # [K_e]
+    return mean + weights @ (elites(population, fitness, num_elites) - mean)  # [D]
 
 
 # --- the genetic operators (ERL) ------------------------------------------------------

@@ -14,12 +14,15 @@ which need not be the one ``ask`` returned: CEM-RL tells the members after its T
 and every optimiser here recomputes its update from the members it is told. Implemented:
 
 * :func:`cem` -- sep-CEM (Pourchot & Sigaud, 2019) over :math:`\mathcal N(\mu, \mathrm{diag}(v))`;
+* :func:`vanilla_es` -- canonical ES (Chrabaszcz et al., 2018): a fixed :math:`\sigma`, the mean
+  recombined from the elites with log-rank weights;
 * :func:`genetic` -- ERL's genetic algorithm (Khadka & Tumer, 2018): elites, tournaments,
   neuron-wise crossover, mutation; it keeps its population between generations;
 * :func:`evosax_strategy` -- any evosax strategy (OpenES, SNES, CMA-ES, ARS), which minimises,
   told ``-fitness``.
 
-An optimiser declares what it can do (``keeps_population``) rather than being probed for it.
+An optimiser declares what it can do (``keeps_population``, ``recentre``) rather than being
+probed for it.
 Fitness is ranked by one rule (:func:`~evorl.rl.evolution.ranked`): a non-finite fitness (NaN,
 +inf or -inf, a diverged agent) ranks last. The operators these optimisers are built from
 (sep-CEM's update, the genetic operators, the ranking, mirrored sampling) live in
@@ -38,8 +41,8 @@ import numpy as np
 from flax import struct
 
 from evorl.rl.evolution import (  # noqa: F401  (the operators, importable from here too)
-    CEMState, cem_init, cem_sample, cem_update, crossover, ga_step, log_rank_weights, mirror, mutate,
-    neuron_segments, ranked, ranking, tournament_select,
+    CEMState, cem_init, cem_sample, cem_update, crossover, elites, ga_step, log_rank_weights, mirror, mutate,
+    neuron_segments, ranked, ranking, tournament_select, vanilla_es_update,
 )
 
 
@@ -48,13 +51,17 @@ from evorl.rl.evolution import (  # noqa: F401  (the operators, importable from 
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AskTell:
-    """A population optimiser as a record of pure functions (module docstring).
+    r"""A population optimiser as a record of pure functions (module docstring).
 
     ``keeps_population``: ``ask`` returns the members the last ``tell`` kept (a genetic
     algorithm: elites survive, an actor put in by ``inject(state, index, x [D])`` stays until
     selection drops it, ``parents(state) [N]`` says which member each descends from). False:
     ``ask`` samples new members around ``mean`` every generation, and an outside actor joins
-    a generation by replacing a sampled member before ``tell``."""
+    a generation by replacing a sampled member before ``tell``.
+
+    ``recentre(state, x [D], step)``: a search distribution's mean moved towards ``x``,
+    :math:`m \leftarrow m + \beta (x - m)` with :math:`\beta` = ``step`` (:func:`move_mean`;
+    ERL-EDA puts its learner there); None for an optimiser without a mean to move (the GA)."""
 
     name: str
     population_size: int
@@ -66,25 +73,69 @@ class AskTell:
     keeps_population: bool = False
     inject: Callable[[Any, int, jax.Array], Any] | None = None
     parents: Callable[[Any], jax.Array] | None = None
+    recentre: Callable[[Any, jax.Array, Any], Any] | None = None
+
+
+def move_mean(state: Any, x: jax.Array, step: Any) -> Any:
+    r"""``state`` (any state with a ``mean [D]``) with :math:`m \leftarrow m + \beta (x - m)`,
+    :math:`\beta` = ``step`` (1: the mean becomes ``x``); the rest of the state as it was."""
+    return state.replace(mean=(1.0 - step) * state.mean + step * x)  # exactly x at step 1
+
+
+def mirrored_if(mirrored: bool, population: jax.Array, mean: jax.Array) -> jax.Array:
+    """``population [N, D]``, its second half mirrored through ``mean`` when ``mirrored`` (:func:`mirror`)."""
+    return mirror(population, mean) if mirrored else population
 
 
 # --------------------------------------------------------------------------------------
 # sep-CEM
 # --------------------------------------------------------------------------------------
 def cem(population_size: int, num_elites: int, sigma_init: float, eps_init: float, eps_end: float,
-        tau_eps: float, var_scale: float = 1.0) -> AskTell:
-    """sep-CEM as an :class:`AskTell`: ``ask`` is :func:`~evorl.rl.evolution.cem_sample`,
-    ``tell`` :func:`~evorl.rl.evolution.cem_update` (no randomness; the elites' variance times
+        tau_eps: float, var_scale: float = 1.0, mirrored: bool = False) -> AskTell:
+    """sep-CEM as an :class:`AskTell`: ``ask`` is :func:`~evorl.rl.evolution.cem_sample`
+    (mirrored through the mean with ``mirrored``), ``tell``
+    :func:`~evorl.rl.evolution.cem_update` (no randomness; the elites' variance times
     ``var_scale``, CEM-RL's ``cemrl.var_scale``), the initial variance ``sigma_init`` in every
     coordinate."""
     return AskTell(
         name="cem", population_size=population_size,
         init=lambda key, mean, population=None: cem_init(mean, sigma_init, eps_init),
-        ask=lambda key, state: (cem_sample(state, key, population_size), state),
+        ask=lambda key, state: (mirrored_if(mirrored, cem_sample(state, key, population_size), state.mean), state),
         tell=lambda key, state, population, fitness: cem_update(state, population, fitness, num_elites, tau_eps,
                                                                 eps_end, var_scale),
         mean=lambda state: state.mean,
         metrics=lambda state: {"cem_std": jnp.mean(jnp.sqrt(state.var)), "cem_eps": state.eps},
+        recentre=move_mean,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Canonical ES
+# --------------------------------------------------------------------------------------
+@struct.dataclass
+class VanillaESState:
+    mean: jax.Array  # [D] the search distribution's mean; its std is the fixed sigma
+
+
+def vanilla_es(population_size: int, num_elites: int, sigma: float, mirrored: bool = False) -> AskTell:
+    r"""Canonical ES (Chrabaszcz et al., 2018; EvoRL's ``VanillaES``) as an :class:`AskTell`:
+    ``ask`` samples :math:`x_i = m + \sigma n_i`, :math:`n_i \sim \mathcal N(0, I)` (mirrored
+    pairs with ``mirrored``), ``tell`` is :func:`~evorl.rl.evolution.vanilla_es_update`, the
+    elites' log-rank-weighted mean (no randomness; members told need not be the ones asked)."""
+
+    def ask(key, state):
+        noise = jax.random.normal(key, (population_size,) + state.mean.shape)  # [N, D]
+        return mirrored_if(mirrored, state.mean + sigma * noise, state.mean), state
+
+    return AskTell(
+        name="vanilla_es", population_size=population_size,
+        init=lambda key, mean, population=None: VanillaESState(mean=jnp.asarray(mean, jnp.float32)),
+        ask=ask,
+        tell=lambda key, state, population, fitness: VanillaESState(
+            mean=vanilla_es_update(state.mean, population, fitness, num_elites)),
+        mean=lambda state: state.mean,
+        metrics=lambda state: {"sigma": jnp.asarray(sigma, jnp.float32)},
+        recentre=move_mean,
     )
 
 
@@ -130,7 +181,7 @@ def evosax_strategy(name: str, strategy: Any, params: Any, mirrored: bool) -> As
 
     def ask(key, state):
         population, new_state = strategy.ask(key, state, params)
-        return (mirror(population, state.mean) if mirrored else population), new_state
+        return mirrored_if(mirrored, population, state.mean), new_state
 
     def tell(key, state, population, fitness):
         return strategy.tell(key, population, -ranked(fitness), state, params)[0]
@@ -138,12 +189,12 @@ def evosax_strategy(name: str, strategy: Any, params: Any, mirrored: bool) -> As
     return AskTell(
         name=name, population_size=strategy.population_size,
         init=lambda key, mean, population=None: strategy.init(key, mean, params), ask=ask, tell=tell,
-        mean=lambda state: state.mean, metrics=lambda state: {"sigma": jnp.mean(state.std)},
+        mean=lambda state: state.mean, metrics=lambda state: {"sigma": jnp.mean(state.std)}, recentre=move_mean,
     )
 
 
 __all__ = [
-    "AskTell", "CEMState", "GAState", "cem", "cem_init", "cem_sample", "cem_update", "crossover", "evosax_strategy",
-    "ga_step", "genetic", "log_rank_weights", "mirror", "mutate", "neuron_segments", "ranked", "ranking",
-    "tournament_select",
+    "AskTell", "CEMState", "GAState", "VanillaESState", "cem", "cem_init", "cem_sample", "cem_update", "crossover",
+    "elites", "evosax_strategy", "ga_step", "genetic", "log_rank_weights", "mirror", "mirrored_if", "move_mean",
+    "mutate", "neuron_segments", "ranked", "ranking", "tournament_select", "vanilla_es", "vanilla_es_update",
 ]
