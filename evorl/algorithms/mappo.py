@@ -33,6 +33,7 @@ from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.multi_agent import MultiAgentVectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
+from evorl.rl.multi_agent import apply_over_agents, init_per_agent, with_agent_ids
 from evorl.rl.targets import compute_gae
 
 
@@ -57,10 +58,7 @@ class MultiAgentPPOAgent(PPOAgent):
     # --- inputs -------------------------------------------------------------------
     def _with_ids(self, x: jax.Array) -> jax.Array:
         """``x [..., n_agents, F]`` with each agent's one-hot id appended: ``[..., n_agents, F + n_agents]``."""
-        if not self.agent_ids:
-            return x
-        ids = jnp.broadcast_to(jnp.eye(self.num_agents, dtype=x.dtype), x.shape[:-1] + (self.num_agents,))
-        return jnp.concatenate([x, ids], axis=-1)
+        return with_agent_ids(x, self.num_agents) if self.agent_ids else x
 
     def actor_inputs(self, obs: jax.Array) -> jax.Array:
         """``[..., n_agents, F_actor]``: each agent's observation (and id)."""
@@ -78,10 +76,8 @@ class MultiAgentPPOAgent(PPOAgent):
     def _apply(self, network, params, x: jax.Array, agent_axis: int) -> jax.Array:
         """``network`` on ``x [..., n_agents, F]``, the agent axis of the output at ``agent_axis``:
         one set of parameters for all, or agent ``i``'s parameters (``params[i]``) on ``x[..., i, :]``."""
-        if self.share_parameters:
-            return network.apply(params, x)
-        out = jax.vmap(network.apply)(params, jnp.moveaxis(x, -2, 0))  # [n_agents, ..., out]
-        return jnp.moveaxis(out, 0, agent_axis)
+        return apply_over_agents(network.apply, params, x, share_parameters=self.share_parameters,
+                                 agent_axis=agent_axis)
 
     # --- networks -----------------------------------------------------------------
     def policy_output(self, agent_state, obs):
@@ -97,7 +93,7 @@ class MultiAgentPPOAgent(PPOAgent):
     def init(self, key):
         if self.share_parameters:
             return super().init(key)
-        params = jax.vmap(lambda k: PPOAgent.init(self, k).params)(jax.random.split(key, self.num_agents))
+        params = init_per_agent(lambda k: PPOAgent.init(self, k).params, key, self.num_agents)
         return super().init(key).replace(params=params, hparams=hparams_as_arrays(self.default_hparams()))
 
     # --- learning -----------------------------------------------------------------

@@ -87,25 +87,28 @@ class TD3Agent(ContinuousQAgent):
         return self.actor.apply(actor_params, self.normalized(agent_state, obs))
 
     def explore(self, agent_state, obs, keys):
-        actions = self.actor_actions(agent_state, agent_state.params["actor"], obs)  # [B, d]
-        noise = jax.vmap(lambda k: jax.random.normal(k, (self.action_dim,)))(keys)  # [B, d]
+        actions = self.actor_actions(agent_state, agent_state.params["actor"], obs)  # [B, *action_shape]
+        noise = jax.vmap(lambda k: jax.random.normal(k, self.action_shape))(keys)  # [B, *action_shape]
         return jnp.clip(actions + agent_state.hparams.exploration_noise * noise, -1.0, 1.0)
 
     def critic_loss(self, agent_state, target_params: Any, batch: Transition, key: jax.Array):
         hp = agent_state.hparams
-        next_actions = self.actor_actions(agent_state, target_params["actor"], batch.next_obs)  # [N, d]
+        next_actions = self.actor_actions(agent_state, target_params["actor"], batch.next_obs)  # [N, *action_shape]
         noise = hp.target_noise * jax.random.normal(key, next_actions.shape)
         next_actions = smoothed_target_actions(next_actions, noise, hp.target_noise_clip)
-        q_next = self.q_values(agent_state, target_params["critic"], batch.next_obs, next_actions)  # [C, N]
-        targets = jax.lax.stop_gradient(clipped_double_q_targets(q_next, batch.reward, batch.discount))  # [N]
-        q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, batch.action)  # [C, N]
-        loss = jnp.sum(jnp.mean(jnp.square(q - targets), axis=-1))  # summed over the critics
+        q_next = self.q_values(agent_state, target_params["critic"], batch.next_obs, next_actions)  # [C, N(, n_agents)]
+        targets = jax.lax.stop_gradient(clipped_double_q_targets(q_next, batch.reward, batch.discount))  # [N(, n_agents)]
+        q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, batch.action)  # [C, N(, n_agents)]
+        loss = jnp.sum(jnp.mean(jnp.square(q - targets), axis=tuple(range(1, q.ndim))))  # summed over the critics
         return loss, jax.lax.stop_gradient({"critic_loss": loss, "q_mean": jnp.mean(q[0])})
 
+    def policy_q(self, agent_state, batch: Transition, actions: jax.Array) -> jax.Array:
+        """:math:`Q_1(s, \mu_\phi(s))` ``[N]``, what the actor climbs, for its ``actions`` on ``batch.obs``."""
+        return self.q_values(agent_state, agent_state.params["critic"], batch.obs, actions)[0]
+
     def actor_loss(self, agent_state, target_params: Any, batch: Transition, key: jax.Array):
-        actions = self.actor_actions(agent_state, agent_state.params["actor"], batch.obs)  # [N, d]
-        q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, actions)[0]  # [N]: Q_1
-        loss = -jnp.mean(q)
+        actions = self.actor_actions(agent_state, agent_state.params["actor"], batch.obs)  # [N, *action_shape]
+        loss = -jnp.mean(self.policy_q(agent_state, batch, actions))
         return loss, jax.lax.stop_gradient({"actor_loss": loss})
 
 

@@ -43,7 +43,7 @@ ENV_TYPE_SPECS: dict[str, EnvType] = {
     "craftax": EnvType("craftax_env.CraftaxEnv", (), ("craftax", "craftax.craftax_env")),
     "jumanji": EnvType("jumanji_env.JumanjiEnv", ("obs_fields",), ("jumanji", "jumanji")),
     "xminigrid": EnvType("xminigrid_env.XMinigridEnv", (), ("xminigrid", "xminigrid")),
-    "jaxmarl": EnvType("jaxmarl_env.JaxMARLEnv", (), ("marl", "jaxmarl")),
+    "jaxmarl": EnvType("jaxmarl_env.JaxMARLEnv", ("kwargs",), ("marl", "jaxmarl")),
 }
 ENV_TYPES = tuple(ENV_TYPE_SPECS)
 #: Env types whose environments are stepped on the host (Python), not in compiled programs.
@@ -133,7 +133,8 @@ class EnvConfig:
     repeat_action_probability: float | None = None
     terminal_on_life_loss: bool | None = None
     fire_reset: bool | None = None
-    #: gymnasium / envpool: keyword arguments of ``gymnasium.make`` / ``envpool.make``.
+    #: gymnasium / envpool / jaxmarl: keyword arguments of ``gymnasium.make`` / ``envpool.make`` /
+    #: ``jaxmarl.make`` (MPE's continuous actions: ``{action_type: Continuous}``).
     kwargs: dict = field(default_factory=dict)
     #: gymnasium only: ``auto`` steps all copies as one gymnasium vector env when the env's
     #: spec declares a ``vector_entry_point`` evorl runs (CartPole; same trajectories, less

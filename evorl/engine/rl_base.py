@@ -137,6 +137,8 @@ class RLWorkflow(Workflow):
     #: The algorithm trains the agents of a multi-agent env (:mod:`evorl.envs.multi_agent`);
     #: the others take single-agent envs only.
     multi_agent: ClassVar[bool] = False
+    #: What a multi-agent algorithm's refusal of a single-agent env suggests instead.
+    single_agent_alternative: ClassVar[str] = "PPOWorkflow"
     #: Declared: the workflow writes each logging point's Pareto front to ``front_recorder``
     #: (set by ``evorl.app.experiment``), drawn as ``pareto.png`` (:func:`evorl.app.pareto_plot.plot_pareto`).
     pareto_plot: ClassVar[bool] = False
@@ -307,10 +309,11 @@ class RLWorkflow(Workflow):
         many = is_multi_agent(env)
         if many and not cls.multi_agent:
             raise ConfigError(f"env {config.env.env_name!r} ({config.env.env_type}) has {env.num_agents} agents; "
-                              f"{cls.name()} trains one: use a multi-agent algorithm (IPPOWorkflow, MAPPOWorkflow).")
+                              f"{cls.name()} trains one: use a multi-agent algorithm (IPPOWorkflow, MAPPOWorkflow; "
+                              f"MATD3Workflow, MADDPGWorkflow for continuous actions).")
         if cls.multi_agent and not many:
             raise ConfigError(f"{cls.name()} trains the agents of a multi-agent env (env_type jaxmarl); env "
-                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use PPOWorkflow.")
+                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use {cls.single_agent_alternative}.")
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:

@@ -24,6 +24,8 @@ WORKFLOWS = {
     "ERLWorkflow": "evorl.algorithms.erl",
     "IPPOWorkflow": "evorl.algorithms.mappo",
     "MAPPOWorkflow": "evorl.algorithms.mappo",
+    "MATD3Workflow": "evorl.algorithms.matd3",
+    "MADDPGWorkflow": "evorl.algorithms.matd3",
 }
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
+from evorl.config import ConfigError
 from evorl.config.env import checked_env_name, import_env_package
 from evorl.envs.multi_agent import MultiAgentVectorEnv, homogeneous
 from evorl.envs.spaces import Box, Discrete
@@ -63,16 +64,23 @@ def step_limit(env) -> tuple[str, int, dict] | None:
 
 
 class JaxMARLEnv(MultiAgentVectorEnv):
-    """A JaxMARL environment (``jaxmarl.make(env_name, **env_kwargs)``); observations float32
-    ``[n_agents, obs_dim]``. ``episode_length`` None: the env's own (MPE: ``max_steps + 1``)."""
+    """A JaxMARL environment (``jaxmarl.make(env_name, **kwargs, **env_kwargs)``; ``kwargs`` is
+    the config's ``env.kwargs``, e.g. MPE's ``{"action_type": "Continuous"}``: actions in
+    ``Box(0, 1, (5,))`` per agent); observations float32 ``[n_agents, obs_dim]``.
+    ``episode_length`` None: the env's own (MPE: ``max_steps + 1``)."""
 
     typed_keys = True  # JaxMARL calls jax.random on the key it is given
 
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
-                 reward_scale: float = 1.0, action_repeat: int = 1, **env_kwargs):
+                 reward_scale: float = 1.0, action_repeat: int = 1, kwargs: dict | None = None, **env_kwargs):
         jaxmarl = import_env_package("jaxmarl")
+        env_kwargs = {**(kwargs or {}), **env_kwargs}
         self.env_name = checked_env_name("jaxmarl", env_name, list(jaxmarl.registered_envs))
-        env = jaxmarl.make(self.env_name, **env_kwargs)
+        try:
+            env = jaxmarl.make(self.env_name, **env_kwargs)
+        except (TypeError, ValueError, NotImplementedError, AssertionError) as err:
+            raise ConfigError(f"jaxmarl.make({self.env_name!r}, **{env_kwargs}) refused its keywords (env.kwargs): "
+                              f"{type(err).__name__}: {err}") from err
         default_length = UNREACHED_STEPS
         limit = step_limit(env)
         if limit is not None:

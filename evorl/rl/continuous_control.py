@@ -114,8 +114,8 @@ class ExploringActor:
         if greedy:
             return self.agent.evaluate_actions(agent_state, obs), {}, policy_state
         explore_keys, random_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)  # [B] each
-        shape = (self.agent.action_dim,)
-        uniform = jax.vmap(lambda k: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0))(random_keys)  # [B, d]
+        shape = self.agent.action_shape
+        uniform = jax.vmap(lambda k: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0))(random_keys)  # [B, *action_shape]
         actions = jnp.where(self.random_actions, uniform, self.agent.explore(agent_state, obs, explore_keys))
         return actions, {}, policy_state
 
@@ -138,6 +138,11 @@ class ContinuousQAgent(Agent):
     @property
     def action_dim(self) -> int:
         return int(self.action_space.low.size)
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        """One env's actions in the cube: ``(d,)``; a multi-agent agent's ``(n_agents, d)``."""
+        return (self.action_dim,)
 
     def init(self, key: jax.Array) -> AgentState:
         actor_key, critic_key = jax.random.split(key)

@@ -138,8 +138,9 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_en
     obs = jnp.zeros(env.obs_space.shape, env.obs_space.dtype) if env.on_host else \
         jnp.zeros(env_state.obs.shape[1:], env_state.obs.dtype)
     action = jax.eval_shape(agent.evaluate_actions, agent_state, obs[None])  # [1, ...]
-    example = replay.Transition(obs=obs, action=jnp.zeros(action.shape[1:], action.dtype),
-                                reward=jnp.zeros((), jnp.float32), discount=jnp.zeros((), jnp.float32), next_obs=obs)
+    reward = jnp.zeros(getattr(env, "reward_shape", ()), jnp.float32)  # [n_agents] for a multi-agent env
+    example = replay.Transition(obs=obs, action=jnp.zeros(action.shape[1:], action.dtype), reward=reward,
+                                discount=jnp.zeros((), jnp.float32), next_obs=obs)
     return OffPolicyState(
         key=key, agent_state=agent_state,
         opt_state={group.key: optimizer.init(agent_state.params[group.key]) for group in agent.update_groups},

@@ -182,8 +182,8 @@ class Transition:
 
     obs: jax.Array  # [..., *obs_shape]
     action: jax.Array  # [..., *action_shape]
-    reward: jax.Array  # [...]
-    discount: jax.Array  # [...]
+    reward: jax.Array  # [...], or [..., n_agents]: a multi-agent env's reward per agent
+    discount: jax.Array  # [...] (the agents share it)
     next_obs: jax.Array  # [..., *obs_shape]
 
 
@@ -192,7 +192,8 @@ def n_step_transitions(obs: jax.Array, actions: jax.Array, rewards: jax.Array, d
     r"""The n-step transitions ``[T, B]`` of a rollout of ``T`` steps in ``B`` environments.
 
     Inputs, time-major: ``obs [T, B, ...]``, ``actions [T, B, ...]``, ``rewards`` :math:`r_t`
-    ``[T, B]``, ``discounts`` :math:`\gamma_t` ``[T, B]`` (0 where step ``t`` terminated the
+    ``[T, B]`` or ``[T, B, ...]`` (a multi-agent env's reward per agent ``[T, B, n_agents]``, each
+    summed on its own over the window the agents share), ``discounts`` :math:`\gamma_t` ``[T, B]`` (0 where step ``t`` terminated the
     episode, :math:`\gamma` otherwise, truncation included), ``ends [T, B]`` (step ``t`` ended
     its episode: terminated or truncated) and ``next_obs [T, B, ...]`` (the true next
     observation of step ``t``; at an episode's end its final one, not the reset one).
@@ -211,10 +212,11 @@ def n_step_transitions(obs: jax.Array, actions: jax.Array, rewards: jax.Array, d
     """
     if n < 1:
         raise ValueError(f"n_step_transitions: n must be >= 1, got {n}")
-    if rewards.ndim != 2 or discounts.shape != rewards.shape or ends.shape != rewards.shape:
-        raise ValueError(f"n_step_transitions: rewards, discounts and ends must all be [T, B]; got "
-                         f"{rewards.shape}, {discounts.shape}, {ends.shape}")
+    if discounts.ndim != 2 or rewards.shape[:2] != discounts.shape or ends.shape != discounts.shape:
+        raise ValueError(f"n_step_transitions: discounts and ends must be [T, B] and rewards [T, B] or [T, B, ...]; "
+                         f"got {rewards.shape}, {discounts.shape}, {ends.shape}")
     T = rewards.shape[0]
+    per_reward = lambda x: x.reshape(x.shape + (1,) * (rewards.ndim - 2))  # noqa: E731  [T, B] on the rewards' axes
 
     def ahead(x, k):  # x[t + k] at row t, zeros past the rollout's end
         return jnp.concatenate([x[k:], jnp.zeros((min(k, T),) + x.shape[1:], x.dtype)])[:T]
@@ -222,15 +224,15 @@ def n_step_transitions(obs: jax.Array, actions: jax.Array, rewards: jax.Array, d
     step = jnp.arange(T)[:, None]  # [T, 1]
     reward_sum = jnp.zeros_like(rewards)
     discount = jnp.ones_like(discounts)
-    last = jnp.broadcast_to(step, rewards.shape)  # [T, B]: the window's last step
-    open_ = jnp.ones(rewards.shape, bool)  # the window still takes steps
+    last = jnp.broadcast_to(step, discounts.shape)  # [T, B]: the window's last step
+    open_ = jnp.ones(discounts.shape, bool)  # the window still takes steps
     for k in range(n):
         takes = open_ & (step + k < T)
-        reward_sum = reward_sum + jnp.where(takes, discount * ahead(rewards, k), 0.0)
+        reward_sum = reward_sum + jnp.where(per_reward(takes), per_reward(discount) * ahead(rewards, k), 0.0)
         discount = jnp.where(takes, discount * ahead(discounts, k), discount)
         last = jnp.where(takes, step + k, last)
         open_ = takes & ~ahead(ends, k)
-    batch_index = jnp.arange(rewards.shape[1])[None, :]
+    batch_index = jnp.arange(discounts.shape[1])[None, :]
     return Transition(obs=obs, action=actions, reward=reward_sum, discount=discount,
                       next_obs=next_obs[last, batch_index])
 
@@ -244,7 +246,10 @@ def double_q_targets(q_online_next: jax.Array, q_target_next: jax.Array, rewards
 
 
 def clipped_double_q_targets(q_next: jax.Array, rewards: jax.Array, discounts: jax.Array) -> jax.Array:
-    r""":math:`y = R + D \min_i Q_i'`: ``q_next [num_critics, N]``, ``rewards``, ``discounts [N]``."""
+    r""":math:`y = R + D \min_i Q_i'`: ``q_next [num_critics, N]``, ``rewards``, ``discounts [N]``;
+    with a multi-agent env's reward per agent, ``q_next [num_critics, N, n_agents]`` and ``rewards
+    [N, n_agents]``, the agents sharing ``discounts [N]``."""
+    discounts = discounts.reshape(discounts.shape + (1,) * (rewards.ndim - discounts.ndim))
     return rewards + discounts * jnp.min(q_next, axis=0)
 
 

@@ -15,6 +15,7 @@ __all__ = [  # the names of WORKFLOWS too, written out for the docs' static read
     "WORKFLOWS", "Workflow", "RLWorkflow", "OnPolicyWorkflow", "resolve_workflow_cls",
     "PPOWorkflow", "A2CWorkflow", "IMPALAWorkflow", "DQNWorkflow", "DDPGWorkflow", "TD3Workflow", "SACWorkflow",
     "REINFORCEWorkflow", "ESWorkflow", "NSGA2Workflow", "CEMRLWorkflow", "ERLWorkflow", "IPPOWorkflow", "MAPPOWorkflow",
+    "MATD3Workflow", "MADDPGWorkflow",
 ]
 
 
