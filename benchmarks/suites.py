@@ -153,6 +153,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("es_sepcem_cartpole"),
         checked("es_vanilla_cartpole"),
         checked("es_openes_hopper"),  # ~2 min per seed
+        checked("matd3_mpe_simple_spread"),  # multi-agent, continuous MPE: ~2-4 min per seed
     ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.
     "smoke": [

@@ -103,7 +103,7 @@ class TD3Agent(ContinuousQAgent):
         return loss, jax.lax.stop_gradient({"critic_loss": loss, "q_mean": jnp.mean(q[0])})
 
     def policy_q(self, agent_state, batch: Transition, actions: jax.Array) -> jax.Array:
-        """:math:`Q_1(s, \mu_\phi(s))` ``[N]``, what the actor climbs, for its ``actions`` on ``batch.obs``."""
+        r""":math:`Q_1(s, \mu_\phi(s))` ``[N]``, what the actor climbs, for its ``actions`` on ``batch.obs``."""
         return self.q_values(agent_state, agent_state.params["critic"], batch.obs, actions)[0]
 
     def actor_loss(self, agent_state, target_params: Any, batch: Transition, key: jax.Array):
