@@ -25,20 +25,16 @@ from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from evorl.algorithms.ppo import PPOAgent, PPOHParams
 from evorl.config import require
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
-from evorl.envs.multi_agent import MultiAgentVectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
-from evorl.rl.multi_agent import apply_over_agents, init_per_agent, with_agent_ids
+from evorl.rl.multi_agent import (
+    apply_over_agents, global_state_per_agent, init_per_agent, unbounded_box, with_agent_ids,
+)
 from evorl.rl.targets import compute_gae
-
-
-def _unbounded(size: int) -> Box:
-    return Box(np.full((size,), -np.inf, np.float32), np.full((size,), np.inf, np.float32))
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,9 +65,7 @@ class MultiAgentPPOAgent(PPOAgent):
         id), IPPO's the agent's own observation (and id)."""
         if not self.centralised_critic:
             return self._with_ids(obs)
-        state = MultiAgentVectorEnv.global_state(obs)  # [..., n_agents * obs_dim]
-        state = jnp.broadcast_to(state[..., None, :], obs.shape[:-2] + (self.num_agents, state.shape[-1]))
-        return self._with_ids(state)
+        return self._with_ids(global_state_per_agent(obs))  # [..., n_agents, n_agents * obs_dim (+ n_agents)]
 
     def _apply(self, network, params, x: jax.Array, agent_axis: int) -> jax.Array:
         """``network`` on ``x [..., n_agents, F]``, the agent axis of the output at ``agent_axis``:
@@ -143,8 +137,8 @@ def make_mlp_ippo_agent(
             "IPPO / MAPPO build MLP actors and critics: agent.network must be 'mlp' and agent.core 'none'.")
     num_agents, obs_dim = obs_space.shape
     ids = num_agents if agent_ids else 0
-    actor_space = _unbounded(obs_dim + ids)
-    critic_space = _unbounded(num_agents * obs_dim + ids) if centralised_critic else actor_space
+    actor_space = unbounded_box(obs_dim + ids)
+    critic_space = unbounded_box(num_agents * obs_dim + ids) if centralised_critic else actor_space
     factory = network_factory or make_actor_critic_networks
 
     def networks(action_space, _, options):

@@ -42,19 +42,15 @@ import numpy as np
 from evorl.algorithms.td3 import DDPGHParams, TD3Agent, TD3HParams
 from evorl.config import parse_section, require
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
-from evorl.envs.multi_agent import MultiAgentVectorEnv
 from evorl.envs.spaces import Box, Space
-from evorl.rl.agent import hparams_as_arrays
 from evorl.rl.continuous_control import (
     ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_deterministic_actor,
     make_q_ensemble,
 )
-from evorl.rl.multi_agent import apply_over_agents, init_per_agent, with_agent_ids
+from evorl.rl.multi_agent import (
+    apply_over_agents, global_state_per_agent, init_per_agent, unbounded_box, with_agent_ids,
+)
 from evorl.rl.targets import Transition
-
-
-def _unbounded(size: int) -> Box:
-    return Box(np.full((size,), -np.inf, np.float32), np.full((size,), np.inf, np.float32))
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,8 +83,7 @@ class MATD3Agent(TD3Agent):
     def critic_inputs(self, obs: jax.Array) -> jax.Array:
         """What agent ``i``'s critics read beside the actions: ``[..., n_agents, n_agents * obs_dim
         (+ n_agents)]``, the global state for every agent (and its id)."""
-        state = MultiAgentVectorEnv.global_state(obs)  # [..., n_agents * obs_dim]
-        return self._with_ids(jnp.broadcast_to(state[..., None, :], obs.shape[:-2] + (self.num_agents, state.shape[-1])))
+        return self._with_ids(global_state_per_agent(obs))
 
     def centralised_q(self, critic_params, obs: jax.Array, joint_actions: jax.Array) -> jax.Array:
         """The critics ``[C, ..., n_agents]``: agent ``i``'s on the global state of ``obs [..., n_agents,
@@ -115,7 +110,7 @@ class MATD3Agent(TD3Agent):
         if self.share_parameters:
             return super().init(key)
         params = init_per_agent(lambda k: ContinuousQAgent.init(self, k).params, key, self.num_agents)
-        return super().init(key).replace(params=params, hparams=hparams_as_arrays(self.default_hparams()))
+        return super().init(key).replace(params=params)
 
 
 def build_matd3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HParams, num_critics: int,
@@ -135,7 +130,7 @@ def build_matd3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HP
     require(not options.normalize_obs, f"agent.normalize_obs is not supported by {factory} yet: set it false.")
     num_agents, obs_dim = obs_space.shape
     ids = num_agents if agent_ids else 0
-    actor_space, critic_space = _unbounded(obs_dim + ids), _unbounded(num_agents * obs_dim + ids)
+    actor_space, critic_space = unbounded_box(obs_dim + ids), unbounded_box(num_agents * obs_dim + ids)
     action_dim = check_options(action_space, actor_space, options, factory)
     joint_action_space = Box(np.tile(action_space.low.reshape(-1), num_agents),
                              np.tile(action_space.high.reshape(-1), num_agents))
