@@ -199,7 +199,8 @@ def test_the_buffer_stores_joint_transitions_bootstrapping_truncation_not_termin
         rewards=jax.random.normal(k[2], (2, 2, N_AGENTS)), terminated=jnp.array([[True, False], [False, False]]),
         truncated=jnp.array([[False, True], [False, False]]), next_obs=jax.random.normal(k[3], (2, 2, N_AGENTS, OBS_DIM)),
         extras={})
-    state, _ = make_learner_update(agent, make_optimizer(tc), tc)(state, trajectory, jax.random.PRNGKey(2))
+    # the update before the learning start (the buffer's add, no gradient step compiled)
+    state, _ = make_learner_update(agent, make_optimizer(tc), tc, warmup=True)(state, trajectory, jax.random.PRNGKey(2))
     data = jax.tree.map(lambda x: x[:2].reshape((4,) + x.shape[2:]), state.buffer.data)  # rows 0-1: [T * B, ...]
     flat = lambda x: x.reshape((4,) + x.shape[2:])  # noqa: E731
     np.testing.assert_array_equal(data.reward, flat(trajectory.rewards))
