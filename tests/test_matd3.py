@@ -141,8 +141,13 @@ def test_parameters_per_agent_learn_from_their_own_rewards():
     assert all(x.shape[0] == N_AGENTS for x in jax.tree.leaves(state.params))
     target = {k: state.params[k] for k in agent.target_keys}
     batch = random_batch()
-    grad = lambda b: jax.grad(lambda p: agent.critic_loss(state.replace(params={**state.params, "critic": p}),  # noqa: E731
-                                                          target, b, jax.random.PRNGKey(0))[0])(state.params["critic"])
+
+    def grad(batch):
+        def loss(critic):
+            return agent.critic_loss(state.replace(params={**state.params, "critic": critic}), target, batch,
+                                     jax.random.PRNGKey(0))[0]
+        return jax.grad(loss)(state.params["critic"])
+
     g, g_other = grad(batch), grad(batch.replace(reward=batch.reward.at[:, 1].add(3.0)))
     for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_other)):
         np.testing.assert_allclose(a[0], b[0], rtol=1e-6, atol=1e-7)  # agent 0's critics: unchanged
@@ -177,7 +182,8 @@ def test_n_step_transitions_with_a_reward_per_agent_are_each_agents_own():
     joint = n_step_transitions(obs, actions, rewards, discounts, ends, next_obs, n)
     assert joint.reward.shape == (T, B, N_AGENTS) and joint.discount.shape == (T, B)
     for i in range(N_AGENTS):
-        own = n_step_transitions(obs[:, :, i], actions[:, :, i], rewards[:, :, i], discounts, ends, next_obs[:, :, i], n)
+        own = n_step_transitions(obs[:, :, i], actions[:, :, i], rewards[:, :, i], discounts, ends,
+                                 next_obs[:, :, i], n)
         np.testing.assert_allclose(joint.reward[:, :, i], own.reward, rtol=1e-6)
         np.testing.assert_array_equal(joint.discount, own.discount)
         np.testing.assert_array_equal(joint.next_obs[:, :, i], own.next_obs)
@@ -195,10 +201,12 @@ def test_the_buffer_stores_joint_transitions_bootstrapping_truncation_not_termin
     assert state.buffer.data.action.shape == (4, 2, N_AGENTS, ACT_DIM)
     k = jax.random.split(jax.random.PRNGKey(1), 4)
     trajectory = Trajectory(
-        obs=jax.random.normal(k[0], (2, 2, N_AGENTS, OBS_DIM)), actions=jax.random.uniform(k[1], (2, 2, N_AGENTS, ACT_DIM)),
-        rewards=jax.random.normal(k[2], (2, 2, N_AGENTS)), terminated=jnp.array([[True, False], [False, False]]),
-        truncated=jnp.array([[False, True], [False, False]]), next_obs=jax.random.normal(k[3], (2, 2, N_AGENTS, OBS_DIM)),
-        extras={})
+        obs=jax.random.normal(k[0], (2, 2, N_AGENTS, OBS_DIM)),
+        actions=jax.random.uniform(k[1], (2, 2, N_AGENTS, ACT_DIM)),
+        rewards=jax.random.normal(k[2], (2, 2, N_AGENTS)),
+        terminated=jnp.array([[True, False], [False, False]]),  # [T, B]: env 0 terminates at step 0
+        truncated=jnp.array([[False, True], [False, False]]),  # env 1 reaches its time limit at step 0
+        next_obs=jax.random.normal(k[3], (2, 2, N_AGENTS, OBS_DIM)), extras={})
     # the update before the learning start (the buffer's add, no gradient step compiled)
     state, _ = make_learner_update(agent, make_optimizer(tc), tc, warmup=True)(state, trajectory, jax.random.PRNGKey(2))
     data = jax.tree.map(lambda x: x[:2].reshape((4,) + x.shape[2:]), state.buffer.data)  # rows 0-1: [T * B, ...]
@@ -229,7 +237,7 @@ def test_bad_inputs_are_config_errors():
         make_mlp_matd3_agent(ACTIONS, STACKED_OBS, normalize_obs=True)
     cfg = copy.deepcopy(TINY_MATD3)
     cfg["env"] = {"env_name": "Pendulum-v1", "env_type": "gymnax"}
-    with pytest.raises(ConfigError, match="MATD3 trains the agents of a multi-agent env.*has one agent: use TD3Workflow"):
+    with pytest.raises(ConfigError, match="MATD3 trains the agents of a multi-agent env.*one agent: use TD3Workflow"):
         MATD3Workflow.build_from_config(cfg)
     cfg["env"] = {**SPREAD, "kwargs": {"action_type": "Contnuous"}}
     with pytest.raises(ConfigError, match="env.kwargs.*Contnuous"):

@@ -156,7 +156,8 @@ def make_mlp_matd3_agent(action_space: Space, obs_space: Box | None = None, shar
     one agent's ``Box``, ``obs_space`` the env's stacked ``Box [n_agents, obs_dim]``; twin
     centralised critics per agent, TD3's smoothing and delay. ``share_parameters``,
     ``agent_ids``: see the module docstring; the TD3 keys and ``network_options``
-    (:class:`~evorl.rl.continuous_control.ContinuousNetworkOptions`) as :func:`~evorl.algorithms.td3.make_mlp_td3_agent`'s.
+    (:class:`~evorl.rl.continuous_control.ContinuousNetworkOptions`) as
+    :func:`~evorl.algorithms.td3.make_mlp_td3_agent`'s.
     A ``network_factory`` is called twice: for one agent's actor, and for the critics on
     the critic's input and the joint action space."""
     hparams = TD3HParams(gamma, exploration_noise, target_noise, target_noise_clip, tau)

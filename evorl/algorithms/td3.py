@@ -97,7 +97,7 @@ class TD3Agent(ContinuousQAgent):
         noise = hp.target_noise * jax.random.normal(key, next_actions.shape)
         next_actions = smoothed_target_actions(next_actions, noise, hp.target_noise_clip)
         q_next = self.q_values(agent_state, target_params["critic"], batch.next_obs, next_actions)  # [C, N(, n_agents)]
-        targets = jax.lax.stop_gradient(clipped_double_q_targets(q_next, batch.reward, batch.discount))  # [N(, n_agents)]
+        targets = jax.lax.stop_gradient(clipped_double_q_targets(q_next, batch.reward, batch.discount))  # [N(, agents)]
         q = self.q_values(agent_state, agent_state.params["critic"], batch.obs, batch.action)  # [C, N(, n_agents)]
         loss = jnp.sum(jnp.mean(jnp.square(q - targets), axis=tuple(range(1, q.ndim))))  # summed over the critics
         return loss, jax.lax.stop_gradient({"critic_loss": loss, "q_mean": jnp.mean(q[0])})

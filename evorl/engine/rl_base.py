@@ -313,7 +313,8 @@ class RLWorkflow(Workflow):
                               f"MATD3Workflow, MADDPGWorkflow for continuous actions).")
         if cls.multi_agent and not many:
             raise ConfigError(f"{cls.name()} trains the agents of a multi-agent env (env_type jaxmarl); env "
-                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use {cls.single_agent_alternative}.")
+                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use "
+                              f"{cls.single_agent_alternative}.")
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:

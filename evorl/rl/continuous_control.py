@@ -115,7 +115,7 @@ class ExploringActor:
             return self.agent.evaluate_actions(agent_state, obs), {}, policy_state
         explore_keys, random_keys = jnp.moveaxis(jax.vmap(jax.random.split)(keys), 1, 0)  # [B] each
         shape = self.agent.action_shape
-        uniform = jax.vmap(lambda k: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0))(random_keys)  # [B, *action_shape]
+        uniform = jax.vmap(lambda k: jax.random.uniform(k, shape, minval=-1.0, maxval=1.0))(random_keys)  # [B, *shape]
         actions = jnp.where(self.random_actions, uniform, self.agent.explore(agent_state, obs, explore_keys))
         return actions, {}, policy_state
 
@@ -172,7 +172,7 @@ class ContinuousQAgent(Agent):
         raise NotImplementedError
 
     def explore(self, agent_state: AgentState, obs: jax.Array, keys: jax.Array) -> jax.Array:
-        """Training actions ``[B, d]`` in ``[-1, 1]`` for ``obs [B, ...]``, one key per env."""
+        """Training actions ``[B, *action_shape]`` in ``[-1, 1]`` for ``obs [B, ...]``, one key per env."""
         raise NotImplementedError
 
     def compute_actions(self, agent_state, obs, key):

@@ -193,10 +193,11 @@ def n_step_transitions(obs: jax.Array, actions: jax.Array, rewards: jax.Array, d
 
     Inputs, time-major: ``obs [T, B, ...]``, ``actions [T, B, ...]``, ``rewards`` :math:`r_t`
     ``[T, B]`` or ``[T, B, ...]`` (a multi-agent env's reward per agent ``[T, B, n_agents]``, each
-    summed on its own over the window the agents share), ``discounts`` :math:`\gamma_t` ``[T, B]`` (0 where step ``t`` terminated the
-    episode, :math:`\gamma` otherwise, truncation included), ``ends [T, B]`` (step ``t`` ended
-    its episode: terminated or truncated) and ``next_obs [T, B, ...]`` (the true next
-    observation of step ``t``; at an episode's end its final one, not the reset one).
+    summed on its own over the window the agents share), ``discounts`` :math:`\gamma_t`
+    ``[T, B]`` (0 where step ``t`` terminated the episode, :math:`\gamma` otherwise, truncation
+    included), ``ends [T, B]`` (step ``t`` ended its episode: terminated or truncated) and
+    ``next_obs [T, B, ...]`` (the true next observation of step ``t``; at an episode's end its
+    final one, not the reset one).
 
     The transition of step ``t`` takes ``m_t = min(n, T - t, k_t + 1)`` steps, where ``k_t`` is
     the offset of the first step in ``t, t+1, ...`` that ends its episode:
