@@ -58,14 +58,15 @@ def numpy_critics(agent, critic_params, obs, joint_per_agent):
     concatenated observations (and id ``i``) and the joint action ``joint_per_agent[i]``."""
     obs = np.asarray(obs)
     n = obs.shape[0]
+    apply = jax.jit(agent.critic.apply)
     out = []
     for i in range(N_AGENTS):
         state = obs.reshape(n, -1)
         if agent.agent_ids:
             state = np.concatenate([state, np.tile(np.eye(N_AGENTS)[i], (n, 1))], axis=1)
         params = critic_params if agent.share_parameters else jax.tree.map(lambda x: x[i], critic_params)
-        out.append(np.asarray(agent.critic.apply(params, jnp.asarray(state, jnp.float32),
-                                                 jnp.asarray(joint_per_agent[i], jnp.float32))))
+        out.append(np.asarray(apply(params, jnp.asarray(state, jnp.float32),
+                                    jnp.asarray(joint_per_agent[i], jnp.float32))))
     return np.stack(out, axis=-1)  # [C, N, n_agents]
 
 
@@ -76,7 +77,7 @@ def test_matd3_critic_loss_against_numpy(share):
     state = agent.init(jax.random.PRNGKey(0))
     target = {k: jax.tree.map(lambda x: 1.3 * x, state.params[k]) for k in agent.target_keys}
     batch, key = random_batch(), jax.random.PRNGKey(7)
-    loss, _ = agent.critic_loss(state, target, batch, key)
+    loss, _ = jax.jit(agent.critic_loss)(state, target, batch, key)
 
     mu_next = []  # each agent's target actor on its own observation (and id)
     for i in range(N_AGENTS):
