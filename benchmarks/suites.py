@@ -154,6 +154,8 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("es_vanilla_cartpole"),
         checked("es_openes_hopper"),  # ~2 min per seed
         checked("matd3_mpe_simple_spread"),  # multi-agent, continuous MPE: ~2-4 min per seed
+        checked("ippo_mpe_simple_spread"),  # multi-agent PPO, discrete MPE: ~2-3 min per seed
+        checked("mappo_mpe_simple_spread"),  # the same with a centralised critic: ~2-3 min per seed
     ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.
     "smoke": [
