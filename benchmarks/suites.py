@@ -156,6 +156,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("matd3_mpe_simple_spread"),  # multi-agent, continuous MPE: ~2-4 min per seed
         checked("ippo_mpe_simple_spread"),  # multi-agent PPO, discrete MPE: ~2-3 min per seed
         checked("mappo_mpe_simple_spread"),  # the same with a centralised critic: ~2-3 min per seed
+        checked("maddpg_mpe_simple_spread"),  # MATD3's settings with DDPG's critic: ~2-4 min per seed
     ],
     # Seconds per entry: checks that every kind of run builds, compiles and logs.
     "smoke": [

@@ -39,8 +39,8 @@ from evorl.rl.targets import compute_gae
 
 @dataclass(frozen=True, eq=False)
 class MultiAgentPPOAgent(PPOAgent):
-    """PPO's agent over an agent axis (see the module docstring). ``obs_space`` is what the
-    actor reads (one agent's observation, with its id where ``agent_ids``)."""
+    """PPO's agent over an agent axis (see the module docstring). ``obs_space`` is the env's
+    stacked ``Box [n_agents, obs_dim]``, ``action_space`` one agent's."""
 
     #: The agents of the env (declared by the factory from the stacked observation space).
     num_agents: int = 1
@@ -147,7 +147,7 @@ def make_mlp_ippo_agent(
     hparams = PPOHParams(gamma=gamma, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,
                          value_clip_epsilon=value_clip_epsilon, vf_coef=vf_coef, ent_coef=ent_coef,
                          kl_coef=kl_coef, target_kl=target_kl).validated()
-    return build_actor_critic(MultiAgentPPOAgent, "make_mlp_ippo_agent", action_space, actor_space, networks,
+    return build_actor_critic(MultiAgentPPOAgent, "make_mlp_ippo_agent", action_space, obs_space, networks,
                               network_options, hparams, normalize_gae=normalize_gae,
                               stops_early=target_kl is not None, num_agents=num_agents,
                               share_parameters=share_parameters, agent_ids=agent_ids,

@@ -50,7 +50,7 @@ from evorl.config.env import HOST_ENV_TYPES
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
-from evorl.engine.memory_estimate import Term
+from evorl.engine.memory_estimate import Term, transition_words
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import metrics as M, optimisers, replay
@@ -514,7 +514,7 @@ def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
     """The large contributors of an evolution-guided run (:mod:`evorl.engine.memory_estimate`): the
     shared replay buffer (obs, next obs, action, reward, done per transition) and the
     population, ``N x P`` with ``P`` the agent's parameters (an order of magnitude per actor)."""
-    per_transition = 2 * sizes.obs_size + sizes.action_size + 2
+    per_transition = transition_words(sizes)
     n = section.population_size
     return [
         Term("replay buffer", f"{section.buffer_size:,} transitions x {per_transition:g} floats",

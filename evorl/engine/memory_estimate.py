@@ -5,22 +5,28 @@ sizes of the agent's networks (:class:`NetworkSizes`: read with ``jax.eval_shape
 allocates nothing, or, before the agent is built, lower bounds from the config's widths).
 With ``P`` parameters, ``N = training.num_seeds x variants`` agents, ``D`` devices (the
 parameters replicated on each when ``distributed.layout=envs``), ``T x B`` rollout steps,
-``M`` minibatches, ``W`` the summed output widths of the layers (activations per sample):
+``M`` minibatches, ``W`` the summed input and output widths of the layers (activations per
+sample and agent), ``n`` the agents acting in each env step (a multi-agent env's, declared by
+the agent as ``Agent.num_agents``; 1 otherwise):
 
 * parameters: ``N x P x (4 + actor_lag) x D_rep`` -- weights, gradient, Adam's two moments
   and the lagged copies of ``training.actor_lag``;
-* rollout: ``N x T x B x (2 obs + action + 7 scalars + recurrent state) x copies`` -- obs and
-  next obs, reward, terminated, truncated, log-prob, value, advantage, target; ``copies = 2``
+* rollout: ``N x T x B x (2 obs + action + 5 n + 2 + recurrent state) x copies`` -- obs and
+  next obs (every agent's), the actions (every agent's), each agent's reward, log-prob, value,
+  advantage and target, the shared terminated and truncated; ``copies = 2``
   (the rollout and its shuffled minibatch copy), ``3 + queue_size / num_actors`` with
   ``runner.mode=async`` (the actors' rollouts and the queue);
-* activations: ``N x max(T x B / M, B) x W x 2`` -- the forward pass kept for the backward one
+* activations: ``N x max(T x B / M, B) x n x W`` -- what the forward pass keeps for the
+  backward one: each layer's input (for its weight gradient; a centralised critic's is the
+  global state) and its output (for the nonlinearity's), the networks run once per agent
   (convolutions count their channels only: an underestimate for image torsos).
 
 ES (:func:`es_terms`): the mean and its optimiser ``4 P`` (CMA-ES: its covariance and
 eigenbasis, ``3 P^2``), the sampled candidates and their noise ``2 x population_size x P``,
 and each member's episodes' observations and activations. Off-policy and evolution-guided
-runs count their replay buffer and parameters (``memory_terms`` in
-:mod:`evorl.rl.off_policy` and :mod:`evorl.algorithms.population_rl`).
+runs count their replay buffer (:func:`transition_words` per transition) and parameters
+(``memory_terms`` in :mod:`evorl.engine.off_policy_workflow` and
+:mod:`evorl.algorithms.population_rl`).
 
 :func:`check_memory` compares the total with what the run may use (``runner.max_memory_gb``,
 or the machine's: MemAvailable on CPU, the devices' ``bytes_limit`` on an accelerator) and
@@ -41,8 +47,10 @@ from evorl.config import ConfigError, num_agents
 
 #: Bytes of one stored number (float32, int32).
 WORD_BYTES = 4
-#: Scalars stored per rollout step besides obs, next obs, action and recurrent state.
-STEP_SCALARS = 7
+#: Scalars a rollout stores per step and agent: reward, log-prob, value, advantage, target.
+AGENT_STEP_SCALARS = 5
+#: Scalars a rollout stores per step that the agents share: terminated, truncated.
+SHARED_STEP_SCALARS = 2
 OVERRIDE = "runner.max_memory_gb"
 
 
@@ -51,10 +59,12 @@ class NetworkSizes:
     """What the estimate reads of an agent's networks."""
 
     num_params: int
-    #: Summed output widths of the layers: activations per sample.
+    #: Summed input and output widths of the layers: activations per sample and agent.
     activation_width: int
-    #: Observation size in float32 words (a uint8 frame's pixels count a quarter each).
+    #: One env step's observations (every agent's) in float32 words (a uint8 frame's pixels
+    #: count a quarter each).
     obs_size: float
+    #: One env step's actions (every agent's) in words.
     action_size: int
     #: Floats of a recurrent agent's state per environment (0 for a feed-forward agent).
     policy_state_size: int
@@ -62,6 +72,9 @@ class NetworkSizes:
     largest_layer: tuple[int, ...]
     #: False: lower bounds from the config (before the agent is built).
     exact: bool = True
+    #: The agents acting in each env step (``Agent.num_agents``): per-agent scalars are
+    #: stored, and the networks run, this many times per step.
+    agents_per_step: int = 1
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,8 @@ class Term:
 
 def sizes_of_agent(agent: Any) -> NetworkSizes:
     """The sizes of ``agent``'s networks, read from ``jax.eval_shape`` of its ``init`` (shapes
-    only: nothing is allocated or compiled)."""
+    only: nothing is allocated or compiled), and of one env step's data from its declared
+    spaces and agents (``obs_space`` the step's observations, ``action_space`` one agent's)."""
     state = jax.eval_shape(lambda: agent.init(jax.random.PRNGKey(0)))
     leaves = jax.tree.leaves(state.params)
     kernels = [x.shape for x in leaves if len(x.shape) >= 2]
@@ -89,11 +103,12 @@ def sizes_of_agent(agent: Any) -> NetworkSizes:
     policy_state = jax.eval_shape(lambda: agent.initial_policy_state(1)) if agent.recurrent else None
     return NetworkSizes(
         num_params=sum(math.prod(x.shape) for x in leaves),
-        activation_width=sum(shape[-1] for shape in kernels),
+        activation_width=sum(shape[-2] + shape[-1] for shape in kernels),
         obs_size=math.prod(agent.obs_space.shape) * np.dtype(agent.obs_space.dtype).itemsize / WORD_BYTES,
-        action_size=math.prod(agent.action_space.shape),
+        action_size=agent.num_agents * math.prod(agent.action_space.shape),
         policy_state_size=sum(math.prod(x.shape) for x in jax.tree.leaves(policy_state)),
         largest_layer=(math.prod(largest[:-1]), largest[-1]) if largest else (),
+        agents_per_step=agent.num_agents,
     )
 
 
@@ -115,7 +130,7 @@ def sizes_from_config(agent_cfg: Any, default_networks: bool = True) -> NetworkS
     largest = max(layers, key=math.prod)
     return NetworkSizes(
         num_params=sum(a * b for a, b in layers),
-        activation_width=sum(b for _, b in layers),
+        activation_width=sum(a + b for a, b in layers),
         obs_size=1, action_size=1, policy_state_size=core_size, largest_layer=largest, exact=False,
     )
 
@@ -130,15 +145,24 @@ def _params_formula(sizes: NetworkSizes) -> str:
     return f"{'' if sizes.exact else 'at least '}{_count(sizes.num_params)} parameters{largest}"
 
 
+def transition_words(sizes: NetworkSizes) -> float:
+    """One replay-buffer transition in float32 words: obs and next obs, the actions, a reward
+    per agent and the discount the agents share (:class:`evorl.rl.targets.Transition`)."""
+    return 2 * sizes.obs_size + sizes.action_size + sizes.agents_per_step + 1
+
+
 def on_policy_terms(config: Any, sizes: NetworkSizes, num_devices: int, asynchronous: bool) -> list[Term]:
     """The contributors of an on-policy run (PPO, A2C, IMPALA); see the module docstring."""
     tc, rc = config.training, config.runner
     agents = num_agents(config)
     replicas = num_devices if config.distributed.layout == "envs" else 1
     copies = 3 + rc.queue_size / rc.num_actors if asynchronous else 2
-    per_step = 2 * sizes.obs_size + sizes.action_size + STEP_SCALARS + sizes.policy_state_size
+    n = sizes.agents_per_step
+    per_step = (2 * sizes.obs_size + sizes.action_size + AGENT_STEP_SCALARS * n + SHARED_STEP_SCALARS
+                + sizes.policy_state_size)
     minibatch = max(tc.rollout_length * tc.num_envs // tc.num_minibatches, tc.num_envs)
     on = f" on {replicas} devices" if replicas > 1 else ""
+    per_agent = f" x {n} agents per env step" if n > 1 else ""
     return [
         Term("parameters", f"{agents} agent(s) x {_params_formula(sizes)} x {4 + tc.actor_lag} copies (weights, "
                            f"gradient, Adam's 2 moments{', lagged' if tc.actor_lag else ''}){on}",
@@ -148,8 +172,9 @@ def on_policy_terms(config: Any, sizes: NetworkSizes, num_devices: int, asynchro
                         f"{_count(per_step)} floats x {copies:g} copies",
              agents * tc.rollout_length * tc.num_envs * per_step * copies,
              "training.num_envs, training.rollout_length, training.num_seeds"),
-        Term("activations", f"{agents} agent(s) x {minibatch:,} samples x {_count(sizes.activation_width)} units x 2",
-             agents * minibatch * sizes.activation_width * 2,
+        Term("activations", f"{agents} agent(s) x {minibatch:,} samples{per_agent} x "
+                            f"{_count(sizes.activation_width)} units",
+             agents * minibatch * n * sizes.activation_width,
              "training.num_minibatches (more), training.num_envs, agent.*_hidden_layer_sizes"),
     ]
 

@@ -24,7 +24,7 @@ from evorl.config.training import OffPolicyTrainingConfig
 from evorl.engine.actor_learner import ActorPolicy, check_async_config, learner_placement
 from evorl.engine.execution import Placement, to_host
 from evorl.engine.host_loop import ChunkedWorkflow
-from evorl.engine.memory_estimate import Term
+from evorl.engine.memory_estimate import Term, transition_words
 from evorl.engine.pbt import check_pbt_config
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.agent import Agent
@@ -155,7 +155,7 @@ def memory_terms(config: ExperimentConfig, sizes) -> list[Term]:
     Adam's moments) and the replay buffer, per agent."""
     tc = config.training
     agents = num_agents(config)
-    per_transition = 2 * sizes.obs_size + sizes.action_size + 2
+    per_transition = transition_words(sizes)
     return [
         Term("parameters", f"{agents} agent(s) x {sizes.num_params:,} x 5 copies (weights, target, gradient, "
                            f"Adam's 2 moments)", agents * sizes.num_params * 5,

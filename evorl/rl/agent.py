@@ -58,6 +58,12 @@ class Agent(ABC):
     #: per environment, resets it where an episode starts and stores the state each step
     #: acted with in the trajectory (``extras["policy_state"]``), from which the loss unrolls.
     recurrent: bool = False
+    #: Declared capability: the agents that act together in each env step (a multi-agent
+    #: env's, :mod:`evorl.envs.multi_agent`). ``obs_space`` is then one env step's stacked
+    #: observations ``[n_agents, ...]``, ``action_space`` one agent's; actions and the
+    #: per-agent scalars (rewards, values, log-probs) carry an axis of this size, and the
+    #: networks run once per agent on each sample (:mod:`evorl.engine.memory_estimate`).
+    num_agents: int = 1
 
     @abstractmethod
     def init(self, key: jax.Array) -> AgentState: ...
