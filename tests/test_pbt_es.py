@@ -214,3 +214,16 @@ def test_interrupted_and_resumed_pbt_es_run_is_bit_identical(uninterrupted, tmp_
     resumed = run_experiment({**config(), "resume": str(tmp_path)})
     assert_states_identical(resumed.state, uninterrupted.state)
     assert lineage(tmp_path) == records
+
+
+@pytest.mark.slow  # ~60 s on 2 cores
+def test_pbt_es_population_on_two_devices_equals_one_device():
+    """``distributed.layout: population``: 4 whole searches per device, the PBT steps gathering
+    the population across the devices, end where one device ends."""
+    from test_multi_device import run_two_devices
+
+    cfg = {**config(), "checkpoint": {}, "distributed": {"layout": "population"}}
+    result = run_two_devices("evorl.workflows.ESWorkflow", cfg, iterations=4)
+    assert result["member_devices"] == 2 and not result["replicated"]  # searches split, not replicated
+    assert result["max_state_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
+    assert result["eval_return"][0] == pytest.approx(result["eval_return"][1], abs=1e-3)
