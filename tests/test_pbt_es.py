@@ -196,7 +196,7 @@ def test_nsga2_refuses_pbt_and_populations():
 # --- a whole run: lineage and exact resume ----------------------------------------------
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    return run_experiment(config(), output_dir=tmp_path_factory.mktemp("pbt_es"))
+    return run_experiment(config(training__eval_interval=1), output_dir=tmp_path_factory.mktemp("pbt_es"))
 
 
 @pytest.mark.slow  # ~40 s on 2 cores at load 6-8
@@ -210,8 +210,9 @@ def test_interrupted_and_resumed_pbt_es_run_is_bit_identical(uninterrupted, tmp_
     np.testing.assert_allclose(np.asarray(uninterrupted.state.search.std),
                                records[-1]["new_hyperparameters"]["es.sigma"], rtol=1e-6)
     with pytest.raises(Interrupted):
-        run_experiment(config(), output_dir=tmp_path, recorders=[InterruptAt(3)])
-    resumed = run_experiment({**config(), "resume": str(tmp_path)})
+        run_experiment(config(training__eval_interval=1), output_dir=tmp_path, recorders=[InterruptAt(3)])
+    assert [r["iteration"] for r in lineage(tmp_path)] == [2]  # checkpointed at 2, stopped after 3
+    resumed = run_experiment({**config(training__eval_interval=1), "resume": str(tmp_path)})
     assert_states_identical(resumed.state, uninterrupted.state)
     assert lineage(tmp_path) == records
 
