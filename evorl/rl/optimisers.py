@@ -90,7 +90,7 @@ class AskTell:
     inject: Callable[[Any, int, jax.Array], Any] | None = None
     parents: Callable[[Any], jax.Array] | None = None
     recentre: Callable[[Any, jax.Array, Any], Any] | None = None
-    hyperparameters: Mapping[str, StateHyperparameter] = dataclasses.field(default_factory=dict)
+    hyperparameters: Mapping[str, StateHyperparameter] = dataclasses.field(default_factory=dict, compare=False)
 
 
 def with_hyperparameters(search: AskTell, state: Any, values: Mapping[str, Any]) -> Any:
