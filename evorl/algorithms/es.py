@@ -67,11 +67,19 @@ class StrategySpec:
     optimizer: bool
     #: Its own sampling is antithetic (``[+z, -z]``), which its update relies on.
     always_mirrored: bool = False
+    #: Its search distribution's std stays ``sigma`` (OpenES, ARS; SNES adapts its own).
+    fixed_std: bool = False
+
+    @property
+    def state_hyperparameters(self) -> tuple[str, ...]:
+        """The ``es:`` keys its search reads from its state (:attr:`~evorl.rl.optimisers.AskTell.hyperparameters`):
+        each may take a list (one run per value) and evolve under PBT."""
+        return ("learning_rate",) * self.optimizer + ("sigma",) * self.fixed_std
 
 
 STRATEGIES = {
-    "OpenES": StrategySpec("Open_ES", shaped_sign=1.0, optimizer=True),
-    "ARS": StrategySpec("ARS", shaped_sign=1.0, optimizer=True, always_mirrored=True),
+    "OpenES": StrategySpec("Open_ES", shaped_sign=1.0, optimizer=True, fixed_std=True),
+    "ARS": StrategySpec("ARS", shaped_sign=1.0, optimizer=True, always_mirrored=True, fixed_std=True),
     "SNES": StrategySpec("SNES", shaped_sign=-1.0, optimizer=True),
     "CMA_ES": StrategySpec("CMA_ES", shaped_sign=None, optimizer=False),
     "SepCEM": StrategySpec(None, shaped_sign=None, optimizer=False),
@@ -170,11 +178,13 @@ def make_search(es: ESConfig, num_dims: int) -> optimisers.AskTell:
     if es.strategy == "VanillaES":
         return optimisers.vanilla_es(es.population_size, es.elites, es.sigma, es.mirrored)
     strategy, params = make_strategy(es, num_dims)
-    return optimisers.evosax_strategy(es.strategy, strategy, params, es.mirrored)
+    return optimisers.evosax_strategy(es.strategy, strategy, params, es.mirrored,
+                                      learning_rate_in_state=es.spec.optimizer, fixed_std=es.spec.fixed_std)
 
 
 def make_strategy(es: ESConfig, num_dims: int):
-    """The evosax strategy of ``es`` over ``num_dims`` parameters, and its params (sigma set)."""
+    """The evosax strategy of ``es`` over ``num_dims`` parameters, and its params (sigma set);
+    the mean's optimiser holds its learning rate in its state (``optax.inject_hyperparams``)."""
     try:
         import evosax.algorithms as algorithms
     except ImportError:
@@ -184,8 +194,8 @@ def make_strategy(es: ESConfig, num_dims: int):
     spec = es.spec
     cls = getattr(algorithms, spec.evosax_name)
     kwargs: dict[str, Any] = {}
-    if spec.optimizer:
-        kwargs["optimizer"] = getattr(optax, es.optimizer)(es.learning_rate)
+    if spec.optimizer:  # the learning rate a leaf of the optimiser's state (make_search)
+        kwargs["optimizer"] = optax.inject_hyperparams(getattr(optax, es.optimizer))(learning_rate=es.learning_rate)
     if spec.evosax_name in ("Open_ES", "ARS"):
         kwargs["std_schedule"] = optax.constant_schedule(es.sigma)
     if spec.evosax_name == "Open_ES":
@@ -251,14 +261,22 @@ class ESState:
     #: The strategy's state (:func:`make_search`): mean [D], its search distribution, its optimiser.
     search: Any
     iteration: jax.Array  # [] int32, completed generations
+    #: Sums over the generations' episodes since the last PBT step (its ``fitness: train``);
+    #: None without PBT (see :mod:`evorl.engine.pbt`).
+    fitness_episodes: Any = None
+    #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters; None otherwise.
+    pbt_velocity: Any = None
 
 
-def init_es_state(agent: ESAgent, search: optimisers.AskTell, key: jax.Array) -> ESState:
+def init_es_state(agent: ESAgent, search: optimisers.AskTell, key: jax.Array,
+                  hyperparameters: dict[str, Any] | None = None) -> ESState:
+    """The initial state; ``hyperparameters``: values of the search's state hyperparameters
+    (``{"learning_rate": [], "sigma": []}``: one run of a population's), else the config's."""
     key, agent_key, search_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key)
     flat, _ = ravel_pytree(agent_state.params)
-    return ESState(key=key, agent_state=agent_state, search=search.init(search_key, flat),
-                   iteration=jnp.zeros((), jnp.int32))
+    searched = optimisers.with_hyperparameters(search, search.init(search_key, flat), hyperparameters or {})
+    return ESState(key=key, agent_state=agent_state, search=searched, iteration=jnp.zeros((), jnp.int32))
 
 
 def make_generation(env: VectorEnv, agent: ESAgent, search: optimisers.AskTell, es: ESConfig,

@@ -10,6 +10,13 @@ With several devices (``distributed.multi_devices``, or ``jax.distributed`` proc
 ES state is replicated and each device plays ``population_size / D`` members; fitness and
 observation sums are gathered, so every device takes the same step as one device would.
 
+With ``training.num_seeds`` and lists of the hyperparameters the strategy holds in its state
+(OpenES: ``es.learning_rate``, ``es.sigma``) the run trains a population of independent
+searches, one per seed and value, vmapped into one program (a random search over those
+hyperparameters); with ``pbt.enabled`` the population is PBT's
+(:mod:`evorl.engine.pbt`): every ``pbt.interval`` generations the worst searches copy the
+best ones' search state and perturb their learning rate and sigma.
+
 The logged ``step`` counts each generation's env step budget, ``population_size x
 episodes_per_member x env.episode_length``; episodes that end earlier step fewer
 (``train/episode_length`` is their mean length, ``train/episodes`` their count), and
@@ -24,17 +31,25 @@ import jax
 import numpy as np
 
 from evorl.algorithms.es import (
-    ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_search,
+    STRATEGIES, ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_search,
 )
-from evorl.config import config_mapping, parse_section, require, section_data
+from evorl.config import (
+    config_mapping, extract_sweeps, num_agents, parse_section, require, section_data, sweep_variants,
+)
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
 from evorl.engine.memory_estimate import es_terms
+from evorl.engine.pbt import check_pbt_config
+from evorl.engine.population import with_variant
 from evorl.engine.rl_base import ExperimentConfig
+from evorl.rl.optimisers import AskTell
 
+#: What PBT's exploit copies from a search to another: the agent (the mean as policy
+#: parameters, observation statistics) and the search state (mean, std, optimiser state).
+PBT_COPIED_FIELDS = ("agent_state", "search")
 
 
 def divergence_hint(es: ESConfig) -> str:
@@ -55,6 +70,25 @@ class ESTrainingConfig:
     eval_interval: int = 10
     #: Greedy episodes per evaluation of the mean.
     eval_episodes: int = 16
+    #: Independent searches per hyperparameter variant (a population, one program).
+    num_seeds: int = 1
+
+
+@dataclass(frozen=True)
+class SearchHyperparameters:
+    """PBT's :class:`~evorl.engine.pbt.HyperparameterStore` for a population of searches: each
+    search's state hyperparameters (:attr:`~evorl.rl.optimisers.AskTell.hyperparameters`), by name."""
+
+    search: AskTell
+
+    def read(self, state: ESState, field: str) -> jax.Array:
+        return jax.vmap(self.search.hyperparameters[field].get)(state.search)  # [N]
+
+    def write(self, state: ESState, values: dict) -> ESState:
+        searched = state.search
+        for field, value in values.items():  # value [N]
+            searched = jax.vmap(self.search.hyperparameters[field].set)(searched, value)
+        return state.replace(search=searched)
 
 
 @dataclass(frozen=True)
@@ -77,14 +111,24 @@ class ESWorkflow(ChunkedWorkflow):
     section, section_cls, experiment_cls = "es", ESConfig, ESExperimentConfig
 
     def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
-        self.placement = Placement.create(1, enable_multi_devices, "envs")  # members split, state replicated
-        num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
+        self.variants, self.num_agents = sweep_variants(list(config.sweep)), num_agents(config)
+        # layout envs: members split, state replicated; population: whole searches per device
+        layout = config.distributed.layout if self.num_agents > 1 else "envs"
+        self.placement = Placement.create(self.num_agents, enable_multi_devices, layout)
+        num_devices = 1 if self.placement.step_axis_name is None else self.placement.mesh.size
         super().__init__(config, env, agent, recorders)
         es = config.es
         #: The strategy (``es.strategy``) as a population optimiser, :class:`~evorl.rl.optimisers.AskTell`.
         self.search = make_search(es, self.num_params)
+        #: Per variant: the values of the search's state hyperparameters (``{"learning_rate": ..}``).
+        self._variant_data = [({name: getattr(with_variant(config, variant).es, name)
+                                for name in es.spec.state_hyperparameters},) for variant in self.variants]
         step = make_generation(env, agent, self.search, es, self.placement.step_axis_name, num_devices)
-        self.executor = Executor(step, self.placement, final_metrics=chunk_health)
+        self.pbt = self.make_pbt(config, env, agent, {"copied": PBT_COPIED_FIELDS, "kept": ("fitness_episodes",),
+                                                      "store": SearchHyperparameters(self.search)})
+        if self.pbt is not None:
+            step = self.pbt.summing_fitness_episodes(step)
+        self.executor = Executor(step, self.placement, final_metrics=chunk_health, population_step=self.pbt)
         self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
         self._evaluation_compiled = True
@@ -107,10 +151,38 @@ class ESWorkflow(ChunkedWorkflow):
 
     # --- config ---------------------------------------------------------------------------
     @classmethod
+    def section_list_keys(cls, data: dict) -> tuple[str, ...]:
+        """The keys of the ``es:`` section ``data`` that may take a list: the hyperparameters
+        its strategy reads from its state."""
+        spec = STRATEGIES.get(data.get("strategy", ESConfig.strategy))
+        return () if spec is None else spec.state_hyperparameters
+
+    @classmethod
+    def evolvable_keys(cls, config: ESExperimentConfig) -> tuple[str, ...]:
+        return tuple(f"es.{name}" for name in config.es.spec.state_hyperparameters)
+
+    @classmethod
+    def why_not_evolvable(cls, config: ESExperimentConfig, key: str) -> str:
+        if key in ("es.learning_rate", "es.sigma"):
+            held = config.es.spec.state_hyperparameters
+            return (f"es.strategy={config.es.strategy} does not read it from its search state (it holds "
+                    f"{', '.join(held) if held else 'no hyperparameter'} there).")
+        return super().why_not_evolvable(config, key)
+
+    @classmethod
+    def check_variant(cls, config: ESExperimentConfig) -> None:
+        search = getattr(config, cls.section, None)
+        if search is None:  # RLWorkflow.parse_config's config, the shared sections only (see parse_config)
+            return super().check_variant(config)
+        search.validate(cls.section)
+
+    @classmethod
     def parse_config(cls, cfg) -> ESExperimentConfig:
         cfg = config_mapping(cfg)
         name, where = cls.__name__, cls.section
-        search = parse_section(cls.section_cls, cfg.pop(where, {}), where)
+        data = section_data(cfg.pop(where, {}), where)
+        data, axes = extract_sweeps(data, cls.section_cls, where, cls.section_list_keys(data))
+        search = parse_section(cls.section_cls, data, where)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
         for key in training:
@@ -122,7 +194,10 @@ class ESWorkflow(ChunkedWorkflow):
                 f"runner.mode=async: {name} has no actors and learner, it plays its episodes inside compiled "
                 "programs; set runner.mode=auto or fused (or leave runner out).")
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
-        return cls.experiment_cls(**{**base, "training": training, where: search})
+        config = cls.experiment_cls(**{**base, "training": training, where: search, "sweep": tuple(axes)})
+        for variant in sweep_variants(axes):  # every value of every list, checked alike
+            cls.check_variant(with_variant(config, variant))
+        return config
 
     @classmethod
     def envs_per_agent(cls, config: ESExperimentConfig) -> int:
@@ -140,8 +215,15 @@ class ESWorkflow(ChunkedWorkflow):
     @classmethod
     def check_config(cls, config: ESExperimentConfig, agent, num_devices: int) -> None:
         name, where = cls.__name__, cls.section
-        require(not config.pbt.enabled, "pbt applies to the RL workflows' populations (PPO, A2C, IMPALA); "
-                                         f"{name} evolves its policy parameters itself: set pbt.enabled=false.")
+        agents = num_agents(config)
+        if config.pbt.enabled:
+            check_pbt_config(config, cls, agents, asynchronous=False,
+                             split_envs=num_devices > 1 and config.distributed.layout == "envs")
+        if agents > 1 and config.distributed.layout == "population":
+            require(agents % num_devices == 0,
+                    f"distributed.layout=population puts whole searches on each device: the {agents} searches "
+                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
+            num_devices = 1  # each search's members stay on one device
         require(config.env.env_type not in HOST_ENV_TYPES, f"{name} plays its episodes inside compiled programs: "
                                                            f"env_type {config.env.env_type!r} steps on the host; use "
                                                            f"a gymnax or brax env.")
@@ -159,5 +241,8 @@ class ESWorkflow(ChunkedWorkflow):
 
     # --- state ----------------------------------------------------------------------------
     def init(self, key: jax.Array) -> ESState:
-        return self.executor.init(lambda k: init_es_state(self.agent, self.search, k), key)
+        """The initial state; for a population, search ``v * num_seeds + s`` starts variant ``v``'s
+        hyperparameters with the ``s``-th key split from ``key`` (shared by all variants)."""
+        return self.init_agents(lambda k, hyperparameters: init_es_state(self.agent, self.search, k, hyperparameters),
+                                key)
 

@@ -25,6 +25,7 @@ import numpy as np
 from evorl.algorithms.es import make_mlp_es_agent
 from evorl.algorithms.es_workflow import ESWorkflow
 from evorl.algorithms.nsga2 import NSGA2Config, NSGA2State, front_mask, init_nsga2_state, make_generation
+from evorl.config import require
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
@@ -59,6 +60,23 @@ class NSGA2Workflow(ESWorkflow):
         self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
         self._evaluation_compiled = True
         self._front = jax.jit(lambda objectives: (objectives, front_mask(objectives)))
+
+    @classmethod
+    def section_list_keys(cls, data: dict) -> tuple[str, ...]:
+        return ()  # its keys shape the program or are constants of it
+
+    @classmethod
+    def evolvable_keys(cls, config: NSGA2ExperimentConfig) -> tuple[str, ...]:
+        return ()
+
+    @classmethod
+    def check_config(cls, config: NSGA2ExperimentConfig, agent, num_devices: int) -> None:
+        name = cls.__name__
+        require(not config.pbt.enabled, f"pbt evolves a population of scalar-fitness searches (ESWorkflow); "
+                                        f"{name} evolves one Pareto front: set pbt.enabled=false.")
+        require(config.training.num_seeds == 1, f"training.num_seeds={config.training.num_seeds}: {name} trains one "
+                                                f"population per run; run seeds as separate runs.")
+        super().check_config(config, agent, num_devices)
 
     @property
     def env_steps_per_iteration(self) -> int:

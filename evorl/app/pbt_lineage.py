@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from evorl.app.run_folder import METRICS_JSONL, PBT_LINEAGE_JSONL, read_jsonl
+from evorl.config.pbt import LOG_SCALE_KEYS
 from evorl.engine.lineage import lineage_record, shortest  # noqa: F401  (the records' format)
 
 
@@ -60,7 +61,7 @@ def agent_label(agent: dict) -> str:
 
 def plot_lineage(run_dir: Path | str, out_path: Path | str):
     """``pbt.png``: a panel per evolving hyperparameter (each agent's value over env steps,
-    log scale for learning rates) and one of the population's returns. Returns the figure."""
+    log scale for learning rates and ES sigmas) and one of the population's returns. Returns the figure."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -78,7 +79,7 @@ def plot_lineage(run_dir: Path | str, out_path: Path | str):
         for agent in range(values.shape[1]):
             ax.step(x, values[:, agent], where="post", lw=1, alpha=0.7)
         ax.set(title=key, xlabel="env steps")
-        if key.endswith("learning_rate"):
+        if key in LOG_SCALE_KEYS or key.endswith("learning_rate"):  # PBT resamples them log-uniformly
             ax.set_yscale("log")
     ax = axes[-1]
     if records:

@@ -18,8 +18,9 @@ FITNESS = ("eval", "train")
 STRATEGIES = ("truncation", "cso")
 #: The keys of truncation selection (``strategy: cso`` refuses values other than their defaults).
 TRUNCATION_KEYS = ("exploit_fraction", "perturb_factors", "resample_probability")
-#: The hyperparameter resampled log-uniformly (its bounds must be > 0).
-LOG_SCALE_KEYS = ("training.learning_rate",)
+#: The hyperparameters resampled log-uniformly, and moved in log space by the swarm (their
+#: bounds must be > 0): learning rates, and ES's search std.
+LOG_SCALE_KEYS = ("training.learning_rate", "es.learning_rate", "es.sigma")
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ class PBTConfig:
             require(ok, f"{name} must be [low, high], two finite numbers; got {bounds!r}.")
             require(bounds[0] < bounds[1], f"{name} = {list(bounds)}: low must be < high.")
             require(key not in LOG_SCALE_KEYS or bounds[0] > 0,
-                    f"{name} = {list(bounds)}: a learning rate is resampled log-uniformly, its bounds must be > 0.")
+                    f"{name} = {list(bounds)}: {key} is resampled log-uniformly, its bounds must be > 0.")
 
     def check_against(self, eval_interval: int) -> None:
         """With ``fitness: eval``, PBT steps fall at the ends of the logged chunks."""

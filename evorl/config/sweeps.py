@@ -40,7 +40,7 @@ def extract_sweeps(
                 f"'{where}.{key}' cannot take a list ({list(value)!r}): a list trains one agent per value, "
                 f"but {where}.{key} is not a hyperparameter the compiled program reads as data (it shapes "
                 f"the networks or the program itself); sweep it with separate runs (a Hydra -m sweep). "
-                f"Keys of {where} that can take a list: {', '.join(sweepable)}."
+                f"Keys of {where} that can take a list: {', '.join(sweepable) or 'none'}."
             )
         require(len(value) >= 1, f"'{where}.{key}' is an empty list.")
         values = tuple(coerce(v, _float_arm(hints[key]), f"{where}.{key}[{i}]") for i, v in enumerate(value))

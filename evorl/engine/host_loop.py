@@ -127,10 +127,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         variant for the ``warmup_iterations(state)`` iterations that cannot learn yet; a
         population's diverged agent is frozen, keeping ``frozen_fields``), and ``evaluator``."""
         tc = config.training
-        if config.pbt.enabled:
-            fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
-            self.pbt = PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents,
-                           fitness.evaluate, evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
+        self.pbt = self.make_pbt(config, eval_env, agent, pbt_fields)
         # an actor-learner's learner on a mesh runs inside shard_map too: no population branch there
         population_axis = None if learner_mesh is not None else self.placement.population_axis_name
         freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=population_axis) \
@@ -156,6 +153,15 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         self._evaluate = self.evaluation_function()
         #: A population's agents alive at the last report, and each frozen agent's bad metrics.
         self._reported_alive, self._frozen_metrics = None, {}
+
+    def make_pbt(self, config, eval_env, agent, pbt_fields: dict | None = None) -> PBT | None:
+        """With ``pbt.enabled``, PBT's step on this population (``pbt_fields``: the state fields it
+        copies and keeps, and where the state holds the hyperparameters); None otherwise."""
+        if not config.pbt.enabled:
+            return None
+        fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
+        return PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents, fitness.evaluate,
+                   evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
 
     def evaluation_function(self):
         """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the
@@ -185,16 +191,16 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         return out
 
     def init_agents(self, init_one, key: jax.Array):
-        """The initial state of every agent, ``init_one(key, hparams, learning_rate)`` run by
-        the executor; with PBT it also holds the sums of the episodes PBT's fitness ranks by.
+        """The initial state of every agent, ``init_one(key, *data)`` run by the executor
+        (``data``: the agent's variant's entry of ``_variant_data``, :meth:`variant_data`'s
+        ``(hparams, learning_rate)`` for an RL workflow); with PBT it also holds the sums of the episodes PBT's fitness ranks by.
         For a population, agent ``v * num_seeds + s`` trains variant ``v`` with the ``s``-th
         key split from ``key``, shared by all variants (:func:`population_inputs`); one agent
         is initialised with ``key`` itself."""
         if self.pbt is not None:
             init_one = _then(init_one, self.pbt.with_pbt_fields)
         if not self.population:
-            hparams, learning_rate = self._variant_data[0]
-            return self.executor.init(init_one, key, hparams, learning_rate)
+            return self.executor.init(init_one, key, *self._variant_data[0])
         return self.executor.init(init_one, *population_inputs(key, self._variant_data, self.config.training.num_seeds))
 
     @property
@@ -235,7 +241,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         self.last_pbt_records = [lineage_record(r, keys) for r in records]
         if self.lineage is None or not is_main_process():
             return
-        steps_per_iteration = self.config.training.env_steps_per_iteration
+        steps_per_iteration = self.env_steps_per_iteration
         for record in self.last_pbt_records:
             self.lineage.write(record, record["iteration"] * steps_per_iteration)
 

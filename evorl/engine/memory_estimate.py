@@ -180,23 +180,28 @@ def on_policy_terms(config: Any, sizes: NetworkSizes, num_devices: int, asynchro
 
 
 def es_terms(config: Any, sizes: NetworkSizes) -> list[Term]:
-    """The contributors of an ES run; see the module docstring."""
+    """The contributors of an ES run (``N`` independent searches with ``training.num_seeds``
+    or lists); see the module docstring."""
     es = config.es
     p = sizes.num_params
+    n = num_agents(config)
+    searches = f"{n} search(es) x " if n > 1 else ""
     players = es.population_size * es.episodes_per_member
     terms = [
-        Term("search state", f"{_params_formula(sizes)} x 4 (mean, optimiser)", 4 * p,
+        Term("search state", f"{searches}{_params_formula(sizes)} x 4 (mean, optimiser)", n * 4 * p,
              "agent.actor_hidden_layer_sizes"),
-        Term("candidates", f"{es.population_size:,} members x {_params_formula(sizes)} x 2 (candidate, noise)",
-             2 * es.population_size * p, "es.population_size, agent.actor_hidden_layer_sizes"),
+        Term("candidates",
+             f"{searches}{es.population_size:,} members x {_params_formula(sizes)} x 2 (candidate, noise)",
+             n * 2 * es.population_size * p, "es.population_size, agent.actor_hidden_layer_sizes"),
         Term("episodes",
-             f"{players:,} episodes x ({_count(sizes.obs_size)} obs + {_count(sizes.activation_width)} units)",
-             players * (sizes.obs_size + sizes.activation_width),
+             f"{searches}{players:,} episodes x ({_count(sizes.obs_size)} obs + {_count(sizes.activation_width)} units)",
+             n * players * (sizes.obs_size + sizes.activation_width),
              "es.population_size, es.episodes_per_member, agent.actor_hidden_layer_sizes"),
     ]
     if es.strategy == "CMA_ES":
-        terms.append(Term("covariance", f"3 x P^2 (CMA-ES's covariance, eigenbasis), P = {_params_formula(sizes)}",
-                          3 * p * p, "agent.actor_hidden_layer_sizes, es.strategy"))
+        terms.append(Term("covariance", f"{searches}3 x P^2 (CMA-ES's covariance, eigenbasis), "
+                                        f"P = {_params_formula(sizes)}",
+                          n * 3 * p * p, "agent.actor_hidden_layer_sizes, es.strategy"))
     return terms
 
 

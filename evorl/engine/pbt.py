@@ -28,15 +28,25 @@ hyperparameters ``[N, H]``, given their random numbers (:func:`~evorl.rl.evoluti
 :class:`PBT` applies one to the training state inside the compiled program (the execution
 layer runs :meth:`PBT.step_population` at the end of its compiled calls, see
 :class:`~evorl.engine.execution.PopulationStep`). Which hyperparameters may evolve is
-declared, not guessed: the keys that may take a list (``RLWorkflow.sweepable_keys``), i.e.
+declared, not guessed: the keys that may take a list (``RLWorkflow.evolvable_keys``), i.e.
 the fields of the algorithm's hyperparameter dataclass, ``training.learning_rate``, ``gamma``
-and ``gae_lambda``; a key that shapes the program is refused with a message naming it.
+and ``gae_lambda``; for ES, the ``es:`` keys its strategy reads from its state (OpenES's
+``es.learning_rate`` and ``es.sigma``, :class:`~evorl.rl.optimisers.StateHyperparameter`). A
+key that shapes the program, or that the strategy does not hold, is refused with a message
+naming it. Where a state holds them is the workflow's :class:`HyperparameterStore`.
+
+For ES (:class:`~evorl.algorithms.es_workflow.ESWorkflow`, ``training.num_seeds`` x lists of
+``es.learning_rate``/``es.sigma`` independent searches), an agent is a whole search: exploit
+copies the search distribution (mean ``m [D]`` and std), the optimiser state of the mean
+(Adam's moments and step count) and the agent (the mean as policy parameters, observation
+statistics), so the copy continues the source's search exactly; explore then perturbs its
+learning rate and sigma by the rule above, in log space when resampled.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -46,41 +56,38 @@ from jax import lax
 from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.engine.evaluator import each_agent
-from evorl.engine.population import apply_variant
+from evorl.engine.population import with_variant
 from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore
 from evorl.rl.rollout import EpisodeStats
 
 
 def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:
     """The ``pbt.hyperparameters`` of a parsed experiment config, checked against the
-    workflow: each key may take a list (is data in the program), each bound is a valid value
-    of it, and every agent's initial value lies within the bounds."""
-    agent_keys, training_keys = workflow_cls.sweepable_keys()
-    evolvable = [f"agent.{k}" for k in agent_keys] + [f"training.{k}" for k in training_keys]
-    config_keys = ([f"agent.{f.name}" for f in dataclasses.fields(workflow_cls.agent_config_cls)]
-                   + [f"training.{f.name}" for f in dataclasses.fields(config.training)])  # the workflow's own section
+    workflow: each key may take a list (is data in the program: ``workflow_cls.evolvable_keys``),
+    each bound is a valid value of it (``workflow_cls.check_variant``), and every agent's
+    initial value lies within the bounds."""
+    evolvable = workflow_cls.evolvable_keys(config)
+    sections = ["agent", "training", *filter(None, [getattr(workflow_cls, "section", None)])]
+    config_keys = [f"{section}.{f.name}" for section in sections for f in dataclasses.fields(getattr(config, section))]
     variants = sweep_variants(list(config.sweep))
     out = []
     for key, (low, high) in config.pbt.hyperparameters.items():
         name = f"pbt.hyperparameters.{key}"
         if key not in config_keys:
             error = unknown_key_error(key, config_keys, "")
-            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable)}.")
+            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable) or 'none'}.")
         require(key in evolvable,
-                f"{name}: '{key}' cannot evolve: it shapes the compiled program (networks, batch or loop sizes), "
-                f"it is not data the program reads. Keys that can evolve: {', '.join(evolvable)}.")
+                f"{name}: '{key}' cannot evolve: {workflow_cls.why_not_evolvable(config, key)} "
+                f"Keys that can evolve: {', '.join(evolvable) or 'none'}.")
         section, short = key.split(".", 1)
         for bound in (low, high):
-            agent_cfg, training = apply_variant(config.agent, config.training, {key: float(bound)})
             try:
-                training.validate("training")
-                workflow_cls.hparams_of(agent_cfg, training)
+                workflow_cls.check_variant(with_variant(config, {key: float(bound)}))
             except ConfigError as e:
                 raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
         starts = set()
         for variant in variants:
-            agent_cfg, training = apply_variant(config.agent, config.training, variant)
-            value = getattr(agent_cfg if section == "agent" else training, short)
+            value = getattr(getattr(with_variant(config, variant), section), short)
             require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
             require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
                                           f"the bounds; widen them or change the initial value.")
@@ -121,19 +128,44 @@ KEPT_FIELDS = ("env_state", "policy_state", "fitness_episodes")
 DRAW_TAG, EVAL_TAG = 0x9B7, 0xE7A1
 
 
+class HyperparameterStore(Protocol):
+    """Where a population's state holds the evolving hyperparameters, by ``Evolving.field``."""
+
+    def read(self, state: Any, field: str | None) -> jax.Array:
+        """Every agent's value ``[N]``."""
+
+    def write(self, state: Any, values: dict[str | None, jax.Array]) -> Any:
+        """``state`` with the values ``{field: [N]}`` set."""
+
+
+class AgentHyperparameters:
+    """An RL state's store: the base learning rate ``state.learning_rate`` (field None) and
+    the fields of ``state.agent_state.hparams``."""
+
+    def read(self, state, field):
+        return state.learning_rate if field is None else getattr(state.agent_state.hparams, field)
+
+    def write(self, state, values):
+        hparams = state.agent_state.hparams.replace(**{f: v for f, v in values.items() if f is not None})
+        return state.replace(agent_state=state.agent_state.replace(hparams=hparams),
+                             learning_rate=values.get(None, state.learning_rate))
+
+
 class PBT:
-    """The exploit/explore step on a population's :class:`~evorl.rl.on_policy.OnPolicyState`
-    (leaves ``[N, ...]``), for the execution layer to run inside the compiled program.
+    """The exploit/explore step on a population's training state (leaves ``[N, ...]``: an
+    :class:`~evorl.rl.on_policy.OnPolicyState`, an off-policy state, an ES state), for the
+    execution layer to run inside the compiled program.
 
     ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
     ``fitness: eval``: a JAX env's, traced into the step, or (``evaluates_on_host``) a host
     env's, which :meth:`host_fitness` runs outside it. ``copied``: the state fields a replaced agent takes from its source;
     ``kept``: the fields that stay each agent's own (an off-policy state keeps its replay
-    buffer there, see :mod:`evorl.rl.off_policy`)."""
+    buffer there, see :mod:`evorl.rl.off_policy`); ``store``: where the state holds the
+    evolving hyperparameters (an ES state: in its search's state)."""
 
     def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None,
                  copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS,
-                 evaluates_on_host: bool = False):
+                 evaluates_on_host: bool = False, store: HyperparameterStore = AgentHyperparameters()):
         self.config = config
         #: ``fitness: eval`` with a host env's evaluator: the fitness is computed by
         #: :meth:`host_fitness` and handed to :meth:`step_population`.
@@ -144,6 +176,7 @@ class PBT:
         self.evaluate = evaluate
         self.copied = copied
         self.kept = kept
+        self.store = store
 
     # --- the execution layer's population step (evorl.engine.execution.PopulationStep) ---
     @property
@@ -204,15 +237,11 @@ class PBT:
         """The evolving hyperparameters of every agent of ``state``: ``[N, H]``."""
         if not self.evolving:
             return jnp.zeros(state.iteration.shape + (0,))
-        return jnp.stack([state.learning_rate if e.field is None else getattr(state.agent_state.hparams, e.field)
-                          for e in self.evolving], axis=-1)
+        return jnp.stack([self.store.read(state, e.field) for e in self.evolving], axis=-1)
 
     def with_values(self, state, values: jax.Array):
-        hparams = state.agent_state.hparams.replace(
-            **{e.field: values[:, i] for i, e in enumerate(self.evolving) if e.field is not None})
-        lr = [values[:, i] for i, e in enumerate(self.evolving) if e.field is None]
-        return state.replace(agent_state=state.agent_state.replace(hparams=hparams),
-                             learning_rate=lr[0] if lr else state.learning_rate)
+        """``state`` with the evolving hyperparameters ``values [N, H]``."""
+        return self.store.write(state, {e.field: values[:, i] for i, e in enumerate(self.evolving)})
 
     def fitness(self, state) -> jax.Array:
         """Each agent's fitness ``[N]``: mean greedy return, or the mean return of the training

@@ -20,22 +20,32 @@ import numpy as np
 
 def apply_variant(agent_cfg: Any, training: Any, variant: dict[str, float]) -> tuple[Any, Any]:
     """The agent and training sections with the variant's ``{"agent.key": value}`` set."""
-    agent_values = {k.split(".", 1)[1]: v for k, v in variant.items() if k.startswith("agent.")}
-    training_values = {k.split(".", 1)[1]: v for k, v in variant.items() if k.startswith("training.")}
-    return dataclasses.replace(agent_cfg, **agent_values), dataclasses.replace(training, **training_values)
+    return _with_section_values(agent_cfg, "agent", variant), _with_section_values(training, "training", variant)
 
 
-def population_inputs(key: jax.Array, per_variant: list[tuple[Any, float]], num_seeds: int):
-    """The per-agent ``(keys [N], hparams [N, ...], learning_rates [N])`` of a population:
-    agent ``v * num_seeds + s`` trains variant ``v`` (``per_variant[v] = (hparams, lr)``)
-    with the ``s``-th key split from ``key``, shared by all variants."""
+def with_variant(config: Any, variant: dict[str, float]) -> Any:
+    """The experiment ``config`` with the variant's ``{"section.key": value}`` set, in any
+    section (``agent``, ``training``, an algorithm's own such as ``es``)."""
+    sections = {key.split(".", 1)[0] for key in variant}
+    return dataclasses.replace(config, **{name: _with_section_values(getattr(config, name), name, variant)
+                                          for name in sections})
+
+
+def _with_section_values(section: Any, name: str, variant: dict[str, float]) -> Any:
+    values = {key.split(".", 1)[1]: v for key, v in variant.items() if key.split(".", 1)[0] == name}
+    return dataclasses.replace(section, **values) if values else section
+
+
+def population_inputs(key: jax.Array, per_variant: list[tuple], num_seeds: int) -> tuple:
+    """The per-agent inputs of a population's initialisation: ``(keys [N], *data [N, ...])``.
+    Agent ``v * num_seeds + s`` trains variant ``v`` (``per_variant[v]``, a tuple of numbers
+    or pytrees of them: an RL workflow's ``(hparams, learning_rate)``) with the ``s``-th key
+    split from ``key``, shared by all variants."""
     seed_keys = jax.random.split(key, num_seeds)
     keys = jnp.concatenate([seed_keys] * len(per_variant))
     per_agent = [data for data in per_variant for _ in range(num_seeds)]
-    hparams = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, jnp.float32) for x in xs]),
-                           *[h for h, _ in per_agent])
-    learning_rates = jnp.asarray([lr for _, lr in per_agent], jnp.float32)
-    return keys, hparams, learning_rates
+    stacked = jax.tree.map(lambda *xs: jnp.stack([jnp.asarray(x, jnp.float32) for x in xs]), *per_agent)
+    return (keys, *stacked)
 
 
 def variant_label(variant: dict[str, float]) -> str:

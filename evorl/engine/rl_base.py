@@ -26,7 +26,7 @@ from evorl.config import (
 )
 from evorl.config.env import EnvConfig, HOST_ENV_TYPES
 from evorl.engine.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
-from evorl.engine.population import apply_variant
+from evorl.engine.population import with_variant
 from evorl.engine.processes import initialize as initialize_distributed, is_main_process
 from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
 from evorl.engine.workflow import WORKFLOWS, Workflow
@@ -223,6 +223,24 @@ class RLWorkflow(Workflow):
         return agent_keys, ("learning_rate", *cls.training_hparams)
 
     @classmethod
+    def evolvable_keys(cls, config: ExperimentConfig) -> tuple[str, ...]:
+        """The dotted keys PBT may evolve (``pbt.hyperparameters``): the keys that may take a list."""
+        agent_keys, training_keys = cls.sweepable_keys()
+        return tuple(f"agent.{k}" for k in agent_keys) + tuple(f"training.{k}" for k in training_keys)
+
+    @classmethod
+    def why_not_evolvable(cls, config: ExperimentConfig, key: str) -> str:
+        """Why the config key ``key`` (not among :meth:`evolvable_keys`) cannot evolve, one sentence."""
+        return "it shapes the compiled program (networks, batch or loop sizes), it is not data the program reads."
+
+    @classmethod
+    def check_variant(cls, config: ExperimentConfig) -> None:
+        """Checks ``config`` with one variant's values set (:func:`~evorl.engine.population.with_variant`):
+        each value of each list, and each PBT bound, is checked alike."""
+        config.training.validate("training")
+        cls.hparams_of(config.agent, config.training)
+
+    @classmethod
     def parse_config(cls, cfg: Any) -> ExperimentConfig:
         """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
         cfg = config_mapping(cfg)
@@ -277,9 +295,7 @@ class RLWorkflow(Workflow):
         config.pbt.check_against(config.training.eval_interval)
         config.runner.check_against(config.env.env_type in HOST_ENV_TYPES)
         for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
-            agent_cfg, training_cfg = apply_variant(config.agent, config.training, variant)
-            training_cfg.validate("training")
-            cls.hparams_of(agent_cfg, training_cfg)
+            cls.check_variant(with_variant(config, variant))
         return config
 
     @classmethod

@@ -21,7 +21,9 @@ and every optimiser here recomputes its update from the members it is told. Impl
 * :func:`evosax_strategy` -- any evosax strategy (OpenES, SNES, CMA-ES, ARS), which minimises,
   told ``-fitness``.
 
-An optimiser declares what it can do (``keeps_population``, ``recentre``) rather than being
+An optimiser declares what it can do (``keeps_population``, ``recentre``) and which of its
+hyperparameters it reads from its state (``hyperparameters``: then every member of a population
+of optimisers, vmapped, holds its own, and PBT can copy and perturb them) rather than being
 probed for it.
 Fitness is ranked by one rule (:func:`~evorl.rl.evolution.ranked`): a non-finite fitness (NaN,
 +inf or -inf, a diverged agent) ranks last. The operators these optimisers are built from
@@ -31,7 +33,8 @@ Fitness is ranked by one rule (:func:`~evorl.rl.evolution.ranked`): a non-finite
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,15 @@ from evorl.rl.evolution import (  # noqa: F401  (the operators, importable from 
 # The interface
 # --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class StateHyperparameter:
+    """A hyperparameter an optimiser reads from its state, not from a closure: ``get(state) -> []``
+    and ``set(state, value []) -> state`` (float32)."""
+
+    get: Callable[[Any], jax.Array]
+    set: Callable[[Any, jax.Array], Any]
+
+
+@dataclass(frozen=True)
 class AskTell:
     r"""A population optimiser as a record of pure functions (module docstring).
 
@@ -61,7 +73,11 @@ class AskTell:
 
     ``recentre(state, x [D], step)``: a search distribution's mean moved towards ``x``,
     :math:`m \leftarrow m + \beta (x - m)` with :math:`\beta` = ``step`` (:func:`move_mean`;
-    ERL-EDA puts its learner there); None for an optimiser without a mean to move (the GA)."""
+    ERL-EDA puts its learner there); None for an optimiser without a mean to move (the GA).
+
+    ``hyperparameters``: ``{name: StateHyperparameter}``, the hyperparameters held in the state
+    (named as the ``es:`` keys that set them: ``learning_rate``, ``sigma``); the others are
+    fixed when the optimiser is built."""
 
     name: str
     population_size: int
@@ -74,6 +90,18 @@ class AskTell:
     inject: Callable[[Any, int, jax.Array], Any] | None = None
     parents: Callable[[Any], jax.Array] | None = None
     recentre: Callable[[Any, jax.Array, Any], Any] | None = None
+    hyperparameters: Mapping[str, StateHyperparameter] = dataclasses.field(default_factory=dict, compare=False)
+
+
+def with_hyperparameters(search: AskTell, state: Any, values: Mapping[str, Any]) -> Any:
+    """``state`` of ``search`` with the state hyperparameters ``values`` (``{name: value}``) set;
+    a name the optimiser does not hold in its state is an error naming the ones it does."""
+    for name, value in values.items():
+        if name not in search.hyperparameters:
+            raise ValueError(f"{search.name} holds no hyperparameter {name!r} in its state; it holds "
+                             f"{', '.join(search.hyperparameters) or 'none'}.")
+        state = search.hyperparameters[name].set(state, value)
+    return state
 
 
 def move_mean(state: Any, x: jax.Array, step: Any) -> Any:
@@ -174,27 +202,46 @@ def genetic(population_size: int, segments: np.ndarray, cfg: Any) -> AskTell:
 # --------------------------------------------------------------------------------------
 # evosax strategies
 # --------------------------------------------------------------------------------------
-def evosax_strategy(name: str, strategy: Any, params: Any, mirrored: bool) -> AskTell:
+def evosax_strategy(name: str, strategy: Any, params: Any, mirrored: bool, learning_rate_in_state: bool = False,
+                    fixed_std: bool = False) -> AskTell:
     """An evosax (>= 0.3) ``strategy`` with its ``params`` as an :class:`AskTell`: ``ask`` its
     samples (mirrored through the mean with ``mirrored``), ``tell`` the cost ``-fitness``
-    (evosax minimises; a non-finite fitness is a cost of ``+inf``, :func:`~evorl.rl.evolution.ranked`)."""
+    (evosax minimises; a non-finite fitness is a cost of ``+inf``, :func:`~evorl.rl.evolution.ranked`).
+
+    ``learning_rate_in_state``: the strategy's optimiser was built with
+    ``optax.inject_hyperparams``, so its learning rate is a leaf of ``state.opt_state``
+    (state hyperparameter ``learning_rate``). ``fixed_std``: the search distribution's std
+    ``state.std`` stays what it is (OpenES's and ARS's constant schedule, read from the state
+    instead: state hyperparameter ``sigma``)."""
 
     def ask(key, state):
         population, new_state = strategy.ask(key, state, params)
         return mirrored_if(mirrored, population, state.mean), new_state
 
     def tell(key, state, population, fitness):
-        return strategy.tell(key, population, -ranked(fitness), state, params)[0]
+        told = strategy.tell(key, population, -ranked(fitness), state, params)[0]
+        return told.replace(std=state.std) if fixed_std else told
 
+    hyperparameters = {}
+    if learning_rate_in_state:
+        hyperparameters["learning_rate"] = StateHyperparameter(
+            get=lambda state: state.opt_state.hyperparams["learning_rate"],
+            set=lambda state, value: state.replace(opt_state=state.opt_state._replace(hyperparams={
+                **state.opt_state.hyperparams, "learning_rate": jnp.asarray(value, jnp.float32)})))
+    if fixed_std:
+        hyperparameters["sigma"] = StateHyperparameter(
+            get=lambda state: state.std, set=lambda state, value: state.replace(std=jnp.asarray(value, jnp.float32)))
     return AskTell(
         name=name, population_size=strategy.population_size,
         init=lambda key, mean, population=None: strategy.init(key, mean, params), ask=ask, tell=tell,
         mean=lambda state: state.mean, metrics=lambda state: {"sigma": jnp.mean(state.std)}, recentre=move_mean,
+        hyperparameters=hyperparameters,
     )
 
 
 __all__ = [
-    "AskTell", "CEMState", "GAState", "VanillaESState", "cem", "cem_init", "cem_sample", "cem_update", "crossover",
-    "elites", "evosax_strategy", "ga_step", "genetic", "log_rank_weights", "mirror", "mirrored_if", "move_mean",
+    "AskTell", "CEMState", "GAState", "StateHyperparameter", "VanillaESState", "cem", "cem_init", "cem_sample",
+    "cem_update", "crossover", "elites", "evosax_strategy", "ga_step", "genetic", "log_rank_weights", "mirror", "mirrored_if", "move_mean",
     "mutate", "neuron_segments", "ranked", "ranking", "tournament_select", "vanilla_es", "vanilla_es_update",
+    "with_hyperparameters",
 ]
