@@ -92,7 +92,8 @@ def map_agents_sequentially(fn: Callable) -> Callable:
     nothing is left to run the parts, and the program hangs forever at 0% CPU. Seen in about
     half of the runs that initialised a second population of 8 agents in one process. One
     agent at a time keeps each QR unbatched, and gives each agent exactly the initialisation
-    it gets alone."""
+    it gets alone. (Inside an agent, e.g. its twin critics under ``vmap``, the orthogonal
+    initialiser itself factorises one matrix at a time: :mod:`evorl.networks.initializers`.)"""
 
     def mapped(*args):
         return jax.lax.map(lambda xs: fn(*xs), args)

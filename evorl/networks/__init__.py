@@ -29,6 +29,7 @@ from evorl import hardware
 from evorl.config import ConfigError
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks.distributions import make_distribution
+from evorl.networks.initializers import orthogonal
 
 ACTIVATIONS: dict[str, Callable] = {
     "tanh": nn.tanh,
@@ -76,7 +77,8 @@ class ConvTorso(nn.Module):
         batch_shape = obs.shape[:-3]
         x = obs.reshape((-1,) + obs.shape[-3:])  # [N, H, W, C]
         for k, channels in enumerate(self.channels):
-            x = hardware.Conv(channels, 3, 1, name=f"Conv_{k}")(x)  # [N, H-2, W-2, channels]
+            conv = hardware.Conv(channels, 3, 1, kernel_init=orthogonal(np.sqrt(2)), name=f"Conv_{k}")
+            x = conv(x)  # [N, H-2, W-2, channels]
             x = get_activation(self.activation)(x)
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
@@ -95,7 +97,8 @@ class NatureCNNTorso(nn.Module):
         batch_shape = obs.shape[:-3]
         x = obs.reshape((-1,) + obs.shape[-3:]).astype(jnp.float32) / 255.0  # [N, H, W, C]
         for k, (channels, kernel, stride) in enumerate(self.layers):
-            x = nn.relu(hardware.Conv(channels, kernel, stride, name=f"Conv_{k}")(x))  # [N, H', W', channels]
+            conv = hardware.Conv(channels, kernel, stride, kernel_init=orthogonal(np.sqrt(2)), name=f"Conv_{k}")
+            x = nn.relu(conv(x))  # [N, H', W', channels]
         return x.reshape(batch_shape + (-1,))  # [..., H' W' C']
 
 
@@ -127,9 +130,9 @@ class MLP(nn.Module):
             x = obs.reshape(obs.shape[: obs.ndim - self.obs_ndim] + (-1,))
         act = get_activation(self.activation)
         for size in self.hidden_layer_sizes:
-            x = nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x)
+            x = nn.Dense(size, kernel_init=orthogonal(np.sqrt(2)))(x)
             x = act(x)
-        return nn.Dense(self.output_size, kernel_init=nn.initializers.orthogonal(self.head_scale))(x)
+        return nn.Dense(self.output_size, kernel_init=orthogonal(self.head_scale))(x)
 
 
 class GaussianPolicyMLP(nn.Module):
@@ -235,7 +238,7 @@ def make_torso_network(obs_space: Box, network: str, activation: str = "relu",
             if network in IMAGE_NETWORKS:
                 return image_torso(obs, network == "nature_cnn", conv, activation)
             x = obs.reshape(obs.shape[: obs.ndim - ndim] + (-1,))  # [..., prod(obs_shape)]
-            return act(nn.Dense(dense_size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            return act(nn.Dense(dense_size, kernel_init=orthogonal(np.sqrt(2)))(x))
 
     torso = _network(Torso(), obs_space)
     features = jax.eval_shape(lambda: torso.apply(torso.init(jax.random.PRNGKey(0)), jnp.zeros((1,) + obs_space.shape)))
