@@ -163,7 +163,7 @@ class ESWorkflow(ChunkedWorkflow):
 
     @classmethod
     def why_not_evolvable(cls, config: ESExperimentConfig, key: str) -> str:
-        if key in ("es.learning_rate", "es.sigma"):
+        if key in {f"es.{name}" for spec in STRATEGIES.values() for name in spec.state_hyperparameters}:
             held = config.es.spec.state_hyperparameters
             return (f"es.strategy={config.es.strategy} does not read it from its search state (it holds "
                     f"{', '.join(held) if held else 'no hyperparameter'} there).")

@@ -67,7 +67,7 @@ def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving,
     each bound is a valid value of it (``workflow_cls.check_variant``), and every agent's
     initial value lies within the bounds."""
     evolvable = workflow_cls.evolvable_keys(config)
-    sections = ["agent", "training", *filter(None, [getattr(workflow_cls, "section", None)])]
+    sections = ["agent", "training", *([workflow_cls.section] if workflow_cls.section else [])]
     config_keys = [f"{section}.{f.name}" for section in sections for f in dataclasses.fields(getattr(config, section))]
     variants = sweep_variants(list(config.sweep))
     out = []

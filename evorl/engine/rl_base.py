@@ -118,6 +118,9 @@ class RLWorkflow(Workflow):
     hparams_cls: ClassVar[type | None]
     #: Training keys that are loss hyperparameters, each a field of ``hparams_cls`` under the same name.
     training_hparams: ClassVar[tuple[str, ...]] = ("gamma", "gae_lambda")
+    #: The algorithm's own config section beside ``agent:`` and ``training:`` (ES's ``es``,
+    #: ERL's ``erl``); None: it has none.
+    section: ClassVar[str | None] = None
     #: Factory keywords the algorithm's own config section sets (ERL's ``erl.tau``): not ``agent:`` keys.
     section_hparams: ClassVar[tuple[str, ...]] = ()
     #: Builds the agent's networks (see :data:`evorl.rl.agent.NetworkFactory`); None: the default MLPs/CNN.
