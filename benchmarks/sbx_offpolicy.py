@@ -55,7 +55,11 @@ or ``$SBX_PYTHON``, default ``/work/sbx-venv/bin/python``) with the same jax ver
 
     python benchmarks/sbx_offpolicy.py [--algo dqn] [--steps 200000] [--sides sbx,evorl,evorl-config]
         [--repeats 1] [--learn-seeds 0,1,2]
-    python benchmarks/sbx_offpolicy.py --algo sac --population 8 --steps 3000 [--seed 5000]
+    python benchmarks/sbx_offpolicy.py --algo sac --population 8 --steps 3000 [--seed 5000] [--sbx-first] [--devices 2]
+
+``--population`` also reports each side's CPU seconds (user + system, over all of its processes,
+``getrusage(RUSAGE_CHILDREN)``): on a shared machine, 8 processes take a larger share of the
+cores than one does, and CPU seconds per env step compare the work apart from that share.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -341,10 +346,11 @@ def evorl_run(algo: str, side: str, steps: int, seed: int, learn: bool) -> dict:
             "gradient_steps": int(state.gradient_steps), "versions": versions}
 
 
-def evorl_population(algo: str, num_agents: int, steps: int, seed: int) -> dict:
+def evorl_population(algo: str, num_agents: int, steps: int, seed: int, devices: int = 1) -> dict:
     """``training.num_seeds=num_agents`` in this process, each agent ``learning_starts + steps``
     env steps: compile, warm-up (to ``learning_starts``) and learning timed apart, then every
-    agent's greedy return."""
+    agent's greedy return. ``devices > 1``: the agents split over that many host devices
+    (``distributed.layout=population``; the caller sets ``XLA_FLAGS``)."""
     from importlib.metadata import version
 
     import jax
@@ -358,6 +364,10 @@ def evorl_population(algo: str, num_agents: int, steps: int, seed: int) -> dict:
     cfg["seed"] = seed
     cfg["training"].update(num_seeds=num_agents, num_iterations=warm + iterations, eval_interval=warm + iterations,
                            eval_episodes=ALGOS[algo]["eval_episodes"])
+    if jax.device_count() != devices:
+        sys.exit(f"jax sees {jax.device_count()} devices, not {devices}")
+    if devices > 1:
+        cfg["distributed"] = {"multi_devices": True, "layout": "population"}
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     start, start_epoch = time.perf_counter(), time.time()
     state = workflow.init(jax.random.PRNGKey(seed))
@@ -371,7 +381,7 @@ def evorl_population(algo: str, num_agents: int, steps: int, seed: int) -> dict:
     total = time.perf_counter() - start
     workflow.evaluate(state)
     returns = np.asarray(workflow.last_metrics_per_agent["eval/episode_return"]).reshape(-1)
-    return {"side": "evorl", "agents": num_agents, "steps_per_agent": (warm + iterations) * s["num_envs"],
+    return {"side": "evorl", "agents": num_agents, "devices": devices, "steps_per_agent": (warm + iterations) * s["num_envs"],
             "learning_steps_per_agent": iterations * s["num_envs"], "compile_s": compile_s, **times,
             "total_s": total, "learn_start_epoch": start_epoch, "learn_end_epoch": start_epoch + total,
             "gradient_steps": np.asarray(state.gradient_steps).reshape(-1).tolist(),
@@ -385,17 +395,22 @@ def population_side_by_side(args) -> list[dict]:
     s = ALGOS[args.algo]["settings"]
     n, per_agent = args.population, s["learning_starts"] + args.steps
     evorl_cmd = [sys.executable, __file__, "--algo", args.algo, "--one", "evorl", "--population", str(n),
-                 "--steps", str(args.steps), "--seed", str(args.seed)]
+                 "--steps", str(args.steps), "--seed", str(args.seed), "--devices", str(args.devices)]
+    evorl_env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") +
+                                            f" --xla_force_host_platform_device_count={args.devices}").strip())
     sbx_cmds = [[args.sbx_python, __file__, "--algo", args.algo, "--one", "sbx", "--evaluate", "--steps",
                  str(args.steps), "--seed", str(args.seed + i)] for i in range(n)]
     rows = []
     for side in (("sbx", "evorl") if args.sbx_first else ("evorl", "sbx")):
-        before = load()
+        before, usage = load(), resource.getrusage(resource.RUSAGE_CHILDREN)
         wall = time.perf_counter()
-        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=None if side == "sbx" else evorl_env)
                  for cmd in (sbx_cmds if side == "sbx" else [evorl_cmd])]
         outs = [proc.communicate() for proc in procs]
         wall = time.perf_counter() - wall
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the side's processes, all waited for
+        cpu_s = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
         for proc, (_, err) in zip(procs, outs):
             if proc.returncode != 0:
                 sys.exit(f"{side} failed:\n{err[-3000:]}")
@@ -408,12 +423,12 @@ def population_side_by_side(args) -> list[dict]:
         else:  # each process's timed window: after learning_starts and its compiles
             learning_rate = statistics.mean(c["steps"] / c["seconds"] for c in children)
             returns, gradient_steps = [c["eval_return"] for c in children], [c["gradient_steps"] for c in children]
-        row = {"side": side, "algo": args.algo, "agents": n, "steps_per_agent": per_agent, "wall": wall,
+        row = {"side": side, "algo": args.algo, "agents": n, "steps_per_agent": per_agent, "wall": wall, "cpu_s": cpu_s,
                "training_s": span, "per_agent_steps_per_s": per_agent / span, "aggregate_steps_per_s": n * per_agent / span,
                "learning_steps_per_s_per_agent": learning_rate, "eval_returns": returns,
                "gradient_steps": gradient_steps, "load_before": before, "load_after": load(), "children": children}
         rows.append(row)
-        print(f"{side}: {n} agents x {per_agent:,} env steps, wall {wall:.1f} s, training {span:.1f} s, "
+        print(f"{side}: {n} agents x {per_agent:,} env steps, wall {wall:.1f} s, CPU {cpu_s:.1f} s, training {span:.1f} s, "
               f"{row['per_agent_steps_per_s']:.1f} env steps/s per agent ({row['aggregate_steps_per_s']:.1f} aggregate), "
               f"learning phase {learning_rate:.1f} per agent, returns {[round(r, 1) for r in returns]}, "
               f"load {before} -> {row['load_after']}", flush=True)
@@ -422,11 +437,11 @@ def population_side_by_side(args) -> list[dict]:
     print(f"\nevorl phases: compile {e['compile_s']:.1f} s, warm-up {e['warmup_s']:.1f} s, learning "
           f"{e['learning_s']:.1f} s; SBX processes' learn: "
           + ", ".join(f"{c['total_s']:.0f}" for c in sbx["children"]) + " s")
-    print("\n| side | agents x env steps | wall s | training s | env steps/s per agent | aggregate | "
-          "learning phase per agent (no compile) | mean greedy return | load before -> after |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
+    print("\n| side | agents x env steps | wall s | CPU s (all its processes) | training s | env steps/s per agent | "
+          "aggregate | learning phase per agent (no compile) | mean greedy return | load before -> after |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['side']} | {n} x {per_agent:,} | {r['wall']:.1f} | {r['training_s']:.1f} | "
+        print(f"| {r['side']} | {n} x {per_agent:,} | {r['wall']:.1f} | {r['cpu_s']:.1f} | {r['training_s']:.1f} | "
               f"{r['per_agent_steps_per_s']:.1f} | {r['aggregate_steps_per_s']:.1f} | "
               f"{r['learning_steps_per_s_per_agent']:.1f} | {statistics.mean(r['eval_returns']):.1f} | "
               f"{r['load_before']} -> {r['load_after']} |")
@@ -499,6 +514,8 @@ def main() -> None:
                         "against N SBX processes at once, each agent learning_starts + --steps env steps")
     parser.add_argument("--seed", type=int, default=0, help="--population: the first seed")
     parser.add_argument("--sbx-first", action="store_true", help="--population: run SBX's processes first")
+    parser.add_argument("--devices", type=int, default=1, help="--population: evorl's agents over this many host "
+                        "devices (distributed.layout=population; the script sets XLA_FLAGS for evorl's process)")
     parser.add_argument("--json", help="write every row here")
     parser.add_argument("--one", choices=SIDES_ALL, help=argparse.SUPPRESS)
     parser.add_argument("--learn", action="store_true", help=argparse.SUPPRESS)
@@ -514,7 +531,7 @@ def main() -> None:
             result = (sbx_dqn(settings, args.steps, args.seed, args.learn) if args.algo == "dqn"
                       else sbx_actor_critic(args.algo, settings, args.steps, args.seed, args.learn, args.evaluate))
         elif args.population:
-            result = evorl_population(args.algo, args.population, args.steps, args.seed)
+            result = evorl_population(args.algo, args.population, args.steps, args.seed, args.devices)
         else:
             result = evorl_run(args.algo, args.one, args.steps, args.seed, args.learn)
         print(json.dumps(result))
