@@ -6,7 +6,11 @@ behaves over its budget, where ``benchmarks/run.py`` prints each seed's verdict 
 
 ``--set KEY=VALUE`` values are read as YAML (``[256, 256]``, ``1e-3``, ``null``). Per seed one
 line: the final greedy return, the env steps of the first evaluation at ``--target`` (out of
-the run's), whether the seed passes ``run.py``'s margin rule, and every evaluation's return.
+the run's), whether it collapsed and whether the seed passes ``run.py``'s rule (at the target at
+the end, first by 70% of the budget, no collapse: final normalised score >= 0.9 x the best, the
+untrained policy's mean return with sampled actions over the seeds' initial states as the score's
+0, as run.py's),
+and every evaluation's return.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run import MARGIN_FRACTION, FirstReached, load_config  # noqa: E402
+from run import COLLAPSE_FRACTION, MARGIN_FRACTION, FirstReached, load_config, random_return  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -40,16 +44,22 @@ def main(argv=None) -> int:
 
     cfg = load_config(args.config, overrides, groups)
     first = FirstReached(args.target)
-    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[first])
+    workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
+    workflow = workflow_cls.build_from_config(cfg, recorders=[first])
     total = workflow.config.training.num_iterations * workflow.env_steps_per_iteration
-    for seed in (int(s) for s in args.seeds.split(",")):
+    seeds = tuple(int(s) for s in args.seeds.split(","))
+    zero = random_return(cfg, workflow_cls, seeds)  # the score's 0, as run.py's
+    for seed in seeds:
         state, start = workflow.init(jax.random.PRNGKey(seed)), time.perf_counter()
         first.start()
         state = workflow.learn(state)
         final = workflow.evaluate(state)["eval/episode_return"]
         reached = None if first.reached is None else first.reached[0]
-        passed = final >= args.target and reached is not None and reached <= MARGIN_FRACTION * total
-        print(f"seed {seed}: final {final:.1f}, first at target {reached}/{total}, passes {passed}, "
+        best = max([final, *first.evaluations])
+        collapsed = best > zero and (final - zero) < COLLAPSE_FRACTION * (best - zero)
+        passed = final >= args.target and not collapsed and reached is not None and reached <= MARGIN_FRACTION * total
+        print(f"seed {seed}: final {final:.1f}, first at target {reached}/{total}, collapsed {collapsed} (best "
+              f"{best:.1f}, random {zero:.1f}), passes {passed}, "
               f"{time.perf_counter() - start:.0f} s; evaluations {' '.join(f'{e:.0f}' for e in first.evaluations)}",
               flush=True)
     return 0

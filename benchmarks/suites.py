@@ -135,6 +135,7 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("impala_cartpole"),
         checked("reinforce_cartpole"),
         checked("dqn_cartpole"),
+        checked("dqn_minatar_breakout"),  # DQN with the MinAtar CNN, 1M env steps: ~3.5-5 min per seed
         checked("ppo_acrobot"),
         checked("ppo_brax_inverted_pendulum"),
         checked("sac_brax_inverted_pendulum"),  # ~4 min per seed
