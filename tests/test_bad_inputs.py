@@ -62,7 +62,7 @@ def dqn(**training):
     def apply(cfg):
         cfg["workflow_cls"] = "evorl.workflows.DQNWorkflow"
         cfg["agent"] = {"q_hidden_layer_sizes": [8]}
-        cfg["training"] = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "buffer_size": 256,
+        cfg["training"] = {"num_iterations": 4, "num_envs": 4, "rollout_length": 1, "n_step": 1, "buffer_size": 256,
                            "batch_size": 8, "learning_starts": 8, "eval_interval": 2, "eval_episodes": 2, **training}
     return apply
 
