@@ -9,8 +9,7 @@ line: the final greedy return, the env steps of the first evaluation at ``--targ
 the run's), whether it collapsed and whether the seed passes ``run.py``'s rule (at the target at
 the end, first by 70% of the budget, no collapse: final normalised score >= 0.9 x the best, the
 untrained policy's mean return with sampled actions over the seeds' initial states as the score's
-0, as run.py's),
-and every evaluation's return.
+0, as run.py's), and every evaluation's return.
 """
 
 from __future__ import annotations

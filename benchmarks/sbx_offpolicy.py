@@ -8,7 +8,8 @@ target noise 0.2 clipped at 0.5, in the [-1, 1] action cube on both sides; SAC: 
 temperature learned from 1 towards -dim(A)) on gymnax ``Pendulum-v1`` for evorl (observations
 and rewards raw, as SBX's) against gymnasium ``Pendulum-v1`` for SBX; speed only.
 
-``--algo dqn``: CartPole-v1 at ``configs/dqn_cartpole.yaml``'s shape (CleanRL's dqn.py settings):
+``--algo dqn``: CartPole-v1 at CleanRL's dqn.py settings (``configs/dqn_cartpole.yaml``'s shape, whose
+5-step returns and 100k buffer since 2026-12-06 this script sets back to 1 step and 10k):
 
 * 10 envs x 10 steps per iteration (SBX: ``n_envs=10, train_freq=10``: 100 transitions per
   update phase), 10 gradient steps per iteration (SBX: ``gradient_steps=10``), batch 128,
