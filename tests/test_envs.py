@@ -101,3 +101,67 @@ def test_unknown_env_type():
 def test_env_config_needs_name_and_type():
     with pytest.raises(ValueError, match="env_type"):
         create_env({"env_name": "CartPole-v1"})
+
+
+def test_sticky_actions_against_a_plain_loop():
+    # A plain Python loop replays each step with gymnax itself: the game must have executed
+    # either the agent's action or the previous executed action (0 after a reset), the latter
+    # in about p of the steps where the two differ; the rollout's states are the game's.
+    p, steps = 0.3, 300
+    env = create_env({"env_name": "CartPole-v1", "env_type": "gymnax", "repeat_action_probability": p}, parallel=1)
+    game, params = env._env, env._params
+    state = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    previous, differing, repeated = 0, 0, 0
+    for t, key in enumerate(jax.random.split(jax.random.PRNGKey(1), steps)):
+        action = int(jax.random.randint(key, (), 0, 2))
+        before = jax.tree.map(lambda x: x[0], env.game_states(state.backend_state))
+        state = step(state, jnp.array([action], jnp.int32))
+        outcomes = {a: np.asarray(game.step_env(key, before, a, params)[0]) for a in {action, previous}}
+        executed = [a for a, obs in outcomes.items() if np.allclose(obs, state.final_obs[0])]
+        assert executed, f"step {t}: the game executed neither the agent's action nor the previous one"
+        if action != previous:
+            differing += 1
+            repeated += executed == [previous]
+        previous = 0 if bool(state.done[0]) else executed[0]
+        if not bool(state.done[0]):
+            np.testing.assert_array_equal(state.backend_state.last_action, [executed[0]])
+    assert differing > 100
+    assert abs(repeated / differing - p) < 4 * np.sqrt(p * (1 - p) / differing), (repeated, differing)
+
+
+def test_no_sticky_actions_is_gymnax_step_for_step():
+    plain = create_env({"env_name": "Breakout-MinAtar", "env_type": "gymnax"}, parallel=3)
+    zero = create_env({"env_name": "Breakout-MinAtar", "env_type": "gymnax", "repeat_action_probability": 0.0}, parallel=3)
+    a, b = (run_steps(env, random_actions(env), 50) for env in (plain, zero))
+    np.testing.assert_array_equal(a.obs, b.obs)
+    np.testing.assert_array_equal(a.reward, b.reward)
+    assert jax.tree.structure(a.backend_state) == jax.tree.structure(b.backend_state)
+
+
+def test_sticky_actions_change_minatar_trajectories_and_render_states():
+    env = create_env({"env_name": "Breakout-MinAtar", "env_type": "gymnax", "repeat_action_probability": 0.5},
+                     parallel=3)
+    plain = create_env({"env_name": "Breakout-MinAtar", "env_type": "gymnax"}, parallel=3)
+    a, b = (run_steps(e, random_actions(e), 50) for e in (env, plain))
+    assert not np.array_equal(a.obs, b.obs)
+    assert jax.tree.structure(env.game_states(a.backend_state)) == jax.tree.structure(b.backend_state)
+
+
+@pytest.mark.parametrize("p", [1.0, -0.1])
+def test_sticky_action_probability_out_of_range(p):
+    from evorl.config import ConfigError
+    from evorl.envs import EnvConfig
+
+    with pytest.raises(ConfigError, match=r"repeat_action_probability must be in \[0, 1\)"):
+        create_env({"env_name": "Breakout-MinAtar", "env_type": "gymnax", "repeat_action_probability": p})
+    with pytest.raises(ConfigError, match=r"env.repeat_action_probability must be in \[0, 1\)"):
+        EnvConfig(env_name="Breakout-MinAtar", env_type="gymnax", repeat_action_probability=p).validate("env")
+
+
+def test_sticky_actions_are_not_a_brax_key():
+    from evorl.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"env.repeat_action_probability is only valid with env_type "
+                                          r"'gymnax' or 'gymnasium' or 'envpool', not 'brax'"):
+        create_env({"env_name": "inverted_pendulum", "env_type": "brax", "repeat_action_probability": 0.1})

@@ -292,5 +292,5 @@ def render_episode(workflow: Any, state: Any, out_path: str | Path, max_steps: i
     if type(env).__name__ == "BraxEnv":
         out_path.write_text(brax_html(env, states))
         return out_path
-    write_frames(gymnax_frames(env, states, returns), out_path)
+    write_frames(gymnax_frames(env, env.game_states(states), returns), out_path)
     return out_path

@@ -34,7 +34,7 @@ class EnvType:
 
 #: Every env type, by its ``env.env_type`` name.
 ENV_TYPE_SPECS: dict[str, EnvType] = {
-    "gymnax": EnvType("gymnax_env.GymnaxEnv"),
+    "gymnax": EnvType("gymnax_env.GymnaxEnv", ("repeat_action_probability",)),
     "brax": EnvType("brax_env.BraxEnv", ("backend",), ("brax", "brax")),
     "gymnasium": EnvType("gymnasium_env.GymnasiumEnv", ATARI_KEYS + ("kwargs", "vectorization"), on_host=True),
     "envpool": EnvType("envpool_env.EnvpoolEnv", ATARI_KEYS + ("kwargs",), ("envpool", "envpool"), on_host=True),
@@ -123,7 +123,9 @@ class EnvConfig:
     #: max-pooled over the last two [4], square frame side [84], grayscale [true], frames
     #: stacked on the channel axis [4], training reward sign(r) [true], sticky actions
     #: [0.25], a lost life ends the learner's episode, the game going on [false], FIRE
-    #: pressed for the agent at episode start and after a lost life [false].
+    #: pressed for the agent at episode start and after a lost life [false]. gymnax takes
+    #: ``repeat_action_probability`` too: sticky actions [0] (MinAtar's own envs: 0.1; see
+    #: :class:`evorl.envs.gymnax_env.GymnaxEnv`).
     noop_max: int | None = None
     frame_skip: int | None = None
     screen_size: int | None = None
@@ -169,5 +171,8 @@ class EnvConfig:
         if self.impl is not None:
             require(self.impl in PLAYGROUND_IMPLS,
                     f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")
+        if self.env_type == "gymnax" and self.repeat_action_probability is not None:
+            require(0.0 <= self.repeat_action_probability < 1.0,
+                    f"{where}.repeat_action_probability must be in [0, 1), got {self.repeat_action_probability}.")
         if self.env_type in ("gymnasium", "envpool"):
             atari_options(self.env_name, {k: getattr(self, k) for k in ATARI_KEYS}, where)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from evorl.config import ConfigError
 from evorl.deferred_imports import import_gymnax
@@ -53,13 +55,34 @@ def _convert_space(space, what: str):
     raise ValueError(f"gymnax {what} space {space!r} is not supported (Box and Discrete are).")
 
 
+@struct.dataclass
+class StickyState:
+    """A gymnax game's state with sticky actions: the game's own state and the action the game
+    executed at the previous step (the zero action at the start of an episode)."""
+
+    game: Any
+    last_action: jax.Array  # [*action_shape]
+
+
 class GymnaxEnv(VectorEnv):
-    """A gymnax environment; observations are float32, a ``Discrete`` observation one-hot."""
+    """A gymnax environment; observations are float32, a ``Discrete`` observation one-hot.
+
+    ``repeat_action_probability`` p (sticky actions, Machado et al. 2018; MinAtar's own
+    environments use p = 0.1, which gymnax leaves out): at each step the game executes the
+    action it executed at the previous step with probability p, else the agent's action. The
+    agent's action is what the rollout records. With p > 0 the backend state is a
+    :class:`StickyState` (:meth:`game_states` gives the game's); with p = 0 (the default) the
+    env is gymnax's own, step for step."""
 
     typed_keys = True  # gymnax calls jax.random on the key it is given
 
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
-                 reward_scale: float = 1.0, action_repeat: int = 1, **env_kwargs):
+                 reward_scale: float = 1.0, action_repeat: int = 1,
+                 repeat_action_probability: float | None = None, **env_kwargs):
+        p = 0.0 if repeat_action_probability is None else float(repeat_action_probability)
+        if not 0.0 <= p < 1.0:
+            raise ConfigError(f"env.repeat_action_probability must be in [0, 1), got {repeat_action_probability}.")
+        self.repeat_action_probability = p
         name = resolve_gymnax_name(env_name)
         self.env_name = name
         self._env, params = import_gymnax().make(name, **env_kwargs)
@@ -84,11 +107,24 @@ class GymnaxEnv(VectorEnv):
             return jax.nn.one_hot(obs, self.obs_space.shape[0], dtype=jnp.float32)
         return jnp.asarray(obs, jnp.float32).reshape(self.obs_space.shape)
 
+    def game_states(self, backend_state: Any) -> Any:
+        """The gymnax game's states in ``backend_state`` (any leading axes)."""
+        return backend_state.game if self.repeat_action_probability > 0 else backend_state
+
     def _reset_one(self, key):
         obs, state = self._env.reset_env(key, self._params)
+        if self.repeat_action_probability > 0:
+            dtype = jnp.int32 if isinstance(self.action_space, Discrete) else jnp.float32
+            state = StickyState(state, jnp.zeros(self.action_space.shape, dtype))
         return self._observe(obs), state
 
     def _step_one(self, key, backend_state, action):
+        if self.repeat_action_probability > 0:
+            sticky_key, key = jax.random.split(key)
+            sticky = jax.random.uniform(sticky_key) < self.repeat_action_probability
+            action = jnp.where(sticky, backend_state.last_action, action).astype(backend_state.last_action.dtype)
+            obs, game, reward, terminated, _ = self._env.step_env(key, backend_state.game, action, self._params)
+            return self._observe(obs), StickyState(game, action), reward, terminated
         obs, state, reward, terminated, _ = self._env.step_env(
             key, backend_state, action, self._params
         )
