@@ -32,6 +32,18 @@ def test_render_gymnax_episode(tmp_path, suffix, monkeypatch):
     assert frames.ndim == 4 and frames.shape[-1] == 3 and len(frames) == 9  # Catch: the ball falls 9 rows
 
 
+def test_render_gymnax_episode_with_sticky_actions(tmp_path):
+    # with sticky actions the backend state wraps the game's (GymnaxEnv.game_states)
+    iio = pytest.importorskip("imageio.v3")
+    workflow = PPOWorkflow.build_from_config({
+        "env": {"env_name": "Catch-bsuite", "env_type": "gymnax", "repeat_action_probability": 0.5},
+        "agent": {"actor_hidden_layer_sizes": [8], "critic_hidden_layer_sizes": [8]},
+    }, recorders=[])
+    state = workflow.init(jax.random.PRNGKey(0))
+    frames = iio.imread(render_episode(workflow, state, tmp_path / "episode.gif", max_steps=30))
+    assert frames.ndim == 4 and frames.shape[-1] == 3 and len(frames) == 9
+
+
 @pytest.mark.slow
 def test_render_brax_episode_to_html(tmp_path):
     pytest.importorskip("brax")
