@@ -58,6 +58,14 @@ BRAX_BACKENDS = ("mjx", "generalized", "positional", "spring")
 PLAYGROUND_IMPLS = ("jax", "warp")
 
 
+def sticky_probability(value: float | None, where: str = "env") -> float:
+    """gymnax's ``repeat_action_probability`` as a float in [0, 1) (None: 0, no sticky
+    actions); else a ConfigError."""
+    p = 0.0 if value is None else float(value)
+    require(0.0 <= p < 1.0, f"{where}.repeat_action_probability must be in [0, 1), got {value}.")
+    return p
+
+
 def _is_set(value: Any) -> bool:
     return value is not None and not (isinstance(value, Mapping) and not value)
 
@@ -171,8 +179,7 @@ class EnvConfig:
         if self.impl is not None:
             require(self.impl in PLAYGROUND_IMPLS,
                     f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")
-        if self.env_type == "gymnax" and self.repeat_action_probability is not None:
-            require(0.0 <= self.repeat_action_probability < 1.0,
-                    f"{where}.repeat_action_probability must be in [0, 1), got {self.repeat_action_probability}.")
+        if self.env_type == "gymnax":
+            sticky_probability(self.repeat_action_probability, where)
         if self.env_type in ("gymnasium", "envpool"):
             atari_options(self.env_name, {k: getattr(self, k) for k in ATARI_KEYS}, where)

@@ -11,6 +11,7 @@ import numpy as np
 from flax import struct
 
 from evorl.config import ConfigError
+from evorl.config.env import sticky_probability
 from evorl.deferred_imports import import_gymnax
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
@@ -79,10 +80,7 @@ class GymnaxEnv(VectorEnv):
     def __init__(self, env_name: str, num_envs: int, episode_length: int | None = None,
                  reward_scale: float = 1.0, action_repeat: int = 1,
                  repeat_action_probability: float | None = None, **env_kwargs):
-        p = 0.0 if repeat_action_probability is None else float(repeat_action_probability)
-        if not 0.0 <= p < 1.0:
-            raise ConfigError(f"env.repeat_action_probability must be in [0, 1), got {repeat_action_probability}.")
-        self.repeat_action_probability = p
+        self.repeat_action_probability = sticky_probability(repeat_action_probability)
         name = resolve_gymnax_name(env_name)
         self.env_name = name
         self._env, params = import_gymnax().make(name, **env_kwargs)
