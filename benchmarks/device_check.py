@@ -12,8 +12,9 @@ Cases (``--quick``: CPU-sized, the same shapes with fewer iterations and seeds):
   reference in the same shape, on the same brax backend.
 
 evorl runs each case on the plain path (``evorl.hardware.use_fast_paths(False)``, what
-``EVORL_FAST_PATHS=none`` gives) and the fast one (``True``), in that order, in one process per
-case; the reference in another (for the CNN: ``lax.conv``, then im2col). Env steps/s (every
+``EVORL_FAST_PATHS=none`` gives), the backend's own choice (``auto``, what a user gets) and every
+fast path (``True``), in that order (``DEVICE_CHECK_PATHS="plain auto"`` picks some), in one
+process per case; the reference in another (for the CNN: ``lax.conv``, then im2col). Env steps/s (every
 seed's) are timed after compilation and, for evorl, a one-iteration warm-up
 (``block_until_ready``); compile seconds beside them. Each result is printed and appended to
 ``--out`` as a JSON line as soon as it is measured, so a run cut short keeps what it had.
@@ -137,12 +138,16 @@ def _ant_config() -> dict:
 
 
 def one(args) -> None:
-    """In a fresh process: one case on one side, every path of that side; JSON lines out."""
+    """In a fresh process: one case on one side, every path of that side; JSON lines out, the
+    first naming the backend and device."""
+    import jax
+
+    print(json.dumps({"backend": jax.default_backend(), "device": str(jax.devices()[0].device_kind)}), flush=True)
     if args.side == "evorl":
         from evorl import hardware
 
-        for path in ("plain", "fast"):
-            with hardware.use_fast_paths(path == "fast"):
+        for path in os.environ.get("DEVICE_CHECK_PATHS", "plain auto fast").split():
+            with hardware.use_fast_paths({"plain": False, "auto": None, "fast": True}[path]):
                 print(json.dumps({"path": path, **run_evorl(args.case, args.quick)}), flush=True)
     else:
         for conv in (("xla", "im2col") if args.case == "minatar-cnn" else ("xla",)):
@@ -162,11 +167,10 @@ def main() -> None:
         args.case, args.side = args.one
         one(args)
         return
-    import jax
-
-    backend, device = jax.default_backend(), str(jax.devices()[0].device_kind)
-    header = {"backend": backend, "device": device, "quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "load": os.getloadavg()[0]}
+    # This process never opens the backend: a TPU can be held by one process at a time, and the
+    # children measure. Each child names its backend and device in its first line.
+    backend, device = "?", "?"
+    header = {"quick": args.quick, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "load": os.getloadavg()[0]}
     print(json.dumps(header), flush=True)
     rows, timeout = [], args.timeout or (900 if args.quick else 300)
     with open(args.out, "a") as out:
@@ -181,6 +185,10 @@ def main() -> None:
                     stdout, error = e.stdout or "", f"timed out after {timeout:.0f} s"
                 stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
                 lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
+                for line in [x for x in lines if "backend" in x]:
+                    backend, device = line["backend"], line["device"]
+                    out.write(json.dumps({"case": case, "side": side, **line}) + "\n")
+                lines = [x for x in lines if "backend" not in x]
                 if error:
                     lines.append({"path": "?", "error": error})
                 for r in lines:

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from evorl import hardware
 from evorl.config import parse_section, require
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Discrete, Space
@@ -177,7 +178,7 @@ class DQNAgent(Agent):
     def loss(self, agent_state: AgentState, target_params: Any, batch: Transition, key: jax.Array):
         hp = agent_state.hparams
         q = self.q_values(agent_state, agent_state.params, batch.obs)  # [N, A]
-        q_taken = jnp.take_along_axis(q, batch.action[:, None].astype(jnp.int32), axis=-1)[:, 0]  # [N]
+        q_taken = hardware.take_along_last(q, batch.action)  # [N]
         q_target_next = self.q_values(agent_state, target_params, batch.next_obs)  # [N, A]
         if self.double_q:
             targets = double_q_targets(self.q_values(agent_state, agent_state.params, batch.next_obs), q_target_next,

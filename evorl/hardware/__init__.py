@@ -17,6 +17,9 @@ conv      a matrix product over patches               cpu             equal to `
                                                       plain)          (``tests/test_hardware.py``)
 gc        ``gc.freeze()`` of the import-time heap     every backend   the heap left as found
           during a run                                (host side)     (``test_deferred_imports``)
+gather    shuffles by a sort on the inverse           tpu             bit for bit equal to
+          permutation, ``x[..., a]`` by a mask        (cpu/gpu:       the gather
+          (:mod:`~evorl.hardware.sort_gather`)        plain)          (``tests/test_hardware.py``)
 ========  ==========================================  ==============  =======================
 
 Why, measured on the CPU backend (``benchmarks/README.md`` has the commands and settings):
@@ -33,6 +36,10 @@ Why, measured on the CPU backend (``benchmarks/README.md`` has the commands and 
   MinAtar PPO run (16-channel 3x3 on 10x10) was 7.2x faster with im2col in the single-file
   reference (``ppo_throughput.py --task breakout-cnn``). On a GPU, XLA's convolutions
   (cuDNN) are the fast path.
+* **gather**: a TPU runs XLA's gather one element at a time. PPO on CartPole with 1024 seeds
+  in one program spent ~80% of its device time in the minibatch shuffles' gathers and the
+  action log-probabilities' (``jax.profiler``, ``benchmarks/tpu_scale.py --profile``). On a
+  CPU the gather is the cheaper op, so the plain path stays there.
 * **gc**: tracing and compiling allocate millions of Python objects; each full collection
   walked the whole import-time heap (the default job: 0.55 s of its 0.68 s of collections,
   0.29 s frozen). This is host-side work on every backend.
@@ -60,6 +67,7 @@ import contextlib
 import gc
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -67,13 +75,14 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from evorl.hardware import im2col, threefry
+from evorl.hardware import im2col, sort_gather, threefry
 
 #: The paths, and the backends (``jax.default_backend()``) on which each is fast by default.
 FAST_ON: dict[str, tuple[str, ...]] = {
     "random": ("cpu",),
     "conv": ("cpu",),
     "gc": ("cpu", "gpu", "cuda", "rocm", "tpu"),
+    "gather": ("tpu",),
 }
 ENV_VAR = "EVORL_FAST_PATHS"
 #: :func:`use_fast_paths`' settings: process-wide, not per thread (workflows trace some
@@ -97,7 +106,7 @@ def _from_env(path: str) -> bool | None:
 
 
 def is_fast(path: str) -> bool:
-    """Whether ``path`` (``"random"``, ``"conv"``, ``"gc"``) takes its fast path now: the
+    """Whether ``path`` (``"random"``, ``"conv"``, ``"gc"``, ``"gather"``) takes its fast path now: the
     :func:`use_fast_paths` setting, else ``EVORL_FAST_PATHS``, else by backend (:data:`FAST_ON`).
     The fused keys also need ``jax_threefry_partitionable`` (JAX's default; without it JAX's
     bits differ)."""
@@ -145,6 +154,24 @@ def raw_key(key: jax.Array) -> jax.Array:
 def permutation(key: jax.Array, n: int) -> jax.Array:
     """``jax.random.permutation(key, n)``: the same integers on both paths."""
     return threefry.permutation(key, n) if is_fast("random") else jax.random.permutation(key, n)
+
+
+# ---- gather ------------------------------------------------------------------------------
+
+def take_permuted(tree: Any, perm: jax.Array, axis: int = 0) -> Any:
+    """Every leaf of ``tree`` reordered along ``axis`` by the permutation ``perm``:
+    ``jnp.take(x, perm, axis)``; the fast path sorts instead of gathering (same values)."""
+    if is_fast("gather"):
+        return sort_gather.permute_by_sort(tree, perm, axis)
+    return jax.tree.map(lambda x: jnp.take(x, perm, axis=axis), tree)
+
+
+def take_along_last(x: jax.Array, index: jax.Array) -> jax.Array:
+    """``x[..., index]`` per row (``x [..., K]``, integer ``index [...]``): on the fast path
+    a masked sum instead of a gather (same values and gradients)."""
+    if is_fast("gather"):
+        return sort_gather.pick_by_mask(x, index)
+    return jnp.take_along_axis(x, index[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
 # ---- conv --------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from evorl import hardware
 from evorl.envs.spaces import Box, Discrete, Space
 
 
@@ -36,8 +37,7 @@ class Categorical:
         return jnp.argmax(logits, axis=-1)
 
     def log_prob(self, logits, action):
-        logp = jax.nn.log_softmax(logits, axis=-1)
-        return jnp.take_along_axis(logp, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        return hardware.take_along_last(jax.nn.log_softmax(logits, axis=-1), action)
 
     def entropy(self, logits, key=None):
         logp = jax.nn.log_softmax(logits, axis=-1)

@@ -249,7 +249,7 @@ def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches
         perm = hardware.permutation(key, num_envs)  # = jax.random.permutation's
 
         def split(x):  # [T, B, ...] -> [M, T, B/M, ...]
-            x = jnp.take(x, perm, axis=1)
+            x = hardware.take_permuted(x, perm, axis=1)
             x = x.reshape((x.shape[0], m, num_envs // m) + x.shape[2:])
             return jnp.swapaxes(x, 0, 1)
     else:
@@ -257,7 +257,7 @@ def shuffled_minibatches(trajectory: Trajectory, key: jax.Array, num_minibatches
         perm = hardware.permutation(key, n)  # = jax.random.permutation's
 
         def split(x):  # [T, B, ...] -> [M, T*B/M, ...]
-            x = jnp.take(x.reshape((n,) + x.shape[2:]), perm, axis=0)
+            x = hardware.take_permuted(x.reshape((n,) + x.shape[2:]), perm, axis=0)
             return x.reshape((m, n // m) + x.shape[1:])
 
     return jax.tree.map(split, trajectory)

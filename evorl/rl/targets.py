@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
+from evorl import hardware
 from evorl.rl.collectives import pmean
 
 
@@ -243,7 +244,7 @@ def double_q_targets(q_online_next: jax.Array, q_target_next: jax.Array, rewards
     r"""Double Q-learning targets :math:`y = R + D\, \bar Q(s', \arg\max_a Q(s', a))`: the online
     network picks the action, the target network values it. ``q_*_next [N, A]``, the rest ``[N]``."""
     best = jnp.argmax(q_online_next, axis=-1)  # [N]
-    return rewards + discounts * jnp.take_along_axis(q_target_next, best[:, None], axis=-1)[:, 0]
+    return rewards + discounts * hardware.take_along_last(q_target_next, best)
 
 
 def clipped_double_q_targets(q_next: jax.Array, rewards: jax.Array, discounts: jax.Array) -> jax.Array:

@@ -1,0 +1,1 @@
+"""Imported by PureJaxRL's wrappers.py for its NavixGymnaxWrapper, which CartPole PPO never builds."""
