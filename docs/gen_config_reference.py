@@ -63,7 +63,8 @@ def section_table(cls: type, comments: dict[str, str], prefix: str, keys: tuple[
             continue
         rows.append(f"| `{prefix}{f.name}` | {type_name(hints[f.name])} | {default_cell(f)} | "
                     f"{cell(comments.get(f.name, ''))} |")
-    return rows
+    # md_in_html: the table inside a div whose class keeps keys on one line (stylesheets/extra.css)
+    return ['<div class="config-keys" markdown>', "", *rows, "", "</div>"]
 
 
 def agent_comments(workflow: type) -> dict[str, str]:

@@ -209,7 +209,7 @@ def help_text() -> str:
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig), ("pbt", PBTConfig)):
         out += [f"  {section}:", *describe_section(cls, getattr(job, section))]
-    out += ["", "More: README.md (Train, Experiments); Hydra's own help: --hydra-help."]
+    out += ["", "More: the docs (docs/tutorials/cli.md, experiments.md); Hydra's own help: --hydra-help."]
     return "\n".join(out)
 
 

@@ -44,8 +44,8 @@ Why, measured on the CPU backend (``benchmarks/README.md`` has the commands and 
   walked the whole import-time heap (the default job: 0.55 s of its 0.68 s of collections,
   0.29 s frozen). This is host-side work on every backend.
 
-Re-measured with this module (2026-12-03, 2 shared cores at load 7-11; ``benchmarks/README.md``,
-"Device check"): the PPO CartPole iteration 16.96 ms plain, 8.04 ms fast (x2.09, load 7-8;
+Measured with this module on a shared 2-core CPU (``benchmarks/README.md``, "Device check"):
+the PPO CartPole iteration 16.96 ms plain, 8.04 ms fast (x2.09;
 ``benchmarks/hardware_paths.py``); whole MinAtar PPO runs 4.9-7.1x faster on the fast path
 (``benchmarks/device_check.sh --quick``), brax ant 1.9x. The same runs on a GPU: not yet
 measured (``benchmarks/device_check.sh``); until then the GPU/TPU choice is JAX's own paths.
