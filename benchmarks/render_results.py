@@ -86,11 +86,18 @@ class Sources:
 
 def source_text(m: Measurement) -> str:
     if m.source == "run.py data":
-        load = f"1-min load {min(m.loads):.1f}-{max(m.loads):.1f}"
         machine = m.machine or {}
-        return (f"`benchmarks/run.py configs` data in `benchmarks/results/configs.jsonl`, commit "
-                f"{(m.commit or 'unknown')[:7]}, {machine.get('cpu_count')} CPUs, JAX {machine.get('jax_backend')}, {load}")
+        return (f"`benchmarks/run.py` data in `benchmarks/results/`, commit {(m.commit or 'unknown')[:7]}, "
+                f"{machine.get('cpu_count')} CPUs ({machine.get('processor')}), JAX {machine.get('jax')} on {machine.get('jax_backend')}")
     return m.source + (f"; measured at commit {m.commit}" if m.commit else "")
+
+
+def load_text(m: Measurement) -> str:
+    """The 1-minute load over the seeds' runs (run.py data only)."""
+    if not m.loads:
+        return ""
+    lo, hi = min(m.loads), max(m.loads)
+    return f", load {lo:.1f}" if lo == hi else f", load {lo:.1f}-{hi:.1f}"
 
 
 def family_table(title: str, configs, measured: dict[str, Measurement], published: list[dict], sources: Sources) -> list[str]:
@@ -108,7 +115,7 @@ def family_table(title: str, configs, measured: dict[str, Measurement], publishe
         verdict = "pass" if m.passes else "**miss**"
         who = f" ({m.score_of})" if m.score_of else ""
         lines.append(
-            f"| `{c.name}` | {m.env} | {m.target:g}{who} | {seeds_text(m.seeds)} {sources.cite(source_text(m))} "
+            f"| `{c.name}` | {m.env} | {m.target:g}{who} | {seeds_text(m.seeds)} {sources.cite(source_text(m))}{load_text(m)} "
             f"| {m.passed_text} {verdict} | {first_reach_text(m)} | {score_text(m)} | {peers} |")
     notes = [f"* `{c.name}`: {measured[c.name].note}." for c in configs if c.name in measured and measured[c.name].note]
     unmeasured = [c for c in configs if c.name not in measured]
