@@ -120,9 +120,16 @@ def family_table(title: str, configs, measured: dict[str, Measurement], publishe
     notes = [f"* `{c.name}`: {measured[c.name].note}." for c in configs if c.name in measured and measured[c.name].note]
     unmeasured = [c for c in configs if c.name not in measured]
     if unmeasured:
-        notes.append("* Not measured on held-out seeds, as each header says: " + "; ".join(
-            f"`{c.name}`: {c.target_line or 'no target line'}" for c in unmeasured) + ".")
+        notes.append("* Not measured on held-out seeds; each header's target line says:")
+        notes += [f"    * `{c.name}`: {header_text(c.target_line)}" for c in unmeasured]
     return lines + ([""] + notes if notes else []) + [""]
+
+
+def header_text(line: str | None) -> str:
+    """A header's target line as the page quotes it (a line cut mid-sentence says so)."""
+    if line is None:
+        return "no target line"
+    return line if line.count("(") == line.count(")") else line + " ... (continued in the config's header)"
 
 
 def aggregate_tasks(measured: dict[str, Measurement], names: list[str]) -> list[np.ndarray]:

@@ -93,3 +93,28 @@ def test_statistics_agree_with_rliable():
     np.testing.assert_allclose(ours_point, profile["x"])
     np.testing.assert_allclose(ours_lo, profile_ci["x"][0], atol=0.05)
     np.testing.assert_allclose(ours_hi, profile_ci["x"][1], atol=0.05)
+
+
+def test_run_py_records_round_trip_into_a_measurement(tmp_path):
+    """What run.py appends is what the page reads: every evaluation, the final one marked, the
+    standard error from the episodes' spread, and run.py's verdict recomputed from them."""
+    import results_data
+    from run import append_records, evaluation_records
+    from suites import Benchmark
+
+    bench = Benchmark("ppo_cartpole", seeds=(100, 101), target=475.0)
+    fields = {"suite": "configs", "env": "gymnax/CartPole-v1", "algorithm": "PPO", "budget_env_steps": 1000,
+              "target": 475.0, "random_return": 20.0, "eval_episodes": 16, "commit": "abc", "settings": {},
+              "recorded_at": "2026-01-01T00:00:00Z", "machine": {"load_1min": 1.0}}
+    curves = {100: [(250, 1.0, 480.0, 4.0), (500, 2.0, 500.0, 0.0), (750, 3.0, 500.0, 0.0)],  # reaches 475 at 25%
+              101: [(250, 1.0, 100.0, 8.0), (500, 2.0, 200.0, 8.0), (750, 3.0, 490.0, 8.0)]}  # first at 75%: late
+    path = tmp_path / "configs.jsonl"
+    for seed, curve in curves.items():
+        records = evaluation_records(bench, fields, seed, curve, (1000, 4.0, 500.0, 0.0))
+        assert [r["final"] for r in records] == [False, False, False, True]
+        assert records[0]["return_stderr"] == pytest.approx(curve[0][3] / 16 ** 0.5)
+        append_records(path, records)
+    m = results_data.from_evaluations(results_data.load_records(tmp_path))["ppo_cartpole"]
+    assert m.seeds == [100, 101] and m.final == [500.0, 500.0] and m.first_reach == [250, 750]
+    assert m.seed_passed() == [True, False] and m.passed_text == "1/2" and not m.passes
+    assert m.curves[101] == [(250, 100.0), (500, 200.0), (750, 490.0)]
