@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rl_stats  # noqa: E402
 from results_data import (  # noqa: E402
-    FAMILIES, Measurement, load_records, measurement_per_config, shipped_configs,
+    FAMILIES, Measurement, from_summaries, load_records, measurement_per_config, shipped_configs,
 )
 from run import COLLAPSE_FRACTION, MARGIN_FRACTION, REQUIRED_SEED_FRACTION  # noqa: E402
 
@@ -100,7 +100,8 @@ def load_text(m: Measurement) -> str:
     return f", load {lo:.1f}" if lo == hi else f", load {lo:.1f}-{hi:.1f}"
 
 
-def family_table(title: str, configs, measured: dict[str, Measurement], published: list[dict], sources: Sources) -> list[str]:
+def family_table(title: str, configs, measured: dict[str, Measurement], published: list[dict], sources: Sources,
+                 earlier: dict[str, Measurement]) -> list[str]:
     lines = [f"### {title}", "",
              "| config | env | target | seeds | passed | first reach, % of budget | IQM of score [95% CI] | published peer |",
              "|---|---|---:|---|:-:|---|---|---|"]
@@ -118,6 +119,11 @@ def family_table(title: str, configs, measured: dict[str, Measurement], publishe
             f"| `{c.name}` | {m.env} | {m.target:g}{who} | {seeds_text(m.seeds)} {sources.cite(source_text(m))}{load_text(m)} "
             f"| {m.passed_text} {verdict} | {first_reach_text(m)} | {score_text(m)} | {peers} |")
     notes = [f"* `{c.name}`: {measured[c.name].note}." for c in configs if c.name in measured and measured[c.name].note]
+    for c in configs:
+        e = earlier.get(c.name)
+        if e is not None and measured[c.name].source == "run.py data":
+            notes.append(f"* `{c.name}`, measured before on seeds {seeds_text(e.seeds)} {sources.cite(source_text(e))}: "
+                         f"{e.passed_text}, final {', '.join(f'{x:g}' for x in e.final)}.")
     unmeasured = [c for c in configs if c.name not in measured]
     if unmeasured:
         notes.append("* Not measured on held-out seeds; each header's target line says:")
@@ -209,7 +215,7 @@ def render_markdown(records: list[dict], figures: dict[str, str]) -> str:
              f"{sum(measured[n].passes for n in with_data)} of them pass. \"seeds\" names the seeds and the source "
              "(numbered below); a target with a note in brackets scores that policy.", ""]
     for title, family in families.items():
-        lines += family_table(title, family, measured, published, sources)
+        lines += family_table(title, family, measured, published, sources, from_summaries(records))
     lines += ["## Learning curves", "",
               "Every periodic greedy evaluation of every seed, for the runs recorded by `benchmarks/run.py` "
               "(the dashed line is the target).", ""]
