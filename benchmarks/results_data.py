@@ -134,10 +134,15 @@ class Measurement:
 
 
 def from_evaluations(records: list[dict]) -> dict[str, Measurement]:
-    """The newest run (``recorded_at``) of every (config, seed) in run.py's evaluation records,
-    gathered per config. The random return is the mean of the seeds' runs' random returns (run.py
-    measures it over the seeds of one invocation)."""
-    evaluations = [r for r in records if r["kind"] == "evaluation" and r.get("target") is not None]
+    """Per config, from the ``configs`` set's evaluation records (the held-out protocol; other
+    sets train on other seeds): the commit of its newest run, and at that commit the newest run
+    (``recorded_at``) of each seed. The random return is the mean of the seeds' runs' random
+    returns (run.py measures it over the seeds of one invocation)."""
+    evaluations = [r for r in records if r["kind"] == "evaluation" and r.get("suite") == "configs"]
+    newest_commit = {}
+    for r in sorted(evaluations, key=lambda r: r["recorded_at"]):
+        newest_commit[r["name"]] = r["commit"]
+    evaluations = [r for r in evaluations if r["commit"] == newest_commit[r["name"]]]
     newest: dict[tuple[str, int], str] = {}
     for r in evaluations:
         key = (r["name"], r["seed"])
@@ -163,8 +168,6 @@ def from_evaluations(records: list[dict]) -> dict[str, Measurement]:
         m.loads.append(final["machine"]["load_1min"])
         if final["random_return"] is not None:
             randoms.setdefault(name, []).append(final["random_return"])
-        if m.commit != final["commit"]:
-            m.commit = "several commits"
     for name, values in randoms.items():
         measurements[name].random_return = statistics.fmean(values)
     return measurements

@@ -28,7 +28,8 @@ normalised final scores of the whole set are aggregated into the interquartile m
 with a 95% stratified bootstrap interval (Agarwal et al., 2021) and drawn in one figure.
 
 **Data.** Every evaluation of every seed is appended as one JSON line to
-``benchmarks/results/<set>.jsonl`` (``--data`` picks another file): the entry, its overrides,
+``benchmarks/results/<set>.jsonl`` (``--data`` picks another file; the ``smoke`` set, a build
+check, writes none unless asked): the entry, its overrides,
 env, algorithm, seed, env steps and training seconds at that evaluation, the greedy return's
 mean over the evaluation episodes with their count and standard error, target, random return,
 the commit, the machine (platform, CPUs, JAX backend, load) and the training settings.
@@ -447,9 +448,10 @@ def main(argv=None) -> int:
                                                       "never used for tuning)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     parser.add_argument("--data", default="", help="the JSON-lines file every evaluation is appended to "
-                                                     "(default: benchmarks/results/<set>.jsonl; 'none': no data)")
+                                                     "(default: benchmarks/results/<set>.jsonl, none for smoke; 'none': no data)")
     args = parser.parse_args(argv)
-    data = None if args.data == "none" else Path(args.data or ROOT / "benchmarks" / "results" / f"{args.suite}.jsonl")
+    default = None if args.suite == "smoke" else ROOT / "benchmarks" / "results" / f"{args.suite}.jsonl"  # smoke: a build check
+    data = None if args.data == "none" else Path(args.data) if args.data else default
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
     entries = [b for b in SUITES[args.suite] if args.only == b.name]  # a whole name: that entry alone
