@@ -4,7 +4,7 @@
 
 The actor-learner's actors are threads unless ``runner.actor_processes=true``. If an env's
 step holds the GIL for most of its time, K threads step no faster than one, and only actor
-processes add speed (issue 33). The envs are ``ALE/Breakout-v5`` as ``gymnasium.make`` builds
+processes add speed. The envs are ``ALE/Breakout-v5`` as ``gymnasium.make`` builds
 them (frameskip 4, sticky actions 0.25), without evorl's wrappers: what is measured is the
 env's own step. Each process builds its envs before its timed ``--seconds`` start, so the
 processes' windows overlap up to their build times (well under a second).

@@ -2,7 +2,7 @@
 # evorl's plain and fast paths (evorl.hardware) against the single-function PPO reference, on
 # the backend JAX finds: PPO CartPole with 1 and 1024 seeds, MinAtar Breakout with the CNN,
 # brax ant (benchmarks/device_check.py has the cases). Under 8 minutes on one GPU; run it
-# whenever one is at hand, and put its table in benchmarks/README.md ("Device check").
+# whenever one is at hand (earlier tables: `git show dc471e3:benchmarks/README.md`, "Device check").
 #
 #   benchmarks/device_check.sh            # on a GPU/TPU: the full sizes
 #   benchmarks/device_check.sh --quick    # on a CPU: the same cases, CPU-sized

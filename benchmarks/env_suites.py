@@ -4,7 +4,8 @@ section and ``training.num_envs``.
 
     python benchmarks/env_suites.py [CONFIG ...]   # default: every suite's config
 
-Measured on the 2-core CPU (figures in benchmarks/README.md, "JAX env suites").
+The 2-core CPU's figures are in the benchmarks README as it was at commit dc471e3,
+"JAX env suites" (``git show dc471e3:benchmarks/README.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Does envpool's asynchronous ``send``/``recv`` pay for an actor on this machine? (issue 33)
+"""Does envpool's asynchronous ``send``/``recv`` pay for an actor on this machine?
 
 One actor loop, the run's own policy, two ways of stepping envpool, alternating in
 ``--rounds`` rounds, each for ``--seconds``:

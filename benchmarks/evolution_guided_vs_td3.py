@@ -1,4 +1,4 @@
-"""CEM-RL and ERL against TD3 alone at the same env steps (issues 35 and 53): brax hopper and
+"""CEM-RL and ERL against TD3 alone at the same env steps: brax hopper and
 halfcheetah, or gymnax Pendulum-v1 (``--envs pendulum``, 200-step episodes, rewards scaled by
 0.1 and gamma 0.95 as ``configs/cemrl_pendulum.yaml``), the same networks, optimiser, batch, discount, target networks and TD3 noise on
 all three sides, one critic gradient step per env step on all three, the same 10k-step

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session's checks in one command (issues 32, 33, 34), for a machine lent for minutes:
+# One GPU session's checks in one command, for a machine lent for minutes:
 # every part runs with its own time limit and writes as it goes, so a cut-short run keeps what
 # it measured. Parts, side by side on one GPU (their figures say so):
 #   sac, td3   SAC and TD3 on brax hopper (mjx), configs/{sac,td3}_brax_hopper.yaml with

@@ -1,4 +1,4 @@
-"""The wheels a lent GPU machine lacks, gathered here for ``run``'s ``carry`` (issues 33, 34).
+"""The wheels a lent GPU machine lacks, gathered here for ``run``'s ``carry``.
 
 The device machine has Python 3.12 and jax/flax/optax, no internet, and a call carries at
 most 64 MiB of ignored paths. Two sets, each under that limit, one per call:

@@ -1,8 +1,8 @@
 """gymnasium CartPole-v1 stepped one env per copy vs as gymnasium's vector env, in the async
-IMPALA of ``sb3_cartpole.py`` (issue 33), with SB3 PPO at the same shape for the ratio.
+IMPALA of ``sb3_cartpole.py``, with SB3 PPO at the same shape for the ratio.
 
 Each round runs three fresh processes in turn: evorl async IMPALA with
-``env.vectorization=none`` (one gymnasium env per copy, the path before issue 33), the same
+``env.vectorization=none`` (one gymnasium env per copy, the older path), the same
 with ``env.vectorization=vector_entry_point`` (gymnasium's ``CartPoleVectorEnv``), and SB3
 PPO (``DummyVecEnv``); every side at ``sb3_cartpole.SHAPE`` (32 envs x 16 steps, 2 epochs of
 4 minibatches, [64, 64] tanh) for ``--steps`` env steps. Printed per run: env steps/s over

@@ -26,6 +26,14 @@ seeds pass (4 of 5).
 for a discrete policy). With ``rliable`` installed (``pip install -e ".[bench]"``) the
 normalised final scores of the whole set are aggregated into the interquartile mean (IQM)
 with a 95% stratified bootstrap interval (Agarwal et al., 2021) and drawn in one figure.
+
+**Data.** Every evaluation of every seed is appended as one JSON line to
+``benchmarks/results/<set>.jsonl`` (``--data`` picks another file; the ``smoke`` set, a build
+check, writes none unless asked): the entry, its overrides,
+env, algorithm, seed, env steps and training seconds at that evaluation, the greedy return's
+mean over the evaluation episodes with their count and standard error, target, random return,
+the commit, the machine (platform, CPUs, JAX backend, load) and the training settings.
+``python benchmarks/render_results.py`` renders ``docs/results.md`` from those files.
 """
 
 from __future__ import annotations
@@ -154,6 +162,8 @@ class FirstReached:
     def start(self) -> None:
         self.reached: tuple[int, float] | None = None
         self.evaluations: list[float] = []
+        #: Every periodic evaluation: env steps, training seconds, return mean and std over episodes.
+        self.curve: list[tuple[int, float, float, float | None]] = []
         self._t0 = time.perf_counter()
 
     def init(self, config) -> None:
@@ -163,6 +173,9 @@ class FirstReached:
         value = metrics.get("eval/episode_return")
         if value is not None:
             self.evaluations.append(float(value))
+            std = metrics.get("eval/episode_return_std")
+            self.curve.append((int(step), time.perf_counter() - self._t0, float(value),
+                               None if std is None else float(std)))
         if self.target is not None and self.reached is None and value is not None and value >= self.target:
             self.reached = (int(step), time.perf_counter() - self._t0)
 
@@ -187,7 +200,61 @@ def random_return(cfg: dict, workflow_cls, seeds: tuple[int, ...]) -> float:
                           for s in seeds]))
 
 
-def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
+def commit_hash() -> str | None:
+    """The checkout's commit (``+dirty`` with uncommitted changes to tracked files), or None."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def machine() -> dict:
+    """Where a measurement ran: platform, CPU count, JAX backend and the 1-minute load."""
+    import platform
+
+    import jax
+
+    return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(), "jax_backend": jax.default_backend(), "jax": jax.__version__,
+            "load_1min": round(os.getloadavg()[0], 2)}
+
+
+def settings(cfg: dict) -> dict:
+    """The settings a reader compares runs by: the workflow and every scalar training key."""
+    training = {k: v for k, v in cfg.get("training", {}).items() if isinstance(v, (int, float, str, bool))}
+    return {"workflow_cls": cfg.get("workflow_cls"), "training": training}
+
+
+def evaluation_records(bench: Benchmark, result_fields: dict, seed: int, curve: list, final: tuple) -> list[dict]:
+    """One JSON-ready record per evaluation of one seed: the periodic ones, then the final one
+    (``"final": true``). ``curve`` and ``final`` hold ``(env steps, seconds, mean, std)``."""
+    records = []
+    for (steps, wall, mean, std), is_final in [*((c, False) for c in curve), (final, True)]:
+        episodes = result_fields["eval_episodes"]
+        records.append({
+            "kind": "evaluation", "config": bench.config, "name": bench.name, "groups": bench.groups,
+            "overrides": bench.overrides, "seed": seed, "env_steps": steps, "wall_s": round(wall, 3),
+            "return_mean": mean, "return_std": std, "eval_episodes": episodes,
+            "return_stderr": None if std is None or not episodes else std / episodes ** 0.5,
+            "final": is_final, **{k: v for k, v in result_fields.items() if k != "eval_episodes"},
+        })
+    return records
+
+
+def append_records(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for record in records:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def run_benchmark(bench: Benchmark, seeds: tuple[int, ...], data: Path | None = None,
+                  suite: str | None = None) -> Result:
     import jax
     import numpy as np
 
@@ -201,6 +268,15 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
     workflow = workflow_cls.build_from_config(
         cfg, recorders=[ConsoleRecorder(prefix=f"[{bench.name}] "), first]
     )
+    tc = workflow.config.training
+    env_steps = tc.num_iterations * workflow.env_steps_per_iteration  # ES: the most a generation steps
+    fields = {
+        "suite": suite, "env": f"{workflow.config.env.env_type}/{workflow.config.env.env_name}",
+        "algorithm": workflow.name(), "budget_env_steps": env_steps, "target": bench.target,
+        "random_return": random_score, "eval_episodes": getattr(tc, "eval_episodes", None),
+        "commit": commit_hash(), "settings": settings(cfg),
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     returns, bests, walls, reached, compile_s = [], [], [], [], None
     for seed in seeds:
         state = workflow.init(jax.random.PRNGKey(seed))
@@ -216,12 +292,16 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...]) -> Result:
         jax.block_until_ready(state)
         walls.append(time.perf_counter() - start)
         reached.append(first.reached)
-        returns.append(workflow.evaluate(state)["eval/episode_return"])
+        final = workflow.evaluate(state)
+        returns.append(final["eval/episode_return"])
         bests.append(max([returns[-1], *first.evaluations]))
+        if data is not None:
+            std = final.get("eval/episode_return_std")
+            append_records(data, evaluation_records(
+                bench, {**fields, "machine": machine()}, seed, first.curve,
+                (env_steps, walls[-1], float(returns[-1]), None if std is None else float(std))))
         print(f"[{bench.name}] seed {seed}: eval return {returns[-1]:.2f} (best {bests[-1]:.2f}) "
               f"in {walls[-1]:.1f}s", flush=True)
-    tc = workflow.config.training
-    env_steps = tc.num_iterations * workflow.env_steps_per_iteration  # ES: the most a generation steps
     return Result(
         name=bench.name,
         env=f"{workflow.config.env.env_type}/{workflow.config.env.env_name}",
@@ -367,7 +447,11 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default: the set's; configs: 100-104, "
                                                       "never used for tuning)")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument("--data", default="", help="the JSON-lines file every evaluation is appended to "
+                                                     "(default: benchmarks/results/<set>.jsonl, none for smoke; 'none': no data)")
     args = parser.parse_args(argv)
+    default = None if args.suite == "smoke" else ROOT / "benchmarks" / "results" / f"{args.suite}.jsonl"  # smoke: a build check
+    data = None if args.data == "none" else Path(args.data) if args.data else default
     logging.getLogger("jax._src.xla_bridge").setLevel(logging.WARNING)
 
     entries = [b for b in SUITES[args.suite] if args.only == b.name]  # a whole name: that entry alone
@@ -377,7 +461,7 @@ def main(argv=None) -> int:
     for bench in entries:
         seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else bench.seeds
         try:
-            results.append(run_benchmark(bench, seeds))
+            results.append(run_benchmark(bench, seeds, data, args.suite))
         except Exception as e:  # one broken entry must not lose the others' figures
             failures.append(f"{bench.name}: {type(e).__name__}: {e}")
             print(f"FAIL {failures[-1]}", flush=True)
@@ -400,7 +484,8 @@ def main(argv=None) -> int:
     (out / f"{args.suite}.json").write_text(json.dumps([asdict(r) for r in results], indent=1))
     plotted = plot(results, out / f"{args.suite}.png", agg) if results else False
     print("\n" + table)
-    print(f"wrote {out / args.suite}.md, .json{', .png' if plotted else ''}")
+    print(f"wrote {out / args.suite}.md, .json{', .png' if plotted else ''}"
+          f"{'' if data is None else f'; appended every evaluation to {data}'}")
     return 1 if failures or missed else 0
 
 

@@ -1,6 +1,6 @@
 """SAC and TD3 learning side by side with SBX (``pip install sbx-rl``) on brax ``hopper``, at
-one set of settings on both sides and a CPU budget (issue 34: "hopper, state the target with its
-source": the source here is the peer, SBX, on the same simulator at the same budget).
+one set of settings on both sides and a CPU budget: the target's source is the peer, SBX, on the same simulator at the same
+budget.
 
 The settings are ``configs/{sac,td3}_brax_hopper.yaml``'s (CleanRL's MuJoCo settings, read from
 the file: one env, one env step and one gradient step per iteration, batch 256, [256, 256] relu

@@ -175,8 +175,8 @@ SUITES: dict[str, list[Benchmark]] = {
         Benchmark("ppo_brax_reacher", seeds=(0, 1), target=-10.0),
         # 4.9M of the config's 9.8M steps (the whole 9.8M for 3 seeds would take ~35 min here)
         Benchmark("ppo_minatar_breakout", {"training.num_iterations": 600}, seeds=(0, 1, 2), target=20.0),
-        # The JAX env suites (issue 14), one entry each; a uniform random policy's returns are
-        # in benchmarks/README.md (benchmarks/env_suites.py). Measured here: ~1, ~6, ~10, ~4.5
+        # The JAX env suites, one entry each; benchmarks/env_suites.py measures a uniform random
+        # policy's return for each. Measured here: ~1, ~6, ~10, ~4.5
         # and ~0.5 min: these entries add ~22 min to the set.
         Benchmark("ppo_playground_cartpole_balance", seeds=(0, 1), target=800.0),
         Benchmark("ppo_playground_cartpole_swingup", seeds=(0, 1, 2), target=650.0),
