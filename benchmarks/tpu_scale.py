@@ -218,6 +218,49 @@ def profile_evorl(row: dict, out_dir: str, top: int = 25) -> dict:
     return report
 
 
+# --- the docs table, from the data -----------------------------------------------------------
+#: Columns of the rendered table: (title, which evorl records fill it).
+COLUMNS = (
+    ("evorl", lambda r: r.get("paths") == "auto" and r["code"].startswith("gather path, every column")),
+    ("evorl, first gather path (same run as PureJaxRL)", lambda r: r.get("paths") == "auto"
+     and r["code"].startswith("gather path, one")),
+    ("evorl with XLA's gathers", lambda r: r.get("paths") == "plain" or r["code"].startswith("before")),
+)
+
+
+def render_table(path: str) -> str:
+    """The Markdown table of ``--render FILE``: per population shape, evorl's env steps/s on
+    each code path and PureJaxRL's, the last record of each; then each profile's top ops."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    rows = [r for r in records if r.get("side") in ("evorl", "purejaxrl") and "steps_per_s" in r]
+    shapes = sorted({(r["seeds"], r["envs"]) for r in rows}, key=lambda s: (s[1], s[0]))
+
+    def last(side, keep, shape):
+        found = [r for r in rows if r["side"] == side and (r["seeds"], r["envs"]) == shape and keep(r)]
+        return found[-1] if found else None
+
+    def cell(r):
+        return f"{r['steps_per_s'] / 1e6:.2f}M ({r['compile_s']:.0f} s)" if r else "-"
+
+    lines = ["| seeds x envs per seed | " + " | ".join(title for title, _ in COLUMNS)
+             + " | PureJaxRL | evorl / PureJaxRL |", "|---" + "|---:" * (len(COLUMNS) + 2) + "|"]
+    for shape in shapes:
+        ours = [last("evorl", keep, shape) for _, keep in COLUMNS]
+        peer = last("purejaxrl", lambda r: True, shape)
+        best = ours[0] or ours[1]
+        ratio = f"x{best['steps_per_s'] / peer['steps_per_s']:.2f}" if best and peer else "-"
+        lines.append(f"| {shape[0]} x {shape[1]} | " + " | ".join(cell(r) for r in ours) + f" | {cell(peer)} | {ratio} |")
+    lines += ["", "Env steps/s of every seed together (compile seconds in brackets). The profiles, by the "
+              "share of the device time of one iteration:", ""]
+    for r in (r for r in records if "profile" in r):
+        top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in r["ops"][:3])
+        kinds = {kind: sum(o["share"] for o in r["ops"] if o["op"].startswith(kind)) for kind in ("gather", "sort")}
+        lines.append(f"- {r['code']}, {r['profile']['seeds']} seeds: {r['device_op_s'] / r['iterations'] * 1e3:.0f} ms "
+                     f"of device time per iteration; gathers {kinds['gather']:.0%}, sorts {kinds['sort']:.0%}; "
+                     f"top ops {top}")
+    return "\n".join(lines) + "\n"
+
+
 # --- processes -----------------------------------------------------------------------------
 def child(args) -> None:
     """One side's rows (and profile) in this process, a JSON line each as it is measured."""
@@ -246,8 +289,12 @@ def main() -> None:
     parser.add_argument("--profile-dir", default="/tmp/evorl_profile")
     parser.add_argument("--out", default="tpu_scale.jsonl")
     parser.add_argument("--timeout", type=float, default=540, help="seconds per side's process")
+    parser.add_argument("--render", metavar="FILE", help="print the docs table of FILE's records and exit")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.render:
+        print(render_table(args.render), end="")
+        return
     if args.child:
         child(args)
         return
