@@ -46,7 +46,7 @@ def main() -> None:
 
         backends.append("envpool")
     except ImportError:
-        print("envpool is not installed: its row is skipped (pip install 'evorl[envpool]').")
+        print("envpool is not installed: its row is skipped (pip install -e \".[envpool]\").")
     print(f"ALE/Pong-v5, {args.num_envs} envs, random actions, {args.seconds:.0f} s per backend")
     print(f"{'backend':>10} | {'frames/s':>10} | {'agent steps/s':>13} | {'vector steps':>12}")
     print(f"{'-' * 10}-+-{'-' * 10}-+-{'-' * 13}-+-{'-' * 12}")

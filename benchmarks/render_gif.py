@@ -3,7 +3,7 @@
 A hand-written controller (push towards where the pole falls) balances CartPole for all 500
 steps, so the episode is as long as a trained agent's; its states are drawn and written by
 ``evorl.app.rendering`` as ``render_episode`` does. Prints the wall and CPU seconds of drawing
-the frames and of writing the GIF. Needs the render extra (``pip install 'evorl[render]'``).
+the frames and of writing the GIF. Needs the render extra (``pip install -e ".[render]"``).
 
     python benchmarks/render_gif.py [--frames 500] [--out /tmp/cartpole.gif]
 """

@@ -3,10 +3,10 @@
 ``import gymnax`` imports every gymnax environment, and two of them import plotting
 libraries at module level for their ``render`` methods: ``misc/pong.py`` imports seaborn
 (which imports scipy.stats and pandas) and ``bsuite/catch.py`` imports matplotlib.pyplot.
-That was about 1 s of the default job's cold start, measured on a 2-core CPU
-(``benchmarks/README.md``, "The default job from a cold start"), spent on modules a
-training run never touches (evorl draws classic-control frames with gymnasium and
-MinAtar's with gymnax's own visualiser, which runs them on first use).
+That was about 1 s of the default job's cold start, measured on a 2-core CPU with
+``benchmarks/cold_start.py``, spent on modules a training run never touches (evorl draws
+classic-control frames with gymnasium and MinAtar's with gymnax's own visualiser, which runs
+them on first use).
 
 :func:`deferring` imports such a library with the named modules deferred: each is found as
 usual (a missing one still fails at once) and placed in ``sys.modules``, and it is executed in

@@ -1,4 +1,5 @@
-"""The README's "add your own network" example trains through the normal experiment path."""
+"""The custom-network tutorial's example (docs/tutorials/custom-network.md, ``examples/custom_network.py``)
+trains through the normal experiment path."""
 
 import sys
 from pathlib import Path

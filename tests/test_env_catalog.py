@@ -66,3 +66,18 @@ def test_jumanji_left_out_are_the_ones_its_adapter_refuses():
 
     assert set(SUITE_LEFT_OUT["jumanji"]) == set(REFUSED)
     assert not set(REFUSED) & set(LISTINGS["jumanji"]().names)
+
+
+def test_every_install_hint_names_the_checkout_not_the_package_index():
+    """The package index's ``evorl`` is another project: a hint to install an extra is
+    ``pip install -e ".[extra]"`` (``install_hint``), never the package by its name."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("evorl/**/*.py"), *root.glob("docs/**/*.md"), *root.glob("configs/**/*.yaml"), root / "README.md"]
+    named = [f"{f.relative_to(root)}:{i}" for f in files
+             for i, line in enumerate(f.read_text().splitlines(), 1) if "evorl[" in line]
+    assert not named, f"install hints that name the package index's evorl: {named}"
+    from evorl.config import install_hint
+
+    assert install_hint("atari") == 'pip install -e ".[atari]"'

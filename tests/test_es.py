@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("evosax", reason="ESWorkflow needs evosax (pip install 'evorl[es]')")
+pytest.importorskip("evosax", reason="ESWorkflow needs evosax (pip install -e \".[es]\")")
 
 from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_identical  # noqa: E402
 from test_multi_device import run_two_devices  # noqa: E402

@@ -69,7 +69,7 @@ def _tiny_cartpole_run(tiny_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("out_name, message", [
-    ("episode.gif", "cannot render: Rendering CartPole-v1 needs pygame: pip install 'evorl[render]'."),
+    ("episode.gif", "cannot render: Rendering CartPole-v1 needs pygame: pip install -e \".[render]\"."),
     ("episode.png", "cannot render: Rendering CartPole-v1 writes .gif or .mp4 files, not 'episode.png'."),
 ])
 def test_evaluate_checks_the_rendering_before_evaluating(tiny_cfg, tmp_path, monkeypatch, capsys, out_name, message):

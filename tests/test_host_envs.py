@@ -180,7 +180,7 @@ def test_envpool_cartpole_semantics_match_gymnasium():
 
 
 def test_mujoco_inverted_pendulum():
-    pytest.importorskip("mujoco", reason="MuJoCo envs need mujoco (pip install 'evorl[mujoco]')")
+    pytest.importorskip("mujoco", reason="MuJoCo envs need mujoco (pip install -e \".[mujoco]\")")
     env = create_env({"env_name": "InvertedPendulum-v5", "env_type": "gymnasium"}, episode_length=3, parallel=2)
     assert isinstance(env.action_space, Box) and env.action_space.shape == (1,)
     assert env.obs_space.shape == (4,)
@@ -193,8 +193,8 @@ def test_mujoco_inverted_pendulum():
 
 # --- Atari -------------------------------------------------------------------------------
 def atari(name="ALE/Pong-v5", parallel=1, **keys):
-    pytest.importorskip("ale_py", reason="Atari needs ale-py (pip install 'evorl[atari]')")
-    pytest.importorskip("cv2", reason="Atari preprocessing needs OpenCV (pip install 'evorl[atari]')")
+    pytest.importorskip("ale_py", reason="Atari needs ale-py (pip install -e \".[atari]\")")
+    pytest.importorskip("cv2", reason="Atari preprocessing needs OpenCV (pip install -e \".[atari]\")")
     return create_env({"env_name": name, "env_type": "gymnasium", **keys}, parallel=parallel)
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-pytest.importorskip("evosax", reason="ESWorkflow needs evosax (pip install 'evorl[es]')")
+pytest.importorskip("evosax", reason="ESWorkflow needs evosax (pip install -e \".[es]\")")
 
 from test_checkpoint_resume import InterruptAt, Interrupted, assert_states_identical  # noqa: E402
 from test_es import numpy_centered_rank, search_and_state  # noqa: E402

@@ -172,7 +172,7 @@ def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_p
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
     tiny_cfg["logging"]["recorders"] = ["console", "tensorboard"]
     with pytest.raises(ConfigError, match=r"^logging.recorders names 'tensorboard', which needs tensorboardX: "
-                                          r"pip install 'evorl\[tensorboard\]'.$"):
+                                          r'pip install -e "\.\[tensorboard\]"\.$'):
         run_experiment(tiny_cfg, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 

@@ -1,4 +1,4 @@
-"""The seed's examples run as written (see README for the one documented change)."""
+"""The seed's examples run as written (docs/tutorials/load-policy.md gives the one documented change)."""
 
 import os
 import re

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from jax.flatten_util import ravel_pytree
 
-pytest.importorskip("evosax", reason="the ES strategies need evosax (pip install 'evorl[es]')")
+pytest.importorskip("evosax", reason="the ES strategies need evosax (pip install -e \".[es]\")")
 
 from test_erl import TINY as ERL_TINY  # noqa: E402
 from test_es import TINY_ES, replay_generation  # noqa: E402

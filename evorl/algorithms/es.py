@@ -36,7 +36,7 @@ import numpy as np
 from flax import struct
 from jax.flatten_util import ravel_pytree
 
-from evorl.config import ConfigError, require
+from evorl.config import ConfigError, install_hint, require
 from evorl.engine.evaluator import greedy_episodes
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
@@ -188,7 +188,7 @@ def make_strategy(es: ESConfig, num_dims: int):
     try:
         import evosax.algorithms as algorithms
     except ImportError:
-        raise ConfigError("ESWorkflow needs evosax: pip install 'evorl[es]' (evosax>=0.3).") from None
+        raise ConfigError(f"ESWorkflow needs evosax: {install_hint('es')} (evosax>=0.3).") from None
     import optax
 
     spec = es.spec

@@ -288,8 +288,8 @@ def exit_without_teardown(status: int = 0) -> None:
     closes Hydra's log file; ``jax.distributed``'s; W&B's), flushes the output streams and
     exits with ``status`` without the interpreter's teardown of every module, which took
     ~0.8 s after the default job (its imports: jax, gymnax, matplotlib, scipy), measured on a
-    2-core CPU (``benchmarks/README.md``, "The default job from a cold start"). With another
-    non-daemon thread alive it exits normally, waiting for that thread.
+    2-core CPU with ``benchmarks/cold_start.py``. With another non-daemon thread alive it exits
+    normally, waiting for that thread.
     For command-line entry points only: it ends the whole process."""
     others = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
     if others:

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-#: The pip extras of evorl (``pip install -e ".[EXTRA]"``).
-EXTRA_INSTALL = "pip install -e \".[{}]\""
+from evorl.config.errors import install_hint
+
 
 
 @dataclass
@@ -94,7 +94,7 @@ def ale_env_ids() -> list[str] | None:
 def install_text(extra: str | None) -> str | None:
     if extra is None or extra.startswith("pip "):
         return extra
-    return EXTRA_INSTALL.format(extra)
+    return install_hint(extra)
 
 
 def gymnasium_listing() -> EnvListing:

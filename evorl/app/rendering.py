@@ -15,6 +15,8 @@ import jax
 import numpy as np
 from jax import lax
 
+from evorl.config.errors import install_hint
+
 
 def greedy_episode(workflow: Any, agent_state: Any, key: jax.Array, max_steps: int):
     """One greedy episode in one environment: backend states ``[T]`` and returns so far ``[T]``,
@@ -65,7 +67,7 @@ def require_pygame(env_name: str) -> None:
         try:
             import pygame  # noqa: F401
         except ImportError:
-            raise ImportError(f"Rendering {env_name} needs pygame: pip install 'evorl[render]'.") from None
+            raise ImportError(f"Rendering {env_name} needs pygame: {install_hint('render')}.") from None
 
 
 def classic_control_frames(env: Any, states: Any, returns: np.ndarray) -> list[np.ndarray]:
@@ -260,7 +262,7 @@ def check_render(env: Any, out_path: str | Path) -> None:
     if suffix not in valid:
         raise ValueError(f"Rendering {env.env_name} writes {' or '.join(valid)} files, not {Path(out_path).name!r}.")
     if suffix == ".mp4" and not any(importlib.util.find_spec(m) for m in ("imageio_ffmpeg", "av")):
-        raise ImportError(f"Writing {Path(out_path).name} needs ffmpeg: pip install 'evorl[render]'.")
+        raise ImportError(f"Writing {Path(out_path).name} needs ffmpeg: {install_hint('render')}.")
     if isinstance(env, GymnaxEnv) and env.env_name in CLASSIC_CONTROL:
         require_pygame(env.env_name)
     if on_host:

@@ -17,7 +17,7 @@
 from evorl.config.checkpoint import CheckpointConfig
 from evorl.config.distributed import DistributedConfig
 from evorl.config.env import EnvConfig
-from evorl.config.errors import ConfigError, require, unknown_key_error
+from evorl.config.errors import ConfigError, install_hint, require, unknown_key_error
 from evorl.config.logging import LoggingConfig
 from evorl.config.parsing import (
     FloatOrInf, INT32_MAX, coerce, config_mapping, dataclass_from_signature, dotted_keys, parse_section, section_data,
@@ -31,6 +31,6 @@ from evorl.config.training import OPTIMIZERS, TrainingConfig
 __all__ = [
     "INT32_MAX", "OPTIMIZERS", "CheckpointConfig", "ConfigError", "DistributedConfig", "EnvConfig", "FloatOrInf",
     "LoggingConfig", "PBTConfig", "RunnerConfig", "TrainingConfig", "coerce", "dataclass_from_signature",
-    "dotted_keys", "extract_sweeps", "num_agents", "parse_section", "require", "section_data", "sweep_variants", "to_plain", "config_mapping",
+    "dotted_keys", "extract_sweeps", "install_hint", "num_agents", "parse_section", "require", "section_data", "sweep_variants", "to_plain", "config_mapping",
     "type_hints", "unknown_key_error",
 ]

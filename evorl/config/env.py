@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evorl.config.atari import atari_options
-from evorl.config.errors import ConfigError, require
+from evorl.config.errors import ConfigError, install_hint, require
 
 #: The Atari preprocessing keys (see :class:`evorl.config.atari.AtariOptions`); None = the
 #: Atari default, and an error when set for an env that is not Atari.
@@ -106,7 +106,7 @@ def import_env_package(env_type: str):
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:
-        raise ImportError(f"env_type {env_type!r} needs the {module} package: pip install -e \".[{extra}]\" "
+        raise ImportError(f"env_type {env_type!r} needs the {module} package: {install_hint(extra)} "
                           f"({err})") from err
 
 

@@ -23,9 +23,10 @@ fastest accurate pipeline for contact-rich bodies such as ant. ``spring`` is fas
 still and compiles 2-4x quicker, but is an approximate impulse-based simulator; configs
 choose it explicitly where that is fine (PPO and ES on the pendulums). Not for reacher: PPO
 plateaus at -30 on spring and passes -10 on mjx; not for SAC or TD3 on inverted_pendulum,
-which stay below 200 there and reach 1000 on generalized at the same settings
-(benchmarks/README.md; in the reacher training run, one
-core, action_repeat 4, mjx gave 2x generalized's agent steps/s: 10.6k vs 5.4k). Environment
+which stay below 200 there and reach 1000 on generalized at the same settings (the runs:
+``git show dc471e3:benchmarks/README.md``, "Tuning notes" and "Off-policy and CEM-RL learning,
+populations"; in the reacher training run, one core, action_repeat 4, mjx gave 2x
+generalized's agent steps/s: 10.6k vs 5.4k). Environment
 construction itself is slow on CPU (tens of seconds for mjx, mostly brax building the
 model with eager JAX ops).
 """

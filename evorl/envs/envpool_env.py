@@ -1,4 +1,4 @@
-"""envpool environments (optional: ``pip install 'evorl[envpool]'``) behind the
+"""envpool environments (optional: ``pip install -e ".[envpool]"``) behind the
 :class:`~evorl.envs.host_env.HostVectorEnv` interface, with the same semantics and the same
 :class:`~evorl.envs.env.EnvState` as :class:`~evorl.envs.gymnasium_env.GymnasiumEnv`.
 
@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from evorl.config import ConfigError
+from evorl.config import ConfigError, install_hint
 from evorl.config.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
 from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space, quiet_ale
@@ -39,7 +39,7 @@ def import_envpool():
     try:
         import envpool
     except ImportError:
-        raise ImportError("env_type 'envpool' needs envpool: pip install 'evorl[envpool]' (or pip install envpool).") from None
+        raise ImportError(f"env_type 'envpool' needs envpool: {install_hint('envpool')} (or pip install envpool).") from None
     return envpool
 
 
@@ -67,7 +67,7 @@ def ale_action_meanings(task: str) -> list[str]:
         from ale_py import roms
     except ImportError:
         raise ConfigError("env.fire_reset with env_type envpool reads the game's actions with ale-py: "
-                          "pip install 'evorl[atari]'.") from None
+                          f"{install_hint('atari')}.") from None
     game = "".join("_" + c.lower() if c.isupper() and i else c.lower()
                    for i, c in enumerate(task.split("-")[0]))  # SpaceInvaders -> space_invaders
     quiet_ale(ale_py)

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from evorl.config import ConfigError
+from evorl.config import ConfigError, install_hint
 from evorl.config.atari import ALE_MAX_FRAMES, AtariOptions, FIRE, atari_options, check_fire_action, env_id
 from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_vector import make_vector, vector_backend
@@ -52,7 +52,7 @@ def register_ale_envs() -> None:
     try:
         import ale_py
     except ImportError:
-        raise ImportError("Atari (ALE/...) envs need ale-py: pip install 'evorl[atari]' (or pip install ale-py).") from None
+        raise ImportError(f"Atari (ALE/...) envs need ale-py: {install_hint('atari')} (or pip install ale-py).") from None
     quiet_ale(ale_py)
     gymnasium.register_envs(ale_py)
 
@@ -112,7 +112,7 @@ def resolve_gymnasium_id(env_name: str) -> str:
     raise ConfigError(
         f"Unknown gymnasium env_name {gym_id!r}.{hint} Your own env: register it with "
         f"gymnasium.register(id=..., entry_point='module:Class') and name it 'module:Id' so that the module is "
-        f"imported first; Atari ids are 'ALE/Game-v5' (pip install 'evorl[atari]')."
+        f"imported first; Atari ids are 'ALE/Game-v5' ({install_hint('atari')})."
     )
 
 
@@ -317,7 +317,7 @@ class GymnasiumEnv(HostVectorEnv):
         try:
             import cv2  # noqa: F401  (AtariPreprocessing resizes with OpenCV)
         except ImportError:
-            raise ImportError("Atari preprocessing needs OpenCV: pip install 'evorl[atari]' "
+            raise ImportError(f"Atari preprocessing needs OpenCV: {install_hint('atari')} "
                               "(or pip install opencv-python-headless).") from None
         o = self._atari
         # ALE steps single frames; the preprocessing skips frames and max-pools the last two
@@ -371,7 +371,7 @@ class GymnasiumEnv(HostVectorEnv):
             return np.asarray(self._envs[i].render())
         except Exception as e:
             if type(e).__name__ == "DependencyNotInstalled":  # classic control draws with pygame
-                raise ImportError(f"Rendering {self.env_name} needs pygame: pip install 'evorl[render]'.") from None
+                raise ImportError(f"Rendering {self.env_name} needs pygame: {install_hint('render')}.") from None
             raise
 
     # --- HostVectorEnv hooks -------------------------------------------------------------

@@ -22,7 +22,9 @@ gather    shuffles by a sort on the inverse           tpu             bit for bi
           (:mod:`~evorl.hardware.sort_gather`)        plain)          (``tests/test_hardware.py``)
 ========  ==========================================  ==============  =======================
 
-Why, measured on the CPU backend (``benchmarks/README.md`` has the commands and settings):
+Why, measured on the CPU backend (the runs: ``git show dc471e3:benchmarks/README.md``, "Speed-ups
+kept" and "The default job from a cold start"; ``benchmarks/README.md``, "The scripts", has the
+commands):
 
 * **random**: JAX lowers its Threefry hash on the CPU as a ``fori_loop`` over the five round
   groups, an XLA while loop of ~20 small kernels per group for every split, fold-in and draw;
@@ -44,7 +46,7 @@ Why, measured on the CPU backend (``benchmarks/README.md`` has the commands and 
   walked the whole import-time heap (the default job: 0.55 s of its 0.68 s of collections,
   0.29 s frozen). This is host-side work on every backend.
 
-Measured with this module on a shared 2-core CPU (``benchmarks/README.md``, "Device check"):
+Measured with this module on a shared 2-core CPU:
 the PPO CartPole iteration 16.96 ms plain, 8.04 ms fast (x2.09;
 ``benchmarks/hardware_paths.py``); whole MinAtar PPO runs 4.9-7.1x faster on the fast path
 (``benchmarks/device_check.sh --quick``), brax ant 1.9x. The same runs on a GPU: not yet

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from evorl.app.recorders.files import CsvRecorder, JsonlRecorder
 from evorl.app.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
-from evorl.config import ConfigError
+from evorl.config import ConfigError, install_hint
 from evorl.config.logging import LoggingConfig, RECORDERS
 from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, Recorder, RecorderChain, report_progress
 
@@ -38,7 +38,7 @@ def check_recorder_packages(logging: LoggingConfig) -> None:
         module, extra = OPTIONAL_RECORDERS.get(name, (None, None))
         if module is not None and importlib.util.find_spec(module) is None:
             raise ConfigError(f"logging.recorders names {name!r}, which needs {module}: "
-                              f"pip install 'evorl[{extra}]'.")
+                              f"{install_hint(extra)}.")
 
 
 def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "",

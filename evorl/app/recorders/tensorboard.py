@@ -1,5 +1,6 @@
-"""TensorBoard event files through tensorboardX (optional extra ``evorl[tensorboard]``, which
-also installs ``tensorboard`` to view them; imported only when this module is)."""
+"""TensorBoard event files through tensorboardX (the optional extra ``tensorboard``,
+``pip install -e ".[tensorboard]"``, which also installs ``tensorboard`` to view them; imported
+only when this module is)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import math
 from pathlib import Path
 from typing import Any
 
+from evorl.config.errors import install_hint
+
 try:
     from tensorboardX import SummaryWriter
 except ImportError:
-    raise ImportError("The 'tensorboard' recorder needs tensorboardX: pip install 'evorl[tensorboard]'.") from None
+    raise ImportError(f"The 'tensorboard' recorder needs tensorboardX: {install_hint('tensorboard')}.") from None
 
 
 class TensorBoardRecorder:

@@ -1,4 +1,5 @@
-"""Weights & Biases (optional extra ``evorl[wandb]``; imported only when asked for).
+"""Weights & Biases (the optional extra ``wandb``, ``pip install -e ".[wandb]"``; imported only
+when asked for).
 
 Works offline with ``WANDB_MODE=offline`` (the run is written under the run folder).
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evorl.config.errors import install_hint
+
 
 class WandbRecorder:
     def __init__(self, project: str, group: str | None = None, name: str | None = None,
@@ -16,7 +19,7 @@ class WandbRecorder:
             import wandb
         except ImportError:
             raise ImportError(
-                "The 'wandb' recorder needs Weights & Biases: pip install 'evorl[wandb]'."
+                f"The 'wandb' recorder needs Weights & Biases: {install_hint('wandb')}."
             ) from None
         self._wandb = wandb
         self.project, self.group, self.name, self.run_dir = project, group, name, run_dir
