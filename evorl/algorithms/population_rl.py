@@ -207,15 +207,22 @@ def mean_returns(stats: EpisodeStats) -> jax.Array:
 
 
 def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:
-    """A generation's log: the training return over all its ended episodes and the
-    population's fitness (best, mean, std, worst of ``fitness [N]``)."""
-    metrics = episode_metrics(EpisodeStats(*(jnp.sum(x) for x in (stats.return_sum, stats.length_sum,
-                                                                   stats.count))), None)
+    """A generation's log: the training return over the ended episodes of the actors whose
+    return is finite and the population's fitness over them (best, mean, std, worst of ``fitness
+    [N]``), and ``nonfinite_actors``, how many had a non-finite return (a diverged actor: it
+    ranks below every finite one, :func:`~evorl.rl.evolution.ranked`, so the search drops it)."""
+    finite = jnp.isfinite(fitness) & jnp.isfinite(stats.return_sum)  # [N]
+    kept = lambda x: jnp.where(finite, x, 0.0)  # noqa: E731
+    metrics = episode_metrics(EpisodeStats(*(jnp.sum(kept(x)) for x in (stats.return_sum, stats.length_sum,
+                                                                         stats.count))), None)
+    count = jnp.maximum(jnp.sum(finite), 1)
+    mean = jnp.sum(kept(fitness)) / count
     metrics.update(
-        best_actor_return=M.Metric(jnp.max(fitness), "max"),
-        fitness_mean=jnp.mean(fitness),
-        fitness_std=jnp.std(fitness),
-        fitness_min=M.Metric(jnp.min(fitness), "min"),
+        best_actor_return=M.Metric(jnp.max(jnp.where(finite, fitness, -jnp.inf)), "max"),
+        fitness_mean=mean,
+        fitness_std=jnp.sqrt(jnp.sum(kept(jnp.square(fitness - mean))) / count),
+        fitness_min=M.Metric(jnp.min(jnp.where(finite, fitness, jnp.inf)), "min"),
+        nonfinite_actors=M.Metric(jnp.sum(~finite).astype(jnp.float32), "max"),
         buffer_size=M.Metric(buffer.size.astype(jnp.float32), "max"),
     )
     return metrics
