@@ -66,3 +66,16 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     module_name, class_name = ENV_TYPE_SPECS[env_type].adapter.split(".")
     backend_env = getattr(importlib.import_module(f"evorl.envs.{module_name}"), class_name)
     return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
+
+
+def step_size_before_building(env_cfg: Any) -> tuple[int, int] | None:
+    """``(agents, observation size of one agent)`` of one env step, read before the env is
+    built where building it could itself exhaust memory (JaxMARL: evorl's adapter stacks every
+    agent's spaces, so an absurd agent count must meet the memory estimate first); None for
+    the other env types. Refuses JaxMARL keywords the env does not read."""
+    cfg = _as_dict(env_cfg)
+    if cfg.get("env_type") != "jaxmarl":
+        return None
+    from evorl.envs.jaxmarl_env import jaxmarl_step_size
+
+    return jaxmarl_step_size(cfg["env_name"], dict(cfg.get("kwargs") or {}))
