@@ -174,9 +174,9 @@ def _mappo_agent_validate(self, where: str) -> None:
     base = getattr(IPPOWorkflow.agent_config_cls, "validate", None)
     if base is not None:
         base(self, where)
-    require(self.centralised_critic, f"{where}.centralised_critic=false under MAPPO: that is IPPO: use "
-                                     f"--config-name=ippo_mpe_simple_spread / workflow_cls=evorl.workflows.IPPOWorkflow "
-                                     f"(MAPPO's critic reads the global state).")
+    require(self.centralised_critic,
+            f"{where}.centralised_critic=false under MAPPO: that is IPPO: use --config-name=ippo_mpe_simple_spread / "
+            f"workflow_cls=evorl.workflows.IPPOWorkflow (MAPPO's critic reads the global state).")
 
 
 class MAPPOWorkflow(IPPOWorkflow):
