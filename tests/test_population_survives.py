@@ -60,14 +60,15 @@ def population(n: int, cso: bool = False) -> PopulationState:
         key=jax.random.split(jax.random.PRNGKey(0), n), opt_state=jnp.arange(n, dtype=jnp.float32),
         agent_state=AgentState(params=params, obs_stats=None, hparams=Hyper(jnp.full((n,), 0.01))),
         learning_rate=jnp.geomspace(1e-5, 1e-3, n).astype(jnp.float32), iteration=jnp.full((n,), 10, jnp.int32),
-        pbt_velocity=jnp.zeros((n, 1)) if cso else None)
+        pbt_velocity=jnp.ones((n, 1)) if cso else None)
 
 
 @pytest.mark.parametrize("strategy", ["truncation", "cso"])
 def test_every_diverged_agent_copies_a_good_one_at_the_step(strategy):
     """Truncation replaces only the k=2 worst of 8 and the swarm only its pairs' losers; with 3
     agents diverged (one pair of the swarm may hold two) each still copies an agent alive,
-    one of the best (truncation: explores from its learning rate), within the bounds."""
+    one of the best, and explores from that agent's learning rate (not from its own, which
+    diverged), within the bounds; a swarm's velocity restarts at 0."""
     n, dead = 8, [0, 3, 5]
     config = PBTConfig(enabled=True, strategy=strategy, exploit_fraction=0.25, perturb_factors=(0.5, 2.0),
                        resample_probability=0.0, hyperparameters={LR.key: [LR.low, LR.high]})
@@ -84,10 +85,12 @@ def test_every_diverged_agent_copies_a_good_one_at_the_step(strategy):
         assert {int(source[i]) for i in dead} <= donors, source
         np.testing.assert_array_equal(np.asarray(new.agent_state.params["w"])[:, 0], source)  # the copy's weights
         lr = np.asarray(new.learning_rate)
-        for i in dead if strategy == "truncation" else []:  # a swarm's loser moves towards its winner instead
+        for i in dead:  # from its source's learning rate, by truncation's rule, for the swarm too
             assert lr[i] in (pytest.approx(0.5 * state.learning_rate[source[i]]),
                              pytest.approx(2.0 * state.learning_rate[source[i]]))
         assert np.all((lr >= LR.low) & (lr <= LR.high))
+        if strategy == "cso":
+            assert not np.asarray(new.pbt_velocity)[dead].any()
 
 
 def test_replace_diverged_leaves_a_population_alone_without_divergence_or_without_survivors():

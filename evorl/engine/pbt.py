@@ -268,9 +268,11 @@ class PBT:
 
         A diverged agent ranks last (its fitness is NaN), and one that the strategy leaves in
         place (truncation replaces only the ``k`` worst; a swarm pair may hold two diverged
-        agents) copies one of the best agents alive and explores from its hyperparameters
-        (:func:`~evorl.rl.evolution.replace_diverged`): after the step every agent trains, unless
-        none was alive."""
+        agents) copies one of the best agents alive instead
+        (:func:`~evorl.rl.evolution.replace_diverged`). Every diverged agent then explores from
+        its source's hyperparameters by truncation's rule (:func:`~evorl.rl.evolution.explore`;
+        a swarm's velocity restarts at 0), not from its own, which diverged. After the step
+        every agent trains, unless none was alive."""
         alive = jnp.ones(fitness.shape, bool) if alive is None else alive
         key = jax.random.fold_in(state.key[0], DRAW_TAG)
         before = self.values(state)
@@ -283,9 +285,13 @@ class PBT:
                                             self.config.perturb_factors, self.config.resample_probability)
         draws = self._draws(key)
         donors = self.num_replaced if self.config.strategy != "cso" else self.num_agents // 2
-        source, stranded = replace_diverged(source, alive, fitness, draws.winner, max(donors, 1))
-        after = jnp.where(stranded[:, None], explore(before, source, draws, self.evolving, self.config.perturb_factors,
+        source, _ = replace_diverged(source, alive, fitness, draws.winner, max(donors, 1))
+        # a diverged agent's own hyperparameters are what diverged: it explores from its donor's (velocity 0)
+        diverged = ~alive & jnp.any(alive)
+        after = jnp.where(diverged[:, None], explore(before, source, draws, self.evolving, self.config.perturb_factors,
                                                      self.config.resample_probability), after)
+        if self.config.strategy == "cso":
+            state = state.replace(pbt_velocity=jnp.where(diverged[:, None], 0.0, state.pbt_velocity))
         state = copy_agents(state, source, self.copied)
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after,
