@@ -153,6 +153,7 @@ def test_a_run_without_a_run_folder_says_nothing_was_checkpointed(tiny_cfg):
         workflow.learn(workflow.init(jax.random.PRNGKey(0)))
 
 
+@pytest.mark.slow  # ~36 s on 2 cores (two runs; the default set keeps test_divergence's single one)
 def test_the_checkpoint_a_diverged_run_names_resumes(tiny_cfg, tmp_path):
     """Diverged in its first chunk (before any save): the run's start is saved, named, and a
     resume starts from it (and diverges again, at the same iteration, saving nothing new)."""
@@ -180,7 +181,6 @@ def test_a_later_divergence_names_the_newest_save_not_the_start(tiny_cfg, tmp_pa
     assert sorted(p.name for p in checkpoint_dir(tmp_path).iterdir()) == ["2"]
 
 
-@pytest.mark.slow  # ~30 s on 2 cores (ERL compiles its generation and TD3's evaluation)
 def test_erl_whose_critic_diverges_stops_with_its_start_checkpointed(tmp_path):
     cfg = {"workflow_cls": "evorl.workflows.ERLWorkflow", "seed": 0,
            "env": {"env_name": "Pendulum-v1", "env_type": "gymnax", "episode_length": 20},

@@ -207,14 +207,15 @@ def mean_returns(stats: EpisodeStats) -> jax.Array:
 
 
 def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:
-    """A generation's log: the training return over the ended episodes of the actors whose
-    return is finite and the population's fitness over them (best, mean, std, worst of ``fitness
-    [N]``), and ``nonfinite_actors``, how many had a non-finite return (a diverged actor: it
+    """A generation's log: the training return over the ended episodes whose return is finite,
+    the population's fitness over its finite members (best, mean, std, worst of ``fitness
+    [N]``), and ``nonfinite_actors``, how many had a non-finite fitness (a diverged actor: it
     ranks below every finite one, :func:`~evorl.rl.evolution.ranked`, so the search drops it)."""
-    finite = jnp.isfinite(fitness) & jnp.isfinite(stats.return_sum)  # [N]
+    played = jnp.isfinite(stats.return_sum)  # [N] (ERL: [N + 1], the learner too)
+    metrics = episode_metrics(EpisodeStats(*(jnp.sum(jnp.where(played, x, 0.0)) for x in (
+        stats.return_sum, stats.length_sum, stats.count))), None)
+    finite = jnp.isfinite(fitness)  # [N]
     kept = lambda x: jnp.where(finite, x, 0.0)  # noqa: E731
-    metrics = episode_metrics(EpisodeStats(*(jnp.sum(kept(x)) for x in (stats.return_sum, stats.length_sum,
-                                                                         stats.count))), None)
     count = jnp.maximum(jnp.sum(finite), 1)
     mean = jnp.sum(kept(fitness)) / count
     metrics.update(
