@@ -129,6 +129,8 @@ def test_a_population_whose_every_agent_diverged_stops(tiny_cfg, tmp_path):
     assert "agent 1 (learning_rate=1e+30, seed 0): non-finite " in message and "training.learning_rate" in message
     assert "the newest checkpoint, iteration 0 (the run's start)" in message
     assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]  # the last finite state, on disk
+    workflow, state, iteration = load_run(tmp_path)
+    assert iteration == 0 and workflow.params_finite(state).all()
     assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
