@@ -159,14 +159,11 @@ def make_generation(env: VectorEnv, agent: ESAgent, nsga2: NSGA2Config, axis_nam
         best = jnp.argmax(jnp.where(front, jnp.sum(objectives, axis=1), -jnp.inf))
         agent_state = agent_state.replace(params=unravel(population[best]))
 
-        # a child whose returns are not finite (a diverged policy) ranks last; its episodes are counted apart
-        finite = jnp.all(jnp.isfinite(returns), axis=1) & jnp.all(jnp.isfinite(terms), axis=(1, 2))  # [N/D]
-        kept = finite[:, None]
-        episodes = EpisodeStats(jnp.sum(jnp.where(kept, returns, 0.0)), jnp.sum(jnp.where(kept, lengths, 0.0)),
-                                jnp.sum(kept * jnp.ones_like(returns)))
+        episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
         metrics = episode_metrics(episodes, axis_name)
         metrics.update(hypervolume=hypervolume_2d(objectives, jnp.asarray(reference)),
                        front_size=jnp.sum(front).astype(jnp.float32),
+                       # a child with a non-finite objective (a diverged policy) ranks last: counted, and warned of
                        nonfinite_children=M.Metric(
                            jnp.sum(~jnp.all(jnp.isfinite(scored), axis=1)).astype(jnp.float32), "max"))
         for k, name in enumerate(nsga2.objectives):

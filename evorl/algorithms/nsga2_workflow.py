@@ -146,7 +146,7 @@ def front_warnings(nsga2: NSGA2Config, metrics: dict, iteration: int) -> list[st
     if bad > 0:
         out.append(f"non-finite objectives: up to {bad:.0f} of {nsga2.population_size} children a generation had "
                    f"non-finite returns by iteration {iteration} (a diverged policy: they rank last and are "
-                   f"dropped; train/episode_return counts the others). Try a smaller nsga2.sigma or a bounded "
+                   f"dropped; train/episode_return is NaN while any is). Try a smaller nsga2.sigma or a bounded "
                    f"activation (agent.activation=tanh).")
     best = {name: value(f"best_{name}") for name in nsga2.objectives}
     if value("hypervolume") == 0 and value("front_size") > 0 and all(np.isfinite(list(best.values()))):
