@@ -120,7 +120,6 @@ def pbt_cfg(**training):
     return cfg
 
 
-@pytest.mark.slow  # ~35 s on 2 cores
 def test_pbt_replaces_the_diverged_agents_and_the_run_goes_on(tmp_path, capsys):
     """Two of four agents diverge in their first iteration; truncation (k = 1) would replace one:
     both copy a good agent at the step, one line says so, the lineage lists both, the run
@@ -153,7 +152,6 @@ def test_a_run_without_a_run_folder_says_nothing_was_checkpointed(tiny_cfg):
         workflow.learn(workflow.init(jax.random.PRNGKey(0)))
 
 
-@pytest.mark.slow  # ~36 s on 2 cores (two runs; the default set keeps test_divergence's single one)
 def test_the_checkpoint_a_diverged_run_names_resumes(tiny_cfg, tmp_path):
     """Diverged in its first chunk (before any save): the run's start is saved, named, and a
     resume starts from it (and diverges again, at the same iteration, saving nothing new)."""
