@@ -187,10 +187,10 @@ def test_erl_whose_critic_diverges_stops_with_its_start_checkpointed(tmp_path):
                    "num_updates": 4, "batch_size": 8, "buffer_size": 1000, "learning_starts": 20},
            "training": {"num_iterations": 3, "eval_interval": 1, "eval_episodes": 1, "learning_rate": DIVERGING_LR},
            "logging": {"recorders": [], "plot": False}}
-    with pytest.raises(TrainingDiverged, match=r"the newest checkpoint, iteration \d+"):
+    with pytest.raises(TrainingDiverged, match=r"the newest checkpoint, iteration 0 \(the run's start\)"):
         run_experiment(cfg, output_dir=tmp_path)
-    workflow, state, iteration = load_run(tmp_path)
-    assert workflow.params_finite(state).all()
+    workflow, state, iteration = load_run(tmp_path)  # saved without its (empty) replay buffer, refilled empty
+    assert iteration == 0 and workflow.params_finite(state).all() and int(state.buffer.size) == 0
 
 
 def test_erl_and_cemrl_population_metrics_leave_out_a_diverged_actor():

@@ -5,6 +5,8 @@ The host loop checkpoints only states that passed the health check
 the first save (a divergence in the first chunk, or before the first ``checkpoint.save_interval``)
 there is none: :class:`LastFinite` keeps a host copy of the newest finite state until then, and
 saves it when training stops diverged. The error then names the checkpoint that is really there.
+The copy leaves out an off-policy run's replay buffer (saved as ``checkpoint.save_buffer: false``
+saves it: a resume refills an empty one), which at the run's start holds nothing.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class LastFinite:
         if saved:
             self.newest, self._copy = iteration, None
         elif self.newest is None:  # the training loop donates the device buffers: a host copy
-            self._copy = (iteration, to_host(state))
+            # without a replay buffer (empty at a run's start; a copy of a full one would double its memory)
+            self._copy = (iteration, to_host(self.checkpointer.without_buffer(state)))
 
     def save_for(self, error: TrainingDiverged) -> TrainingDiverged:
         """``error`` saying where the last finite state is, saved first if only its copy held it."""
@@ -42,7 +45,7 @@ class LastFinite:
         if self._copy is not None:
             iteration, state = self._copy
             if iteration not in self.checkpointer.steps():
-                self.checkpointer.save(state, iteration)
+                self.checkpointer.save(state, iteration, with_buffer=not self.checkpointer.holds_buffer)
                 self.checkpointer.wait()
             self.newest, self._copy = iteration, None
         start = " (the run's start)" if self.newest == 0 else ""
