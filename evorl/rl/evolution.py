@@ -15,8 +15,9 @@ built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
   :func:`ga_step`; NSGA-II's are in :mod:`evorl.rl.multi_objective`;
 * PBT's exploit/explore steps: truncation selection (:func:`exploit_explore`, its random
   numbers drawn by :func:`draw`) and the competitive swarm (:func:`cso_step`, drawn by
-  :func:`cso_draw`); a diverged agent either leaves in place copies a good one
-  (:func:`replace_diverged`, then :func:`explore`); the step on the training state and its schedule are
+  :func:`cso_draw`); a diverged agent that a step leaves in place copies a good one
+  instead (:func:`replace_diverged`) and explores from its hyperparameters (:func:`explore`);
+  the step on the training state and its schedule are
   :mod:`evorl.engine.pbt`, the equations in its docstring and :func:`cso_step`'s.
 """
 
