@@ -1,5 +1,6 @@
 """NaN is noticed: training that diverges stops at the next logging point with an error
-naming the iteration, the agent and the metric; nothing non-finite is checkpointed; the run
+naming the iteration, the agent and the metric; nothing non-finite is checkpointed, and the
+last finite state is (the run's start, before the first save), named by the error; the run
 folder's JSON stays strict; evorl-eval refuses a non-finite checkpoint. In a population a
 diverged agent is frozen and reported once, the others train on, and only a population
 whose every agent diverged stops."""
@@ -66,14 +67,22 @@ def test_diverging_run_stops_with_the_iteration_and_metric_and_run_json_says_fai
     assert "train/value_loss=" in message and "training.learning_rate" in message
     info_json = strict_json((tmp_path / "run.json").read_text())
     assert info_json["status"] == "failed" and info_json["reason"].startswith("TrainingDiverged: training diverged")
-    assert not list(checkpoint_dir(tmp_path).glob("*"))  # the non-finite state was not saved
+    # the non-finite state was not saved; the last finite one, the run's start, was (before the first save)
+    assert "the newest checkpoint, iteration 0 (the run's start), holds the last finite state saved" in message
+    assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]
     assert not (tmp_path / "metrics.jsonl").read_text()  # nor logged
+    workflow, state, iteration = load_run(tmp_path)
+    initial = workflow.init(jax.random.PRNGKey(tiny_cfg["seed"]))
+    assert iteration == 0 and workflow.params_finite(state).all()
+    for a, b in zip(jax.tree.leaves(state.agent_state.params), jax.tree.leaves(initial.agent_state.params)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_the_newest_checkpoint_is_the_last_finite_state(tiny_cfg, tmp_path):
     tiny_cfg["workflow_cls"] = f"{__name__}.PoisonedPPOWorkflow"
     tiny_cfg["checkpoint"]["save_interval"] = 1
-    with pytest.raises(TrainingDiverged, match=r"by iteration 4: the agent: non-finite parameters\."):
+    with pytest.raises(TrainingDiverged, match=r"by iteration 4: the agent: non-finite parameters\. Nothing non-finite "
+                                               r"was checkpointed: the newest checkpoint, iteration 3, holds"):
         run_experiment(tiny_cfg, output_dir=tmp_path)
     assert sorted(int(p.name) for p in checkpoint_dir(tmp_path).iterdir()) == [1, 2, 3]
     records = [strict_json(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -118,7 +127,10 @@ def test_a_population_whose_every_agent_diverged_stops(tiny_cfg, tmp_path):
     assert message.startswith("training diverged by iteration 1: every agent diverged (agent 0 (learning_rate=1e+29, "
                               "seed 0): non-finite ")
     assert "agent 1 (learning_rate=1e+30, seed 0): non-finite " in message and "training.learning_rate" in message
-    assert not list(checkpoint_dir(tmp_path).glob("*"))
+    assert "the newest checkpoint, iteration 0 (the run's start)" in message
+    assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]  # the last finite state, on disk
+    workflow, state, iteration = load_run(tmp_path)
+    assert iteration == 0 and workflow.params_finite(state).all()
     assert strict_json((tmp_path / "run.json").read_text())["status"] == "failed"
 
 
@@ -201,7 +213,7 @@ def test_diverging_run_through_the_cli_exits_3_with_one_line(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if line.startswith("evorl:")]
     assert len(errors) == 1 and errors[0].startswith("evorl: training diverged by iteration 1: the agent"), proc.stderr
     assert strict_json((run_dir / "run.json").read_text())["status"] == "failed"
-    assert not list(checkpoint_dir(run_dir).glob("*"))
+    assert [p.name for p in checkpoint_dir(run_dir).iterdir()] == ["0"]  # the run's start: the last finite state
 
 
 def test_the_freeze_restores_only_what_the_iteration_changed():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from evorl.envs import EnvState, create_env
-from evorl.app.experiment import run_experiment
+from evorl.app.experiment import load_run, run_experiment
 from evorl.rl.rollout import EpisodeStats
 from evorl.app.run_folder import checkpoint_dir
 from evorl.engine import rl_base
@@ -62,7 +62,11 @@ def test_a_jax_env_returning_nan_rewards_is_named_not_the_learning_rate(tiny_cfg
     assert message.startswith("the environment returned a non-finite reward or observation by iteration 1, for "
                               "finite actions: the agent: ")
     assert "learning_rate" not in message and "\n" not in message
-    assert not list(checkpoint_dir(tmp_path).glob("*"))  # nothing non-finite was checkpointed
+    # nothing non-finite was checkpointed; the last finite state, the run's start, was, and the error says so
+    assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]
+    assert "the newest checkpoint, iteration 0 (the run's start), holds the last finite state saved" in message
+    workflow, state, iteration = load_run(tmp_path)
+    assert iteration == 0 and workflow.params_finite(state).all()
 
 
 class NanCorridor(gymnasium.Env):

@@ -159,6 +159,7 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
         if not search.keeps_population and cfg.injection == "sample":  # the learner due joins as the last sample
             due = ((state.iteration % cfg.sync_period == 0) & (state.iteration > 0)
                    & (state.buffer.size >= max(cfg.learning_starts, 1)))
+            due = due & jnp.all(jnp.isfinite(learner))  # a diverged learner joins no generation
             population = jnp.where(due, population.at[-1].set(learner), population)
         actors = jnp.concatenate([population, learner[None]])  # [N + 1, D], the learner last
         noise = jnp.zeros((num + 1,)).at[num].set(state.agent_state.hparams.exploration_noise)  # [N + 1]
@@ -175,7 +176,8 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
         trained, target_actor, actor_opt_state = single(trained), single(target_actor), single(actor_opt_state)
 
         searched = select(random_actions, state.search, search.tell(search_key, asked, population, fitness))
-        inject = ((state.iteration + 1) % cfg.sync_period == 0) & (metrics["learning"] > 0)
+        inject = ((state.iteration + 1) % cfg.sync_period == 0) & (metrics["learning"] > 0) \
+            & jnp.all(jnp.isfinite(ravel_pytree(trained)[0]))  # a diverged learner is not injected
         if search.keeps_population:  # the learner replaces the last child (kept until selection drops it)
             from_learner = jnp.where(random_actions, state.from_learner, state.from_learner[search.parents(searched)])
             searched = select(inject, search.inject(searched, num - 1, ravel_pytree(trained)[0]), searched)

@@ -169,13 +169,23 @@ class IPPOWorkflow(OnPolicyWorkflow):
     multi_agent = True
 
 
+def _mappo_agent_validate(self, where: str) -> None:
+    """MAPPO's critic is centralised: without it the run is IPPO's, and would be labelled MAPPO."""
+    base = getattr(IPPOWorkflow.agent_config_cls, "validate", None)
+    if base is not None:
+        base(self, where)
+    require(self.centralised_critic,
+            f"{where}.centralised_critic=false under MAPPO: that is IPPO: use --config-name=ippo_mpe_simple_spread / "
+            f"workflow_cls=evorl.workflows.IPPOWorkflow (MAPPO's critic reads the global state).")
+
+
 class MAPPOWorkflow(IPPOWorkflow):
     """MAPPO: IPPO whose critic reads the global state (``agent.centralised_critic`` true)."""
 
     label = "MAPPO"
     agent_config_cls = dataclasses.make_dataclass(
         "MAPPOAgentConfig", [("centralised_critic", bool, dataclasses.field(default=True))],
-        bases=(IPPOWorkflow.agent_config_cls,), frozen=True)
+        bases=(IPPOWorkflow.agent_config_cls,), frozen=True, namespace={"validate": _mappo_agent_validate})
 
 
 #: The ``agent:`` config sections of IPPO and MAPPO (derived from ``make_mlp_ippo_agent``).

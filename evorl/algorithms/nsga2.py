@@ -162,7 +162,10 @@ def make_generation(env: VectorEnv, agent: ESAgent, nsga2: NSGA2Config, axis_nam
         episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
         metrics = episode_metrics(episodes, axis_name)
         metrics.update(hypervolume=hypervolume_2d(objectives, jnp.asarray(reference)),
-                       front_size=jnp.sum(front).astype(jnp.float32))
+                       front_size=jnp.sum(front).astype(jnp.float32),
+                       # a child with a non-finite objective (a diverged policy) ranks last: counted, and warned of
+                       nonfinite_children=M.Metric(
+                           jnp.sum(~jnp.all(jnp.isfinite(scored), axis=1)).astype(jnp.float32), "max"))
         for k, name in enumerate(nsga2.objectives):
             metrics[f"best_{name}"] = M.Metric(jnp.max(jnp.where(front, objectives[:, k], -jnp.inf)), "max")
         state = state.replace(key=key, agent_state=agent_state, population=population, objectives=objectives,

@@ -17,6 +17,7 @@ episodes_per_member x env.episode_length``.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import jax
@@ -105,6 +106,13 @@ class NSGA2Workflow(ESWorkflow):
             ChunkedWorkflow.check_health(self, per_agent_metrics, iteration)
         except TrainingDiverged as e:
             raise e.with_hint("Try a smaller nsga2.sigma.") from None
+        for warning in front_warnings(self.config.nsga2, per_agent_metrics, iteration):
+            if warning.split(":", 1)[0] not in self._warned and is_main_process():
+                self._warned = self._warned | {warning.split(":", 1)[0]}
+                print(f"evorl: warning: {warning}", file=sys.stderr, flush=True)
+
+    #: The warnings already printed (each once per run), by their first words.
+    _warned: frozenset = frozenset()
 
     def init(self, key: jax.Array) -> NSGA2State:
         return self.executor.init(lambda k: init_nsga2_state(self.agent, self.config.nsga2, k), key)
@@ -126,3 +134,24 @@ class NSGA2Workflow(ESWorkflow):
                       "front": self.front(state).tolist()}
             self.front_recorder.write(record, done * self.env_steps_per_iteration)
         return metrics
+
+
+def front_warnings(nsga2: NSGA2Config, metrics: dict, iteration: int) -> list[str]:
+    """What a chunk's metrics show to be wrong without stopping the run: children whose
+    objectives are not finite (they rank last), and a hypervolume of 0 from a front
+    none of whose points dominates ``nsga2.reference_point``."""
+    value = lambda key: float(np.max(np.asarray(metrics.get(f"train/{key}", np.nan))))  # noqa: E731
+    out = []
+    bad = value("nonfinite_children")
+    if bad > 0:
+        out.append(f"non-finite objectives: up to {bad:.0f} of {nsga2.population_size} children a generation had "
+                   f"non-finite returns by iteration {iteration} (a diverged policy: they rank last and are "
+                   f"dropped; train/episode_return is NaN while any is). Try a smaller nsga2.sigma or a bounded "
+                   f"activation (agent.activation=tanh).")
+    best = {name: value(f"best_{name}") for name in nsga2.objectives}
+    if value("hypervolume") == 0 and value("front_size") > 0 and all(np.isfinite(list(best.values()))):
+        front = ", ".join(f"{name}={v:.4g}" for name, v in best.items())
+        out.append(f"nsga2.reference_point={list(nsga2.reference_point)}: no point of the front dominates it by "
+                   f"iteration {iteration} (the front's best: {front}), so the hypervolume stays 0; set each "
+                   f"value below the returns that count.")
+    return out

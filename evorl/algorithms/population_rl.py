@@ -207,15 +207,23 @@ def mean_returns(stats: EpisodeStats) -> jax.Array:
 
 
 def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.ReplayBuffer) -> dict:
-    """A generation's log: the training return over all its ended episodes and the
-    population's fitness (best, mean, std, worst of ``fitness [N]``)."""
-    metrics = episode_metrics(EpisodeStats(*(jnp.sum(x) for x in (stats.return_sum, stats.length_sum,
-                                                                   stats.count))), None)
+    """A generation's log: the training return over the ended episodes whose return is finite,
+    the population's fitness over its finite members (best, mean, std, worst of ``fitness
+    [N]``), and ``nonfinite_actors``, how many had a non-finite fitness (a diverged actor: it
+    ranks below every finite one, :func:`~evorl.rl.evolution.ranked`, so the search drops it)."""
+    played = jnp.isfinite(stats.return_sum)  # [N] (ERL: [N + 1], the learner too)
+    metrics = episode_metrics(EpisodeStats(*(jnp.sum(jnp.where(played, x, 0.0)) for x in (
+        stats.return_sum, stats.length_sum, stats.count))), None)
+    finite = jnp.isfinite(fitness)  # [N]
+    kept = lambda x: jnp.where(finite, x, 0.0)  # noqa: E731
+    count = jnp.maximum(jnp.sum(finite), 1)
+    mean = jnp.sum(kept(fitness)) / count
     metrics.update(
-        best_actor_return=M.Metric(jnp.max(fitness), "max"),
-        fitness_mean=jnp.mean(fitness),
-        fitness_std=jnp.std(fitness),
-        fitness_min=M.Metric(jnp.min(fitness), "min"),
+        best_actor_return=M.Metric(jnp.max(jnp.where(finite, fitness, -jnp.inf)), "max"),
+        fitness_mean=mean,
+        fitness_std=jnp.sqrt(jnp.sum(kept(jnp.square(fitness - mean))) / count),
+        fitness_min=M.Metric(jnp.min(jnp.where(finite, fitness, jnp.inf)), "min"),
+        nonfinite_actors=M.Metric(jnp.sum(~finite).astype(jnp.float32), "max"),
         buffer_size=M.Metric(buffer.size.astype(jnp.float32), "max"),
     )
     return metrics

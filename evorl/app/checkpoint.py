@@ -188,16 +188,27 @@ class Checkpointer:
         self.save(state, iteration)
         return True
 
-    def save(self, state: Any, iteration: int) -> None:
+    @property
+    def holds_buffer(self) -> bool:
+        """Whether the states saved have a part ``checkpoint.save_buffer: false`` leaves out."""
+        return self.without_buffer is not _saved_whole
+
+    def save(self, state: Any, iteration: int, with_buffer: bool | None = None) -> None:
+        """Saves ``state`` as checkpoint ``iteration``; ``with_buffer=False`` leaves its buffer
+        out (and says so in the metadata, as ``checkpoint.save_buffer: false`` would) whatever the
+        config says: the state may be one without it already."""
         from evorl import __version__
 
-        if not self.save_buffer:
+        with_buffer = self.save_buffer if with_buffer is None else with_buffer
+        run_config = self.run_config
+        if not with_buffer:
             state = self.without_buffer(state)
+            run_config = {**run_config, "checkpoint": {**(run_config.get("checkpoint") or {}), "save_buffer": False}}
         # Host copies: the training loop donates (reuses) the device buffers of ``state``
         # while the background thread is still writing.
         host_state = jax.tree.map(lambda x: _writable(host_copy(x)), state)
         meta = {"format_version": FORMAT_VERSION, "evorl_version": __version__,
-                "iteration": iteration, "config": self.run_config, "sha256": leaf_checksums(host_state)}
+                "iteration": iteration, "config": run_config, "sha256": leaf_checksums(host_state)}
         self.wait()  # for the previous save: an error of its background thread is raised here
         with self._writing(iteration):
             self.directory.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@ resumed run drops the records after its checkpoint and writes them again)::
     {"step": env steps, "wall_time": s, "iteration": 20,
      "fitness": [N],                      what each agent was ranked by
      "source": [N],                       the agent each agent copied (itself: kept)
-     "copied": [{"agent": 3, "from": 6}, ...],
+     "copied": [{"agent": 3, "from": 6}, ...],  ("diverged": true for an agent replaced after diverging)
+     "diverged": [agents frozen by divergence before the step, each replaced],
      "hyperparameters": {"training.learning_rate": [N], ...},       before the step
      "new_hyperparameters": {"training.learning_rate": [N], ...}}   after exploit and explore
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evorl.config.atari import atari_options
+from evorl.config.env_limits import check_buildable
 from evorl.config.errors import ConfigError, install_hint, require
 
 #: The Atari preprocessing keys (see :class:`evorl.config.atari.AtariOptions`); None = the
@@ -179,6 +180,7 @@ class EnvConfig:
         if self.impl is not None:
             require(self.impl in PLAYGROUND_IMPLS,
                     f"Unknown {where}.impl {self.impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}.")
+        check_buildable(self.env_type, self.env_name, dict(self.kwargs or {}), where)
         if self.env_type == "gymnax":
             sticky_probability(self.repeat_action_probability, where)
         if self.env_type in ("gymnasium", "envpool"):

@@ -9,7 +9,9 @@ In a population one diverged agent does not stop the others: :func:`freeze_diver
 after every iteration inside the compiled chunk, undoes the iteration that made an agent
 non-finite and freezes it there (its :data:`FROZEN_FIELDS` stop changing); the host reports it
 once, leaves it out of the aggregated metrics, and stops with :class:`TrainingDiverged` only
-when every agent is frozen. PBT ranks a frozen agent worst, so its next step replaces it.
+when every agent is frozen. PBT ranks a frozen agent worst and its next step replaces it by a
+copy of a good agent (:func:`replaced_message` reports that). A run that stops saves no
+non-finite state: its error says which checkpoint holds the last finite one.
 """
 
 from __future__ import annotations
@@ -31,35 +33,43 @@ MAX_NAMED_AGENTS = 3
 LEARNING_RATE_HINT = "Try a smaller training.learning_rate or training.max_grad_norm."
 
 
+#: What a divergence error says of checkpoints until the host loop says which one holds the last finite state.
+NOT_CHECKPOINTED = "Training stopped before checkpointing this state."
+
+
 class TrainingDiverged(RuntimeError):
     """Training produced non-finite parameters or loss metrics: ``problems`` (which agents,
-    what) by ``iteration``, and a ``hint`` naming the config keys to change."""
+    what) by ``iteration``, what was ``checkpointed`` (the host loop's sentence on the last
+    finite state on disk) and a ``hint`` naming the config keys to change."""
 
-    def __init__(self, iteration: int, problems: str, hint: str = LEARNING_RATE_HINT):
-        self.iteration, self.problems, self.hint = iteration, problems, hint
-        super().__init__(
-            f"training diverged by iteration {iteration}: {problems}. Training stopped before checkpointing this "
-            f"state, so the newest checkpoint is the last finite one. {hint}")
+    def __init__(self, iteration: int, problems: str, hint: str = LEARNING_RATE_HINT,
+                 checkpointed: str = NOT_CHECKPOINTED):
+        self.iteration, self.problems, self.hint, self.checkpointed = iteration, problems, hint, checkpointed
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        return f"training diverged by iteration {self.iteration}: {self.problems}. {self.checkpointed} {self.hint}"
 
     def __reduce__(self):  # pickled with its fields (a Hydra -m job's error crosses processes)
-        return type(self), (self.iteration, self.problems, self.hint)
+        return type(self), (self.iteration, self.problems, self.hint, self.checkpointed)
 
     def with_hint(self, hint: str) -> "TrainingDiverged":
         """The same error with another ``hint``."""
-        return TrainingDiverged(self.iteration, self.problems, hint)
+        return type(self)(self.iteration, self.problems, hint, self.checkpointed)
+
+    def with_checkpoint(self, checkpointed: str) -> "TrainingDiverged":
+        """The same error saying ``checkpointed`` of the last finite state."""
+        return type(self)(self.iteration, self.problems, self.hint, checkpointed)
 
 
 class EnvironmentNotFinite(TrainingDiverged):
     """The environment returned a non-finite reward or observation for a finite action: its
     fault, not the learner's (a smaller learning rate would not help)."""
 
-    def __init__(self, iteration: int, problems: str, hint: str = ""):
-        self.iteration, self.problems, self.hint = iteration, problems, hint
-        RuntimeError.__init__(
-            self, f"the environment returned a non-finite reward or observation by iteration {iteration}, for finite "
-                  f"actions: {problems}. Training stopped before checkpointing this state, so the newest checkpoint "
-                  f"is the last finite one. Fix the environment: its rewards and observations must be finite (a "
-                  f"smaller learning rate will not help).")
+    def describe(self) -> str:
+        return (f"the environment returned a non-finite reward or observation by iteration {self.iteration}, for "
+                f"finite actions: {self.problems}. {self.checkpointed} Fix the environment: its rewards and "
+                f"observations must be finite (a smaller learning rate will not help).")
 
     def with_hint(self, hint: str) -> "EnvironmentNotFinite":
         return self  # no config key fixes an environment
@@ -174,3 +184,15 @@ def all_frozen_problems(labels: list[str], bad_metrics: dict[int, list[str]]) ->
              for i, label in enumerate(labels[:MAX_NAMED_AGENTS])]
     more = f"; and {len(labels) - MAX_NAMED_AGENTS} more agents" if len(labels) > MAX_NAMED_AGENTS else ""
     return f"every agent diverged ({'; '.join(named)}{more})"
+
+
+def replaced_message(iteration: int, replacements: list[tuple[str, int, int, str]], num_alive: int,
+                     num_agents: int) -> str:
+    """The one line that reports the agents PBT replaced after they diverged: each
+    ``(label, step's iteration, source agent, its new hyperparameters)``."""
+    named = [f"{label}, at iteration {at} by a copy of agent {source}" + (f" ({values})" if values else "")
+             for label, at, source, values in replacements[:MAX_NAMED_AGENTS]]
+    more = f"; and {len(replacements) - MAX_NAMED_AGENTS} more agents" if len(replacements) > MAX_NAMED_AGENTS else ""
+    return (f"training diverged by iteration {iteration} for {len(replacements)} agent(s), which PBT replaced: "
+            f"{'; '.join(named)}{more}. {num_alive} of {num_agents} agents train on (pbt_lineage.jsonl lists the "
+            f"replaced agents under \"diverged\").")

@@ -28,8 +28,9 @@ from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
 from evorl.engine.execution import DEVICE_AXIS, Executor, Warmup, to_host
 from evorl.engine.health import (
     FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
-    frozen_message, nonfinite_metrics, tree_all_finite,
+    frozen_message, nonfinite_metrics, replaced_message, tree_all_finite,
 )
+from evorl.engine.last_finite import LastFinite
 from evorl.engine.lineage import lineage_record
 from evorl.engine.pbt import PBT, evolving_hyperparameters
 from evorl.engine.population import aggregate_metrics, apply_variant, population_inputs, variant_label
@@ -84,6 +85,8 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
     #: The run folder (set by ``evorl.app.experiment``): what a stopped run's message says to resume.
     run_dir = None
     _params_finite = None
+    #: The agents PBT replaced in the last chunk after they diverged (see :meth:`write_lineage`).
+    _replacements: dict = {}
 
     def state_without_buffer(self, state):
         """What a checkpoint holds with ``checkpoint.save_buffer: false``: ``state`` without its
@@ -239,6 +242,10 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             return
         keys = [e.key for e in self.pbt.evolving]
         self.last_pbt_records = [lineage_record(r, keys) for r in records]
+        #: Each agent PBT replaced after it diverged, in these records: ``{agent: (iteration, source, values)}``.
+        self._replacements = {entry["agent"]: (record["iteration"], entry["from"], ", ".join(
+            f"{key}={record['new_hyperparameters'][key][entry['agent']]}" for key in keys))
+            for record in self.last_pbt_records for entry in record["copied"] if entry.get("diverged")}
         if self.lineage is None or not is_main_process():
             return
         steps_per_iteration = self.env_steps_per_iteration
@@ -274,9 +281,26 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         alive = self.alive_agents()
         if alive is not None:
             self._report_frozen(alive, bad_metrics, iteration)
-            bad_metrics = [bad if a else [] for bad, a in zip(bad_metrics, alive)]
-            params_finite = params_finite | ~alive
+            self._report_replaced(alive, iteration)
+            excused = ~alive | self.replaced_agents()  # frozen, or diverged and replaced by PBT
+            bad_metrics = [[] if e else bad for bad, e in zip(bad_metrics, excused)]
+            params_finite = params_finite | excused
         check_finite(iteration, params_finite, bad_metrics, self.agent_labels())
+
+    def replaced_agents(self) -> np.ndarray:
+        """Which agents PBT replaced in the last chunk after they diverged: bool ``[N]``."""
+        replaced = np.zeros(self.num_agents, bool)
+        replaced[list(self._replacements)] = True
+        return replaced
+
+    def _report_replaced(self, alive: np.ndarray, iteration: int) -> None:
+        """One line naming the agents PBT replaced in the last chunk after they diverged."""
+        replacements = self._replacements
+        if replacements and is_main_process():
+            labels = self.agent_labels()
+            entries = [(labels[i], *replacements[i]) for i in sorted(replacements)]
+            print(f"evorl: {replaced_message(iteration, entries, int(alive.sum()), self.num_agents)}",
+                  file=sys.stderr, flush=True)
 
     def alive_agents(self) -> np.ndarray | None:
         """Which agents of a population still train (bool ``[N]``); None when no agent is ever
@@ -297,7 +321,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         if newly.size and is_main_process():
             message = frozen_message(iteration, [labels[i] for i in newly], [bad_metrics[i] for i in newly],
                                      int(alive.sum()), self.num_agents)
-            then = " PBT replaces frozen agents at its next steps." if self.config.pbt.enabled else ""
+            then = " PBT replaces frozen agents at its next step." if self.config.pbt.enabled else ""
             print(f"evorl: {message}{then}", file=sys.stderr, flush=True)
 
     def compile(self, state: State) -> float:
@@ -328,7 +352,9 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         pbt = self.config.pbt.enabled
         variants, seeds = ([{}], self.num_agents) if pbt else (self.variants, self.config.training.num_seeds)
         alive = self.alive_agents()
-        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS, include=alive)
+        include = alive if alive is None or not any(key.startswith("train/") for key in metrics) else \
+            alive & ~self.replaced_agents()  # a replaced agent's chunk ran diverged, its copy was not trained
+        out = aggregate_metrics(metrics, variants, seeds, may_be_nan=EPISODE_METRICS, include=include)
         if any(key.startswith("train/") for key in metrics):
             bad = nonfinite_metrics(metrics, self.num_agents, exempt=EPISODE_METRICS)
             params_bad = np.reshape(metrics.get(NONFINITE_PARAMS, np.zeros(self.num_agents)), (self.num_agents,)) > 0
@@ -373,6 +399,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             self.compile(state)
         self.report_progress(done * self.env_steps_per_iteration)  # compiled: the bar leaves "compiling..."
         self.last_metrics: dict[str, float] = {}
+        self._last_finite = LastFinite(self.checkpointer, self.run_dir, state, done)
         with self.executor.running(state):
             while done < tc.num_iterations:
                 # to the next logging point (a run stopped inside a chunk and resumed realigns)
@@ -414,7 +441,10 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         self.report_progress(done * steps_per_iteration)
         steps_taken = self.env_steps_taken(per_agent, n)
         per_agent = train_metrics(per_agent)
-        self.check_health(per_agent, done)  # before anything is logged or checkpointed
+        try:
+            self.check_health(per_agent, done)  # before anything is logged or checkpointed
+        except TrainingDiverged as e:
+            raise self._last_finite.save_for(e) from None
         metrics = self._aggregate(per_agent)
         metrics.update(self.executor.host_metrics())
         metrics.update(self.evaluate(state))
@@ -422,6 +452,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         self.last_metrics = metrics
         self.write_metrics(metrics, done * steps_per_iteration)
         saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
+        self._last_finite.passed(state, done, saved)
         return state, done, saved
 
 

@@ -16,14 +16,19 @@ def shortest(values: Any) -> list[float]:
 
 def lineage_record(record: dict, keys: list[str]) -> dict:
     """The JSON record of one PBT step from the executor's arrays (``iteration``, ``source
-    [N]``, ``fitness [N]``, ``before [N, H]``, ``after [N, H]``; ``keys`` names the ``H``)."""
+    [N]``, ``fitness [N]``, ``before [N, H]``, ``after [N, H]``, ``diverged [N]``; ``keys``
+    names the ``H``). ``diverged`` lists the agents frozen by divergence before the step, and
+    their ``copied`` entries say so: each was replaced by a copy of a good agent."""
     source = [int(s) for s in np.asarray(record["source"])]
     before, after = np.asarray(record["before"]), np.asarray(record["after"])
+    diverged = set(np.flatnonzero(np.asarray(record.get("diverged", np.zeros(len(source), bool)))).tolist())
     return {
         "iteration": int(record["iteration"]),
         "fitness": shortest(record["fitness"]),
         "source": source,
-        "copied": [{"agent": i, "from": s} for i, s in enumerate(source) if s != i],
+        "copied": [{"agent": i, "from": s, **({"diverged": True} if i in diverged else {})}
+                   for i, s in enumerate(source) if s != i],
+        "diverged": sorted(diverged),
         "hyperparameters": {key: shortest(before[:, j]) for j, key in enumerate(keys)},
         "new_hyperparameters": {key: shortest(after[:, j]) for j, key in enumerate(keys)},
     }

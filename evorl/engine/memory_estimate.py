@@ -112,14 +112,18 @@ def sizes_of_agent(agent: Any) -> NetworkSizes:
     )
 
 
-def sizes_from_config(agent_cfg: Any, default_networks: bool = True) -> NetworkSizes:
+def sizes_from_config(agent_cfg: Any, default_networks: bool = True,
+                      env_step: tuple[int, int] | None = None) -> NetworkSizes:
     """Lower bounds of the sizes from the ``agent:`` keys alone (one observation and action
     dimension), as the default networks use them: each head an MLP of its hidden sizes, after
     a ``core_size`` torso layer and a recurrent core of at least ``3 core_size^2`` weights when
     ``agent.core`` is set. With ``default_networks=False`` (a custom network factory, free to
-    ignore those keys) the networks count as empty."""
+    ignore those keys) the networks count as empty. ``env_step``: ``(agents, observation size
+    of one agent)`` where known before the env is built (a multi-agent env's), else one of each."""
+    agents, obs = env_step or (1, 1)
+    step = dict(obs_size=agents * obs, action_size=agents, agents_per_step=agents)
     if not default_networks:
-        return NetworkSizes(0, 0, 1, 1, 0, (), exact=False)
+        return NetworkSizes(0, 0, policy_state_size=0, largest_layer=(), exact=False, **step)
     core = getattr(agent_cfg, "core", "none") != "none"
     core_size = agent_cfg.core_size if core else 0
     head_input = core_size if core else 1
@@ -131,7 +135,7 @@ def sizes_from_config(agent_cfg: Any, default_networks: bool = True) -> NetworkS
     return NetworkSizes(
         num_params=sum(a * b for a, b in layers),
         activation_width=sum(a + b for a, b in layers),
-        obs_size=1, action_size=1, policy_state_size=core_size, largest_layer=largest, exact=False,
+        policy_state_size=core_size, largest_layer=largest, exact=False, **step,
     )
 
 

@@ -57,7 +57,7 @@ from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
 from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
 from evorl.engine.evaluator import each_agent
 from evorl.engine.population import with_variant
-from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore
+from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore, explore, replace_diverged
 from evorl.rl.rollout import EpisodeStats
 
 
@@ -224,7 +224,7 @@ class PBT:
         if axis_name is not None:
             gather = lambda x: lax.all_gather(x, axis_name, tiled=True)  # noqa: E731
             population, fitness, everyone_alive = jax.tree.map(gather, (population, fitness, alive))
-        population, record = self.step(population, fitness)
+        population, record = self.step(population, fitness, everyone_alive)
         alive = everyone_alive[record["source"]]
         if axis_name is not None:
             start = lax.axis_index(axis_name) * local_agents
@@ -261,22 +261,46 @@ class PBT:
         returns, _ = each_agent(self.evaluate, self.num_agents)(state.agent_state, keys)  # [N, E]
         return np.mean(returns, axis=-1).astype(np.float32)
 
-    def step(self, state, fitness: jax.Array) -> tuple[Any, dict]:
+    def step(self, state, fitness: jax.Array, alive: jax.Array | None = None) -> tuple[Any, dict]:
         """Exploit and explore on the whole population ``state`` with ``fitness [N]``; returns
-        the new state and the step's record (``source``, ``fitness``, ``before``, ``after``)."""
+        the new state and the step's record (``source``, ``fitness``, ``before``, ``after`` and
+        ``diverged``, the agents not ``alive [N]`` before the step; default: all alive).
+
+        A diverged agent ranks last (its fitness is NaN), and one that the strategy leaves in
+        place (truncation replaces only the ``k`` worst; a swarm pair may hold two diverged
+        agents) copies one of the best agents alive instead
+        (:func:`~evorl.rl.evolution.replace_diverged`). Every diverged agent then explores from
+        its source's hyperparameters by truncation's rule (:func:`~evorl.rl.evolution.explore`;
+        a swarm's velocity restarts at 0), not from its own, which diverged. After the step
+        every agent trains, unless none was alive."""
+        alive = jnp.ones(fitness.shape, bool) if alive is None else alive
         key = jax.random.fold_in(state.key[0], DRAW_TAG)
         before = self.values(state)
         if self.config.strategy == "cso":
             source, after, velocity = self.swarm_step(key, fitness, before, state.pbt_velocity)
             state = state.replace(pbt_velocity=velocity)
+            key = jax.random.fold_in(key, DRAW_TAG)  # the draws of the diverged agents' replacement
         else:
-            draws = draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
-            source, after = exploit_explore(fitness, before, draws, self.num_replaced, self.evolving,
+            source, after = exploit_explore(fitness, before, self._draws(key), self.num_replaced, self.evolving,
                                             self.config.perturb_factors, self.config.resample_probability)
+        draws = self._draws(key)
+        donors = self.num_replaced if self.config.strategy != "cso" else self.num_agents // 2
+        source, _ = replace_diverged(source, alive, fitness, draws.winner, max(donors, 1))
+        # a diverged agent's own hyperparameters are what diverged: it explores from its donor's (velocity 0)
+        diverged = ~alive & jnp.any(alive)
+        after = jnp.where(diverged[:, None], explore(before, source, draws, self.evolving, self.config.perturb_factors,
+                                                     self.config.resample_probability), after)
+        if self.config.strategy == "cso":
+            state = state.replace(pbt_velocity=jnp.where(diverged[:, None], 0.0, state.pbt_velocity))
         state = copy_agents(state, source, self.copied)
         state = self.with_values(state, after)
-        record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after}
+        record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after,
+                  "diverged": ~alive}
         return state, record
+
+    def _draws(self, key: jax.Array):
+        """The random numbers of a truncation step (:func:`~evorl.rl.evolution.draw`)."""
+        return draw(key, self.num_agents, len(self.evolving), len(self.config.perturb_factors))
 
     def swarm_step(self, key: jax.Array, fitness: jax.Array, values: jax.Array, velocity: jax.Array):
         """``strategy: cso``: :func:`~evorl.rl.evolution.cso_step` on the hyperparameters

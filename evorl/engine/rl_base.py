@@ -30,7 +30,7 @@ from evorl.engine.population import with_variant
 from evorl.engine.processes import initialize as initialize_distributed, is_main_process
 from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
 from evorl.engine.workflow import WORKFLOWS, Workflow
-from evorl.envs import VectorEnv, create_env
+from evorl.envs import VectorEnv, create_env, step_size_before_building
 from evorl.envs.multi_agent import is_multi_agent
 from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
 
@@ -311,7 +311,8 @@ class RLWorkflow(Workflow):
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
         num_devices = jax.device_count() if enable_multi_devices else 1
         asynchronous = config.runner.asynchronous(env_on_host=config.env.env_type in HOST_ENV_TYPES)
-        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None)
+        lower_bounds = sizes_from_config(config.agent, default_networks=cls.network_factory is None,
+                                         env_step=step_size_before_building(config.env))
         check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
                      num_devices)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=cls.envs_per_agent(config))

@@ -66,3 +66,18 @@ def create_env(env_cfg: Any, episode_length: int | None = None, parallel: int = 
     module_name, class_name = ENV_TYPE_SPECS[env_type].adapter.split(".")
     backend_env = getattr(importlib.import_module(f"evorl.envs.{module_name}"), class_name)
     return backend_env(env_name, num_envs=parallel, episode_length=episode_length, **kwargs)
+
+
+def step_size_before_building(env_cfg: Any) -> tuple[int, int] | None:
+    """``(agents, observation size of one agent)`` of one env step, read before the env is
+    built where building it could itself exhaust memory (a JaxMARL env given an agent count:
+    evorl's adapter stacks every agent's spaces, so an absurd count must meet the memory
+    estimate first); None otherwise. Refuses JaxMARL keywords the env does not read."""
+    from evorl.config.env_limits import AGENT_COUNT_KWARGS
+
+    cfg = _as_dict(env_cfg)
+    if cfg.get("env_type") != "jaxmarl" or not set(AGENT_COUNT_KWARGS) & set(cfg.get("kwargs") or {}):
+        return None
+    from evorl.envs.jaxmarl_env import jaxmarl_step_size
+
+    return jaxmarl_step_size(cfg["env_name"], dict(cfg.get("kwargs") or {}))

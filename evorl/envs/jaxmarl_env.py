@@ -19,6 +19,8 @@ observation instead of treating it as terminal (:data:`STEP_LIMITS`):
 
 from __future__ import annotations
 
+import math
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -33,6 +35,95 @@ UNREACHED_STEPS = 2**30
 
 def jaxmarl_env_names() -> list[str]:
     return list(import_env_package("jaxmarl").registered_envs)
+
+
+def jaxmarl_class(env_name: str):
+    """The class ``jaxmarl.make(env_name)`` builds, read from ``make``'s source (its branches
+    ``if env_id == "name": env = Class(**env_kwargs)``); None where that cannot be read."""
+    import ast
+    import inspect
+
+    from jaxmarl import registration
+
+    try:
+        tree = ast.parse(inspect.getsource(registration.make).lstrip())
+    except (OSError, TypeError, SyntaxError):
+        return None
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.comparators[0], ast.Constant) and node.test.comparators[0].value == env_name):
+            continue
+        for statement in node.body:
+            call = getattr(statement, "value", None)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name):
+                return getattr(registration, call.func.id, None)
+    return None
+
+
+def accepted_keywords(cls) -> set[str] | None:
+    """The keywords ``cls(**kwargs)`` reads: each ``__init__``'s parameters along the MRO
+    (``inspect.signature``) and the names its body reads from ``**kwargs`` (``"rad" in
+    kwargs``); None when an ``__init__`` hands ``**kwargs`` on to anything but its base's
+    (MABrax passes them to brax): then any keyword may be valid."""
+    import inspect
+    import re
+
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None or klass is object:
+            continue
+        parameters = inspect.signature(init).parameters
+        names |= {n for n, p in parameters.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and n != "self"}
+        var_keyword = next((n for n, p in parameters.items() if p.kind is p.VAR_KEYWORD), None)
+        if var_keyword is None:
+            break
+        try:
+            source = inspect.getsource(init)
+        except (OSError, TypeError):
+            return None
+        forwarded = re.findall(rf"([\w.]+)\([^()]*\*\*{var_keyword}\b", source)
+        if any(not f.endswith("__init__") for f in forwarded):
+            return None
+        quoted = rf"[\"']([A-Za-z_]\w*)[\"']"
+        names |= set(re.findall(rf"{quoted}\s+in\s+{var_keyword}\b", source))
+        names |= set(re.findall(rf"{var_keyword}(?:\.get\(|\[)\s*{quoted}", source))
+    return names
+
+
+def check_jaxmarl_kwargs(env_name: str, kwargs: dict) -> None:
+    """A ConfigError naming the ``env.kwargs`` that ``jaxmarl.make(env_name)``'s env does not
+    read (it would silently ignore them), with the ones it reads."""
+    cls = jaxmarl_class(env_name)
+    accepted = None if cls is None else accepted_keywords(cls)
+    unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
+    if unknown:
+        raise ConfigError(f"env.kwargs {', '.join(unknown)}: JaxMARL's {env_name} ({cls.__name__}) has no such "
+                          f"keyword{'s' if len(unknown) > 1 else ''} and would ignore it; it reads: "
+                          f"{', '.join(sorted(accepted))}.")
+
+
+def jaxmarl_step_size(env_name: str, kwargs: dict) -> tuple[int, int]:
+    """``(agents, observation size of one agent)`` of ``jaxmarl.make(env_name, **kwargs)``,
+    read from the JaxMARL env alone (evorl's adapter, built next, stacks every agent's spaces:
+    an absurd agent count is refused by the memory estimate before it is). Refuses unknown
+    keywords and an env without agents."""
+    jaxmarl = import_env_package("jaxmarl")
+    env_name = checked_env_name("jaxmarl", env_name, list(jaxmarl.registered_envs))
+    check_jaxmarl_kwargs(env_name, kwargs)
+    env = _make(jaxmarl, env_name, kwargs)
+    if not env.agents:
+        raise ConfigError(f"jaxmarl.make({env_name!r}, **{kwargs}) has no agents (env.kwargs); give it at least one.")
+    return len(env.agents), math.prod(env.observation_space(env.agents[0]).shape)
+
+
+def _make(jaxmarl, env_name: str, kwargs: dict):
+    """``jaxmarl.make``, its refusal of the keywords a ConfigError."""
+    try:
+        return jaxmarl.make(env_name, **kwargs)
+    except (TypeError, ValueError, NotImplementedError, AssertionError) as err:
+        raise ConfigError(f"jaxmarl.make({env_name!r}, **{kwargs}) refused its keywords (env.kwargs): "
+                          f"{type(err).__name__}: {err}") from err
 
 
 def _convert_space(space, what: str):
@@ -76,11 +167,10 @@ class JaxMARLEnv(MultiAgentVectorEnv):
         jaxmarl = import_env_package("jaxmarl")
         env_kwargs = {**(kwargs or {}), **env_kwargs}
         self.env_name = checked_env_name("jaxmarl", env_name, list(jaxmarl.registered_envs))
-        try:
-            env = jaxmarl.make(self.env_name, **env_kwargs)
-        except (TypeError, ValueError, NotImplementedError, AssertionError) as err:
-            raise ConfigError(f"jaxmarl.make({self.env_name!r}, **{env_kwargs}) refused its keywords (env.kwargs): "
-                              f"{type(err).__name__}: {err}") from err
+        check_jaxmarl_kwargs(self.env_name, env_kwargs)
+        env = _make(jaxmarl, self.env_name, env_kwargs)
+        if not env.agents:
+            raise ConfigError(f"jaxmarl.make({self.env_name!r}, **{env_kwargs}) has no agents (env.kwargs).")
         default_length = UNREACHED_STEPS
         limit = step_limit(env)
         if limit is not None:

@@ -15,7 +15,9 @@ built from them, behind one ask/tell interface, are :mod:`evorl.rl.optimisers`.
   :func:`ga_step`; NSGA-II's are in :mod:`evorl.rl.multi_objective`;
 * PBT's exploit/explore steps: truncation selection (:func:`exploit_explore`, its random
   numbers drawn by :func:`draw`) and the competitive swarm (:func:`cso_step`, drawn by
-  :func:`cso_draw`); the step on the training state and its schedule are
+  :func:`cso_draw`); a diverged agent that a step leaves in place copies a good one
+  instead (:func:`replace_diverged`) and explores from its hyperparameters (:func:`explore`);
+  the step on the training state and its schedule are
   :mod:`evorl.engine.pbt`, the equations in its docstring and :func:`cso_step`'s.
 """
 
@@ -264,6 +266,18 @@ def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_rep
     replaced = (source != jnp.arange(num_agents))[:, None]  # [N, 1]
     if not evolving:
         return source, values
+    return source, jnp.where(replaced, explore(values, source, draws, evolving, perturb_factors,
+                                               resample_probability), values)
+
+
+def explore(values: jax.Array, source: jax.Array, draws: Draws, evolving: tuple[Evolving, ...],
+            perturb_factors: tuple[float, ...], resample_probability: float) -> jax.Array:
+    """PBT's explore: each agent's copy of ``values[source] [N, H]`` perturbed by a drawn factor
+    of ``perturb_factors``, or resampled (log-uniformly for a learning rate) with probability
+    ``resample_probability``, then clipped to the bounds (the module docstring of
+    :mod:`evorl.engine.pbt` has the rule)."""
+    if not evolving:
+        return values[source]
     low = jnp.asarray([e.low for e in evolving], jnp.float32)  # [H]
     high = jnp.asarray([e.high for e in evolving], jnp.float32)
     log_scale = jnp.asarray([e.log_scale for e in evolving])
@@ -272,8 +286,22 @@ def exploit_explore(fitness: jax.Array, values: jax.Array, draws: Draws, num_rep
     log_low, log_high = jnp.log(jnp.where(log_scale, low, 1.0)), jnp.log(jnp.where(log_scale, high, 1.0))
     resampled = jnp.where(log_scale, jnp.exp(log_low + draws.value * (log_high - log_low)),
                           low + draws.value * (high - low))
-    explored = jnp.clip(jnp.where(draws.resample < resample_probability, resampled, perturbed), low, high)
-    return source, jnp.where(replaced, explored, values)
+    return jnp.clip(jnp.where(draws.resample < resample_probability, resampled, perturbed), low, high)
+
+
+def replace_diverged(source: jax.Array, alive: jax.Array, fitness: jax.Array, winner: jax.Array,
+                     num_donors: int) -> tuple[jax.Array, jax.Array]:
+    """``source [N]`` of a PBT step (whom each agent copies) with every agent whose source has
+    diverged (``alive [N]`` false: a frozen agent that the strategy left in place, or that copied
+    another frozen one) copying instead one of the ``num_donors`` best agents that are alive, by
+    :func:`ranked` ``fitness [N]`` (``winner [N]``, uniform in [0, 1), picks which). Returns the
+    new ``source`` and which agents were so replaced ``[N]``. With no agent alive nothing changes."""
+    num_agents = alive.shape[0]
+    order = jnp.lexsort((ranked(fitness), alive))  # [N] worst to best, the diverged first
+    donors = jnp.clip(jnp.minimum(num_donors, jnp.sum(alive)), 1, num_agents)
+    pick = jnp.minimum((winner * donors).astype(jnp.int32), donors - 1)
+    stranded = ~alive[source] & jnp.any(alive)
+    return jnp.where(stranded, order[num_agents - 1 - pick], source), stranded
 
 
 

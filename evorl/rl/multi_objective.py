@@ -41,9 +41,27 @@ def dominates(objectives: jax.Array) -> jax.Array:
     return jnp.all(a >= b, axis=2) & jnp.any(a > b, axis=2)
 
 
+class RankingStuck(RuntimeError):
+    """:func:`non_dominated_ranks` left members unranked after ``N`` rounds: the dominance
+    relation it was given has a cycle (a bug in it, not in the data)."""
+
+
+def _raise_if_stuck(unranked) -> None:
+    """Raises :class:`RankingStuck` if any member was left unranked (``unranked``: how many, of
+    each ranking under ``vmap``)."""
+    if np.any(np.asarray(unranked) > 0):
+        raise RankingStuck(f"non_dominated_ranks: {int(np.max(unranked))} members still unranked after as many rounds "
+                           f"as members: the dominance relation has a cycle (every round must rank one at least).")
+
+
 def non_dominated_ranks(objectives: jax.Array) -> jax.Array:
     """``[N]`` int32 front index of each member of ``objectives [N, K]`` (0: non-dominated).
-    Non-finite rows (:func:`sanitize`) rank after every finite one; equal rows share a rank."""
+    Non-finite rows (:func:`sanitize`) rank after every finite one; equal rows share a rank.
+
+    Each round ranks the members no remaining member dominates; under a strict partial order
+    (:func:`dominates`) every round ranks one at least, so ``N`` rounds rank all. The loop stops
+    there whatever the relation, and raises :class:`RankingStuck` (from inside a compiled
+    program too) if any member is left, instead of looping forever."""
     num = objectives.shape[0]
     dom = dominates(sanitize(objectives)).astype(jnp.int32)  # [N, N]
 
@@ -55,7 +73,9 @@ def non_dominated_ranks(objectives: jax.Array) -> jax.Array:
         return rank + 1, count, ranks, remaining & ~front
 
     init = (jnp.zeros((), jnp.int32), jnp.sum(dom, axis=0), jnp.full((num,), num, jnp.int32), jnp.ones((num,), bool))
-    return lax.while_loop(lambda c: jnp.any(c[3]), body, init)[2]
+    _, _, ranks, remaining = lax.while_loop(lambda c: jnp.any(c[3]) & (c[0] < num), body, init)
+    jax.debug.callback(_raise_if_stuck, jnp.sum(remaining))  # a host check (not a branch: vmap makes one a select)
+    return ranks
 
 
 def crowding_distance(objectives: jax.Array, ranks: jax.Array) -> jax.Array:
