@@ -75,8 +75,8 @@ def test_config_errors_name_the_fix_and_leave_no_folder(tmp_path):
 def test_unknown_config_name_lists_the_valid_ones(tmp_path):
     proc = train(["--config-name=ppo_cartpol"], tmp_path, status=2)
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("evorl: unknown config name 'ppo_cartpol'; valid: a2c_breakout, ")
-    assert "ppo_cartpole" in line and "algo=<name>" in line and "search path" not in proc.stderr.lower()
+    assert line.startswith("evorl: unknown config name 'ppo_cartpol'. Did you mean 'ppo_cartpole' or ")
+    assert "Valid: a2c_breakout, " in line and "reinforce_cartpole" in line and "algo=<name>" in line and "search path" not in proc.stderr.lower()
 
 
 def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):

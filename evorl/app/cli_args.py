@@ -11,6 +11,7 @@ import sys
 from evorl.app.cli_errors import plain_config
 from evorl.app.config_groups import GROUPS, config_names
 from evorl.config import ConfigError
+from evorl.config.errors import did_you_mean
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
 
@@ -71,14 +72,15 @@ def option_value(argv: list[str], *names: str) -> str | None:
 
 
 def check_config_name(argv: list[str]) -> None:
-    """An unknown ``--config-name`` (of evorl's own configs) is one line listing the valid
-    names, exit status 2 (Hydra would print its search path)."""
+    """An unknown ``--config-name`` (of evorl's own configs) is one line naming the closest
+    names, then every valid one, exit status 2 (Hydra would print its search path)."""
     name = option_value(argv, "--config-name", "-cn")
     if name is None or option_value(argv, "--config-path", "-cp", "--config-dir", "-cd") is not None:
         return
     names = config_names()
     if name.removesuffix(".yaml") not in names:
-        print(f"evorl: unknown config name {name!r}; valid: {', '.join(names)} "
+        print(f"evorl: unknown config name {name!r}.{did_you_mean(name.removesuffix('.yaml'), names)} "
+              f"Valid: {', '.join(names)} "
               f"(or a config group: {'; '.join(f'{g}=<name>' for g in GROUPS if g != 'tuned')}).",
               file=sys.stderr, flush=True)
         sys.exit(2)
