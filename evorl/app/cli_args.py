@@ -12,6 +12,7 @@ from evorl.app.cli_errors import plain_config
 from evorl.app.config_groups import GROUPS, config_names
 from evorl.config import ConfigError
 from evorl.config.errors import did_you_mean
+from evorl.config.training import RUN_LENGTH_KEYS
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
 
@@ -127,6 +128,9 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
         if override.is_delete() or override.is_sweep_override():
             raise ConfigError(f"resume does not support the override {override.input_line!r}.")
         OmegaConf.update(cfg, key, override.value(), force_add=True)
+        run_length = [f"training.{k}" for k in RUN_LENGTH_KEYS]
+        if key in run_length and override.value() is not None:  # the run's length, set the other way
+            OmegaConf.update(cfg, next(k for k in run_length if k != key), None, force_add=True)
     return {**plain_config(cfg), "resume": run_dir}
 
 

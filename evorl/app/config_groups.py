@@ -37,6 +37,7 @@ from typing import Any
 
 from evorl.config.errors import ConfigError, did_you_mean, unknown_key_error
 from evorl.config.parsing import section_data
+from evorl.config.training import run_length_under
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: The config groups, each a folder of ``configs/``.
@@ -193,7 +194,9 @@ def select_algorithm(cfg: dict) -> tuple[dict, str | None]:
                      f"algorithm defaults of the config ({', '.join(left_out) or 'none'}){hint}.")
     for section in ALGO_SECTIONS:
         if section in node:
-            cfg[section] = deep_merge(node[section], section_data(cfg.get(section, {}), section))
+            top = section_data(cfg.get(section, {}), section)
+            defaults = run_length_under(node[section] or {}, top) if section == "training" else node[section]
+            cfg[section] = deep_merge(defaults, top)
     return cfg, None
 
 

@@ -27,9 +27,18 @@ def did_you_mean(word: str, valid: list[str] | tuple[str, ...], n: int = 3, cuto
     return f" Did you mean {' or '.join(repr(prefix + name) for name in close)}?" if close else ""
 
 
+#: Keys other libraries have (SB3's ``total_timesteps``), by name in any section: what evorl
+#: calls them.
+FAMILIAR_KEYS = dict.fromkeys(
+    ("total_timesteps", "num_timesteps", "total_steps", "timesteps", "num_env_steps", "total_env_steps"),
+    "A run's length in env steps is 'training.total_env_steps' (in iterations: 'training.num_iterations').")
+
+
 def unknown_key_error(key: str, valid: list[str], where: str) -> ConfigError:
     full = f"{where}.{key}" if where else key
     hint = did_you_mean(key, valid, n=1, cutoff=0.5, prefix=f"{where}." if where else "")
+    if key in FAMILIAR_KEYS:
+        hint = f" {FAMILIAR_KEYS[key]}"
     return ConfigError(f"Unknown config key '{full}'.{hint} Valid keys{' of ' + where if where else ''}: {', '.join(sorted(valid))}.")
 
 
