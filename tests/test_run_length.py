@@ -50,6 +50,8 @@ def test_the_saved_config_resumes_to_the_same_length():
      r"'training.total_env_steps' does not apply to ESWorkflow: one iteration is a generation"),
     ({"workflow_cls": "evorl.workflows.CEMRLWorkflow", "env": {"env_name": "Pendulum-v1"},
       "training": {"total_env_steps": 10_000}}, r"does not apply to CEMRLWorkflow"),
+    ({"workflow_cls": "evorl.workflows.ERLWorkflow", "env": {"env_name": "Pendulum-v1"},
+      "training": {"total_env_steps": 10_000}}, r"does not apply to ERLWorkflow"),
 ])
 def test_run_length_mistakes_are_one_clear_error(cfg, message):
     with pytest.raises(ConfigError, match=message):
@@ -68,3 +70,22 @@ def test_a_single_file_config_needs_its_num_iterations_unset():
     cfg["training"]["num_iterations"] = None
     training = resolve_workflow_cls(cfg["workflow_cls"]).parse_config(cfg).training
     assert training.num_iterations == -(-4096 // training.env_steps_per_iteration)
+
+
+def test_resume_sets_the_length_either_way(tmp_path):
+    """A run saved with total_env_steps resumes longer with training.num_iterations=N (or a new
+    total_env_steps): the override replaces the saved length, it does not clash with it."""
+    import yaml
+
+    from evorl.app.cli_args import resume_config
+
+    saved = resolved_config(parse({"training": {"total_env_steps": 5000, "num_envs": 4, "rollout_length": 16}}))
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(saved))
+
+    def length(overrides):
+        cfg = resume_config(str(tmp_path), overrides)
+        return resolve_workflow_cls(cfg["workflow_cls"]).parse_config(cfg).training.num_iterations
+
+    assert length([]) == 79
+    assert length(["training.num_iterations=200"]) == 200
+    assert length(["training.total_env_steps=6400"]) == 100
