@@ -130,3 +130,20 @@ def test_untuned_combinations_are_flagged_in_one_line():
     assert untuned_note({"algo": "ppo", "env": "acrobot"}) is None  # configs/tuned/ppo_acrobot.yaml
     assert untuned_note({"algo": "impala", "env": "cartpole"}) is None  # the algorithms' own env
     assert "no algorithm has one" in untuned_note({"algo": "impala", "env": "nosuch"})
+
+
+def test_help_sets_each_algorithm_apart():
+    """Workflows that share a module (TD3 and DDPG, IPPO and MAPPO, MATD3 and MADDPG) each get
+    their own line in --help, naming what sets them apart."""
+    from evorl.app.cli_help import algorithm_lines
+
+    text = "\n".join(algorithm_lines())
+    by_name = {}
+    for line in text.replace("\n    ", " ").splitlines():
+        name, _, description = line.strip().partition(" ")
+        by_name[name.removeprefix("evorl.workflows.")] = " ".join(description.split())
+    assert len(set(by_name.values())) == len(by_name), by_name  # no two alike
+    for name, words in {"DDPGWorkflow": ("one critic",), "TD3Workflow": ("twin critics", "delayed"),
+                        "IPPOWorkflow": ("its own observation",), "MAPPOWorkflow": ("global state",),
+                        "MATD3Workflow": ("twin", "TD3"), "MADDPGWorkflow": ("DDPG", "one centralised critic")}.items():
+        assert all(w in by_name[name] for w in words), (name, by_name[name])
