@@ -89,3 +89,30 @@ def test_resume_sets_the_length_either_way(tmp_path):
     assert length([]) == 79
     assert length(["training.num_iterations=200"]) == 200
     assert length(["training.total_env_steps=6400"]) == 100
+
+
+@pytest.mark.slow  # three short runs of the command (~40 s on 2 cores)
+def test_a_run_of_total_env_steps_resumes_longer_either_way(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "EVORL_COMPILATION_CACHE": str(tmp_path / "cache")}
+    env.pop("HYDRA_FULL_ERROR", None)
+    run = tmp_path / "run"
+
+    def train(*args):
+        proc = subprocess.run([sys.executable, str(root / "scripts" / "train.py"), *args], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    out = train("training.total_env_steps=100", "training.num_envs=4", "training.rollout_length=16",
+                "training.eval_interval=1", "training.eval_episodes=1", "agent.actor_hidden_layer_sizes=[8]",
+                "agent.critic_hidden_layer_sizes=[8]", f"hydra.run.dir={run}")
+    assert "iter=2 env_steps=128 " in out and "iter=3" not in out  # ceil(100 / 64) = 2
+    assert "iter=4 env_steps=256 " in train(f"resume={run}", "training.total_env_steps=256")
+    assert "iter=5 env_steps=320 " in train(f"resume={run}", "training.num_iterations=5")
