@@ -71,3 +71,28 @@ def import_mjx_quietly() -> None:
     finally:
         kept = [line for line in printed.getvalue().splitlines(keepends=True) if not line.startswith(MJX_IMPORT_NOISE)]
         sys.stdout.write("".join(kept))
+
+
+#: What JaxMARL prints (to stdout) on import when its optional ``jaxrobotarium`` envs are absent.
+JAXMARL_IMPORT_NOISE = ("Importing submoduled environments...", "Submoduled environments not found.")
+
+
+def import_jaxmarl_quietly() -> None:
+    """Imports ``jaxmarl`` (once per process; nothing if it is not installed) without its
+    :data:`JAXMARL_IMPORT_NOISE` lines; anything else it prints still shows. JaxMARL's MABrax
+    module resets ``sys.stdout`` to ``sys.__stdout__`` while it imports, so that one is
+    redirected too."""
+    if "jaxmarl" in sys.modules:
+        return
+    printed, real_stdout = io.StringIO(), sys.__stdout__
+    try:
+        sys.__stdout__ = printed
+        with contextlib.redirect_stdout(printed):
+            importlib.import_module("jaxmarl")
+    except ImportError:
+        pass  # import_env_package names the extra that installs it
+    finally:
+        sys.__stdout__ = real_stdout
+        kept = [line for line in printed.getvalue().splitlines(keepends=True)
+                if not line.startswith(JAXMARL_IMPORT_NOISE)]
+        sys.stdout.write("".join(kept))

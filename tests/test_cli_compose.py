@@ -75,8 +75,8 @@ def test_config_errors_name_the_fix_and_leave_no_folder(tmp_path):
 def test_unknown_config_name_lists_the_valid_ones(tmp_path):
     proc = train(["--config-name=ppo_cartpol"], tmp_path, status=2)
     [line] = proc.stderr.strip().splitlines()
-    assert line.startswith("evorl: unknown config name 'ppo_cartpol'; valid: a2c_breakout, ")
-    assert "ppo_cartpole" in line and "algo=<name>" in line and "search path" not in proc.stderr.lower()
+    assert line.startswith("evorl: unknown config name 'ppo_cartpol'. Did you mean 'ppo_cartpole' or ")
+    assert "Valid: a2c_breakout, " in line and "reinforce_cartpole" in line and "algo=<name>" in line and "search path" not in proc.stderr.lower()
 
 
 def test_help_lists_configs_algorithms_env_types_and_keys(tmp_path):
@@ -130,3 +130,20 @@ def test_untuned_combinations_are_flagged_in_one_line():
     assert untuned_note({"algo": "ppo", "env": "acrobot"}) is None  # configs/tuned/ppo_acrobot.yaml
     assert untuned_note({"algo": "impala", "env": "cartpole"}) is None  # the algorithms' own env
     assert "no algorithm has one" in untuned_note({"algo": "impala", "env": "nosuch"})
+
+
+def test_help_sets_each_algorithm_apart():
+    """Workflows that share a module (TD3 and DDPG, IPPO and MAPPO, MATD3 and MADDPG) each get
+    their own line in --help, naming what sets them apart."""
+    from evorl.app.cli_help import algorithm_lines
+
+    text = "\n".join(algorithm_lines())
+    by_name = {}
+    for line in text.replace("\n    ", " ").splitlines():
+        name, _, description = line.strip().partition(" ")
+        by_name[name.removeprefix("evorl.workflows.")] = " ".join(description.split())
+    assert len(set(by_name.values())) == len(by_name), by_name  # no two alike
+    for name, words in {"DDPGWorkflow": ("one critic",), "TD3Workflow": ("twin critics", "delayed"),
+                        "IPPOWorkflow": ("its own observation",), "MAPPOWorkflow": ("global state",),
+                        "MATD3Workflow": ("twin", "TD3"), "MADDPGWorkflow": ("DDPG", "one centralised critic")}.items():
+        assert all(w in by_name[name] for w in words), (name, by_name[name])

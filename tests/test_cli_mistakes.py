@@ -59,8 +59,15 @@ CASES = {
                              "distributed.process_id=0"], ["distributed.coordinator_address", "host:port"]),
     "gymnasium_kwarg": (["env.env_type=gymnasium", "env.kwargs={bogus_kw:1}"],
                         ["config error: env.kwargs", "CartPole-v1", "'bogus_kw'"]),
-    "algo_unknown": (["algo=ppo2"], ["config error: algo=ppo2", "valid: a2c, ddpg, dqn, impala, ppo, reinforce, sac, td3"]),
-    "env_unknown": (["env=nosuchenv"], ["config error: env=nosuchenv", "valid: ", "cartpole"]),
+    "algo_unknown": (["algo=ppo2"], ["config error: algo=ppo2", "Did you mean 'algo=ppo'?",
+                                     "Valid: a2c, ddpg, dqn, impala, ppo, reinforce, sac, td3"]),
+    "env_unknown": (["env=nosuchenv"], ["config error: env=nosuchenv", "acrobot, cartpole, pendulum"]),
+    "int_key_given_1e5": (["training.num_iterations=1e5"],
+                          ["config error: 'training.num_iterations' = 100000.0 is a float",
+                           "write training.num_iterations=100000."]),
+    "env_id_as_group": (["env=CartPole-v1"], ["config error: env=CartPole-v1: no such env group",
+                                              "(env= chooses one: acrobot, cartpole, pendulum)",
+                                              "set env.env_name=CartPole-v1", "Did you mean 'env=cartpole'?"]),
 }
 
 

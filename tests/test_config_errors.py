@@ -22,6 +22,10 @@ def build(**sections):
         ({"trainnig": {}}, r"Unknown config key 'trainnig'. Did you mean 'training'\?"),
         ({"training": {"num_envs": "eight"}}, r"'training.num_envs' = 'eight' has type str; expected int"),
         ({"training": {"num_envs": 8.5}}, r"'training.num_envs' = 8.5 has type float; expected int"),
+        # 1e5 on the command line is the float 100000.0: refused, with the integer to write
+        ({"training": {"num_iterations": 1e5}},
+         r"^'training.num_iterations' = 100000.0 is a float; it takes an integer: write training.num_iterations=100000\.$"),
+        ({"training": {"eval_episodes": 1e2}}, r"write training.eval_episodes=100\.$"),  # an int | None key
         ({"training": {"learning_rate": -1e-3}}, r"training.learning_rate must be > 0, got -0.001"),
         ({"training": {"gamma": 1.5}}, r"training.gamma must be in \[0, 1\], got 1.5"),
         ({"training": {"num_minibatches": 3}}, r"training.num_minibatches=3 must divide the batch .* = 512"),
@@ -56,3 +60,19 @@ def test_omegaconf_config_is_accepted():
     workflow = PPOWorkflow.build_from_config(cfg)
     assert workflow.config.agent.actor_hidden_layer_sizes == (8,)
     assert workflow.config.training.learning_rate == pytest.approx(3e-4)
+
+
+def test_did_you_mean_is_one_mechanism_closest_first_case_folded():
+    from evorl.config.errors import close_matches, did_you_mean
+
+    assert close_matches("ppo_cartpol", ["a2c_cartpole", "pbt_ppo_cartpole", "ppo_cartpole"])[0] == "ppo_cartpole"
+    assert close_matches("CartPole-v1", ["acrobot", "cartpole", "pendulum"]) == ["cartpole"]  # by its lowercase
+    assert did_you_mean("CartPole-v1", ["acrobot", "cartpole"], prefix="env=") == " Did you mean 'env=cartpole'?"
+    assert did_you_mean("zzz", ["acrobot", "cartpole"]) == ""
+
+
+def test_an_unknown_group_option_from_python_names_the_env_key():
+    from evorl.app.config_groups import default_config
+
+    with pytest.raises(ConfigError, match=r"env=CartPole-v1: no such env group .*set env.env_name=CartPole-v1"):
+        default_config("ppo", env="CartPole-v1")

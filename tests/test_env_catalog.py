@@ -81,3 +81,43 @@ def test_every_install_hint_names_the_checkout_not_the_package_index():
     from evorl.config import install_hint
 
     assert install_hint("atari") == 'pip install -e ".[atari]"'
+
+
+def test_every_env_type_of_the_help_is_listed():
+    """--help names each env type of ENV_TYPES; --list-envs TYPE takes each of them."""
+    from evorl.app.cli_help import listable_env_types
+    from evorl.config.env import ENV_TYPES
+
+    assert listable_env_types() == ENV_TYPES
+
+
+def test_list_envs_jaxmarl_lists_what_trains_and_nothing_jaxmarl_prints():
+    pytest.importorskip("jaxmarl")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, str(root / "scripts" / "train.py"), "--list-envs", "jaxmarl"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith('jaxmarl (') and 'pip install -e ".[marl]"' in lines[0], proc.stdout
+    assert "MPE_simple_spread_v3" in proc.stdout and "IPPO" in proc.stdout
+    assert "left out, agents whose observation spaces differ" in proc.stdout
+    assert "Submoduled" not in proc.stdout + proc.stderr  # JaxMARL's own import lines
+
+
+@pytest.mark.slow  # makes every registered JaxMARL env (~1 min)
+def test_jaxmarl_left_out_are_the_ones_its_adapter_refuses():
+    jaxmarl = pytest.importorskip("jaxmarl")
+    listed = set(LISTINGS["jaxmarl"]().names)
+    assert listed | set(SUITE_LEFT_OUT["jaxmarl"]) == set(jaxmarl.registered_envs)
+    for name in jaxmarl.registered_envs:
+        if name in listed:
+            create_env({"env_name": name, "env_type": "jaxmarl"}, parallel=1)
+        else:
+            with pytest.raises((ValueError, TypeError)):  # ConfigError is a ValueError
+                create_env({"env_name": name, "env_type": "jaxmarl"}, parallel=1)

@@ -239,3 +239,21 @@ def test_evorl_plot_writes_the_run_folders_plot_name_and_counts_runs(tmp_path, m
     write_run(tmp_path / "run2", [100, 200], [1, 2], [10, 30], seed=1)
     main([str(run), str(tmp_path / "run2"), "-o", "both.png"])
     assert capsys.readouterr().out == "both.png (2 runs)\n"
+
+
+@pytest.mark.parametrize("groups", [1, 6])
+def test_wide_tick_labels_keep_every_label_inside_the_figure(tmp_path, groups):
+    """Returns of -12345 (an MPE or MABrax run) have wide tick labels: the y label stays inside
+    the figure (fixed margins cut it), the panels apart and the legend below the x labels."""
+    runs = [write_run(tmp_path / f"run{g}", [0, 1e5, 2e5], [0, 10, 20], [-12345.6 - g, -11234.5, -9876.5],
+                      [-12000.1, -11000.2, -10000.3], learning_rate=1e-4 * (g + 1)) for g in range(groups)]
+    figure = plot_runs(runs, tmp_path / CURVE_PNG).figure
+    renderer = figure.canvas.get_renderer()
+    box = lambda artist: artist.get_window_extent(renderer)  # noqa: E731
+    left, right = figure.axes
+    for ax in (left, right):
+        assert box(ax.yaxis.label).x0 >= 0 and box(ax.yaxis.label).y0 >= 0
+        assert max(box(t).x1 for t in ax.get_yticklabels()) <= box(ax).x0
+    assert box(right.yaxis.label).x0 > box(left).x1  # the panels apart
+    legend = box(figure.legends[0])
+    assert legend.y0 >= 0 and legend.y1 <= min(box(ax.xaxis.label).y0 for ax in (left, right))

@@ -86,7 +86,7 @@ def test_async_bar_moves_with_every_update_before_the_first_evaluation_and_resum
     assert [e[1] for e in before_log] == [0, steps, 2 * steps, 3 * steps, 4 * steps, 4 * steps]
     assert all(e[0] == "progress" and e[4] == "training..." for e in before_log)
     assert before_log[0][2:4] == ("", "-:--:--")  # no speed measured yet
-    assert re.fullmatch(r"[\d,.]+ steps/s ", before_log[2][2]) and before_log[2][3] != "-:--:--"  # measured
+    assert re.fullmatch(r"[\d,.]+ wall steps/s ", before_log[2][2]) and before_log[2][3] != "-:--:--"  # measured
 
     bar_events.clear()
     cfg["training"]["num_iterations"] = 6
@@ -110,7 +110,7 @@ def test_fused_bar_moves_with_every_chunk(bar_events):
     for i, (kind, n) in enumerate(events):
         if kind == "write":
             assert events[i - 1] == ("progress", n)
-    assert re.fullmatch(r"[\d,.]+ steps/s ", bar_events[3][2]) and bar_events[3][3] != "-:--:--"
+    assert re.fullmatch(r"[\d,.]+ wall steps/s ", bar_events[3][2]) and bar_events[3][3] != "-:--:--"
 
 
 class FakeClock:
@@ -146,9 +146,9 @@ def test_plain_console_says_it_compiles_then_shows_progress_at_most_every_15_s()
     assert stream.getvalue().splitlines() == [
         "[SAC] compiling the training program...",
         "[SAC] compiled in 30.0 s",
-        "[SAC] training: env_steps=1500/6000 steps/s=100 eta=0:00:45",  # 4500 steps left at 100/s
-        "[SAC] iter=2000 env_steps=2000 steps/s=100",
-        "[SAC] training: env_steps=3500/6000 steps/s=100 eta=0:00:25",
+        "[SAC] training: env_steps=1500/6000 wall_steps/s=100 eta=0:00:45",  # 4500 steps left at 100/s
+        "[SAC] iter=2000 env_steps=2000 train_steps/s=100",
+        "[SAC] training: env_steps=3500/6000 wall_steps/s=100 eta=0:00:25",
     ]
 
 
@@ -165,7 +165,7 @@ def test_plain_console_prints_nothing_more_when_logging_points_come_sooner_than_
         console.write({"iteration": point, "env_steps": 1000 * point, "steps_per_s": 100.0}, 1000 * point)
     assert stream.getvalue().splitlines() == [
         "[SAC] compiling the training program...", "[SAC] compiled in 5.0 s",
-        *(f"[SAC] iter={p} env_steps={1000 * p} steps/s=100" for p in range(1, 6)),
+        *(f"[SAC] iter={p} env_steps={1000 * p} train_steps/s=100" for p in range(1, 6)),
     ]
 
 
@@ -177,7 +177,7 @@ def test_plain_console_without_total_steps_shows_no_eta_and_without_compilation_
     clock.now = 20.0
     console.progress(5000)
     # nothing at the start (no step taken, no rate: the line would say nothing)
-    assert stream.getvalue().splitlines() == ["[PPO] training: env_steps=5000 steps/s=250"]
+    assert stream.getvalue().splitlines() == ["[PPO] training: env_steps=5000 wall_steps/s=250"]
 
 
 def test_steps_per_s_has_one_format_at_every_magnitude():
@@ -185,11 +185,11 @@ def test_steps_per_s_has_one_format_at_every_magnitude():
     assert [format_steps_per_s(v) for v in (99.94, 52.34, 0.5, float("nan"))] == ["99.9", "52.3", "0.5", "nan"]
     line = ConsoleRecorder(prefix="[PPO] ").line
     for value, shown in ((123.4, "123"), (12345.6, "12,346"), (1234567.0, "1,234,567")):
-        assert line({"iteration": 1, "steps_per_s": value}) == f"[PPO] iter=1 steps/s={shown}"
+        assert line({"iteration": 1, "steps_per_s": value}) == f"[PPO] iter=1 train_steps/s={shown}"
         bar = ProgressRecorder(total_steps=10**7, stream=io.StringIO(), style="bar")
         bar.init({})
         bar.write({"iteration": 1, "steps_per_s": value}, 1000)  # the first point: the bar shows its steps/s
-        assert bar._progress.tasks[0].fields["rate"] == f"{shown} steps/s "
+        assert bar._progress.tasks[0].fields["rate"] == f"{shown} wall steps/s "
         bar.close()
 
 
@@ -200,4 +200,16 @@ def test_a_run_piped_to_a_file_says_it_compiles_before_its_first_line(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[:1] == ["[PPO] compiling the training program..."]
     assert re.fullmatch(r"\[PPO\] compiled in \d+\.\d s", lines[1])
-    assert lines[2].startswith("[PPO] iter=2 env_steps=64 steps/s=")
+    assert lines[2].startswith("[PPO] iter=2 env_steps=64 train_steps/s=")
+
+
+def test_the_two_rates_are_labelled_apart():
+    """The logging point's rate (the training program's) and the progress line's (the wall
+    clock's, evaluation included) are different figures: neither is a bare ``steps/s``."""
+    from evorl.engine.recording import ConsoleRecorder
+
+    console = ConsoleRecorder(prefix="[PPO] ", total_steps=2000)
+    logged = console.line({"iteration": 1, "env_steps": 1000, "steps_per_s": 500.0})
+    progress = console.progress_line(1000, 250.0)
+    assert "train_steps/s=500" in logged and "wall_steps/s=250" in progress
+    assert " steps/s=" not in logged + progress

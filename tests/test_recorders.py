@@ -182,6 +182,6 @@ def test_console_line_says_a_populations_steps_per_s_are_all_agents():
 
     line = ConsoleRecorder(prefix="[PPO] ").line
     single = {"iteration": 2, "env_steps": 100, "steps_per_s": 50.0, "eval/episode_return": 9.0}
-    assert line(single) == "[PPO] iter=2 env_steps=100 steps/s=50 eval_return=9.00"
+    assert line(single) == "[PPO] iter=2 env_steps=100 train_steps/s=50 eval_return=9.00"
     population = {**single, "eval/episode_return/std": 1.0}
-    assert line(population) == "[PPO] iter=2 env_steps=100 steps/s=50 (all agents) eval_return=9.00±1.00"
+    assert line(population) == "[PPO] iter=2 env_steps=100 train_steps/s=50 (all agents) eval_return=9.00±1.00"

@@ -37,6 +37,7 @@ from evorl.config import (
     config_mapping, extract_sweeps, num_agents, parse_section, require, section_data, sweep_variants,
 )
 from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.training import no_env_step_budget
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
@@ -186,6 +187,7 @@ class ESWorkflow(ChunkedWorkflow):
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
         for key in training:
+            require(key != "total_env_steps", no_env_step_budget(name))
             require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
                                  f"{', '.join(keys)} (one iteration is one generation); the search's keys "
                                  f"are in {where}: ({', '.join(cls.section_cls.__dataclass_fields__)}).")

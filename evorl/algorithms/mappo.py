@@ -160,8 +160,8 @@ def make_mlp_mappo_agent(action_space: Space, obs_space: Box | None = None, **op
 
 
 class IPPOWorkflow(OnPolicyWorkflow):
-    """IPPO on a multi-agent env (``env_type: jaxmarl``): each agent's actor and critic read
-    its own observation."""
+    """IPPO (de Witt et al., 2020) on a multi-agent env (``env_type: jaxmarl``): each agent's
+    actor and critic read its own observation."""
 
     label = "IPPO"
     agent_factory = staticmethod(make_mlp_ippo_agent)
@@ -180,7 +180,8 @@ def _mappo_agent_validate(self, where: str) -> None:
 
 
 class MAPPOWorkflow(IPPOWorkflow):
-    """MAPPO: IPPO whose critic reads the global state (``agent.centralised_critic`` true)."""
+    """MAPPO (Yu et al., 2022): IPPO whose critic reads the global state (``agent.centralised_critic``
+    true)."""
 
     label = "MAPPO"
     agent_config_cls = dataclasses.make_dataclass(

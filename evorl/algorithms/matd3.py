@@ -177,7 +177,8 @@ def make_mlp_maddpg_agent(action_space: Space, obs_space: Box | None = None, sha
 
 
 class MATD3Workflow(OffPolicyWorkflow):
-    """MATD3 on a multi-agent env with continuous actions (``env_type: jaxmarl``)."""
+    """MATD3 (Ackermann et al., 2019): TD3 for each agent of a multi-agent env with continuous
+    actions (``env_type: jaxmarl``), twin centralised critics, smoothing and delayed actor updates."""
 
     label = "MATD3"
     agent_factory = staticmethod(make_mlp_matd3_agent)
@@ -188,7 +189,8 @@ class MATD3Workflow(OffPolicyWorkflow):
 
 
 class MADDPGWorkflow(OffPolicyWorkflow):
-    """MADDPG on a multi-agent env with continuous actions (``env_type: jaxmarl``)."""
+    """MADDPG (Lowe et al., 2017): DDPG for each agent of a multi-agent env with continuous
+    actions (``env_type: jaxmarl``), one centralised critic per agent, no smoothing or delay."""
 
     label = "MADDPG"
     agent_factory = staticmethod(make_mlp_maddpg_agent)

@@ -47,6 +47,7 @@ from evorl.algorithms.es import ESConfig, make_search
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, require, section_data
 from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.training import no_env_step_budget
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
@@ -484,6 +485,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         keys = tuple(PopulationRLTrainingConfig.__dataclass_fields__)
         name = cls.__name__
         for key in training:
+            require(key != "total_env_steps", no_env_step_budget(name))
             require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
                                  f"{', '.join(keys)} (one iteration is one generation); the population's, the "
                                  f"buffer's and the gradient steps' keys are in {cls.section}: "

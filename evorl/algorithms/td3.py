@@ -150,6 +150,9 @@ def make_mlp_ddpg_agent(action_space: Space, obs_space: Box | None = None, explo
 
 
 class TD3Workflow(OffPolicyWorkflow):
+    """TD3 (Fujimoto et al., 2018): a deterministic actor with twin critics (clipped double Q),
+    target policy smoothing and delayed actor updates."""
+
     label = "TD3"
     agent_factory = staticmethod(make_mlp_td3_agent)
     agent_options_cls = ContinuousNetworkOptions
@@ -157,6 +160,9 @@ class TD3Workflow(OffPolicyWorkflow):
 
 
 class DDPGWorkflow(OffPolicyWorkflow):
+    """DDPG (Lillicrap et al., 2016): a deterministic actor with one critic, the actor updated at
+    every critic step (TD3 without its twin critics, smoothing and delay)."""
+
     label = "DDPG"
     agent_factory = staticmethod(make_mlp_ddpg_agent)
     agent_options_cls = ContinuousNetworkOptions

@@ -49,9 +49,10 @@ FORMAT_VERSION = 3
 #: checkpoint's in all of them except :data:`RESUMABLE_CHANGES`.
 TRAJECTORY_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "pbt")
 #: Keys that may differ (a longer run, other logging; the state does not depend on them,
-#: except that ``num_iterations`` sets the learning-rate annealing of the iterations to come).
-RESUMABLE_CHANGES = ("training.num_iterations", "training.eval_interval", "training.eval_episodes",
-                     "training.eval_deterministic")
+#: except that ``num_iterations``, or ``total_env_steps`` that sets it, sets the learning-rate
+#: annealing of the iterations to come).
+RESUMABLE_CHANGES = ("training.num_iterations", "training.total_env_steps", "training.eval_interval",
+                     "training.eval_episodes", "training.eval_deterministic")
 
 
 # orbax refuses to write arrays with no elements, and environment states have some (mjx's

@@ -11,6 +11,8 @@ import sys
 from evorl.app.cli_errors import plain_config
 from evorl.app.config_groups import GROUPS, config_names
 from evorl.config import ConfigError
+from evorl.config.errors import did_you_mean
+from evorl.config.training import RUN_LENGTH_KEYS
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
 
@@ -71,14 +73,15 @@ def option_value(argv: list[str], *names: str) -> str | None:
 
 
 def check_config_name(argv: list[str]) -> None:
-    """An unknown ``--config-name`` (of evorl's own configs) is one line listing the valid
-    names, exit status 2 (Hydra would print its search path)."""
+    """An unknown ``--config-name`` (of evorl's own configs) is one line naming the closest
+    names, then every valid one, exit status 2 (Hydra would print its search path)."""
     name = option_value(argv, "--config-name", "-cn")
     if name is None or option_value(argv, "--config-path", "-cp", "--config-dir", "-cd") is not None:
         return
     names = config_names()
     if name.removesuffix(".yaml") not in names:
-        print(f"evorl: unknown config name {name!r}; valid: {', '.join(names)} "
+        print(f"evorl: unknown config name {name!r}.{did_you_mean(name.removesuffix('.yaml'), names)} "
+              f"Valid: {', '.join(names)} "
               f"(or a config group: {'; '.join(f'{g}=<name>' for g in GROUPS if g != 'tuned')}).",
               file=sys.stderr, flush=True)
         sys.exit(2)
@@ -125,6 +128,9 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
         if override.is_delete() or override.is_sweep_override():
             raise ConfigError(f"resume does not support the override {override.input_line!r}.")
         OmegaConf.update(cfg, key, override.value(), force_add=True)
+        run_length = [f"training.{k}" for k in RUN_LENGTH_KEYS]
+        if key in run_length and override.value() is not None:  # the run's length, set the other way
+            OmegaConf.update(cfg, next(k for k in run_length if k != key), None, force_add=True)
     return {**plain_config(cfg), "resume": run_dir}
 
 

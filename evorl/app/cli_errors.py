@@ -56,10 +56,12 @@ def raised_in(error: BaseException, function: str) -> bool:
 
 def missing_config_line(error: Any) -> str:
     """Hydra's ``MissingConfigException`` (its message lists the options and the search path)
-    in one line: ``algo=ppo2: no such option; valid: a2c, impala, ppo.``"""
+    in one line: ``algo=ppo2: no such option. Did you mean 'algo=ppo'? Valid: a2c, impala, ppo.``"""
+    from evorl.app.config_groups import unknown_option_text
+
     group, _, option = (error.missing_cfg_file or "").rpartition("/")
     if group and error.options is not None:
-        return f"{group}={option}: no such option; valid: {', '.join(error.options)}."
+        return unknown_option_text(group, option, list(error.options))
     return str(error).splitlines()[0]
 
 

@@ -140,12 +140,23 @@ def default_jobs() -> dict[str, Any]:
     return jobs
 
 
+def algorithm_description(cls: type, shares_module: bool) -> str:
+    """The first sentence that describes the workflow ``cls``: its module's docstring's, unless
+    the module holds other workflows too (TD3 and DDPG, IPPO and MAPPO), where each class's own
+    docstring says what sets it apart."""
+    sources = (cls.__doc__, inspect.getmodule(cls).__doc__) if shares_module else \
+        (inspect.getmodule(cls).__doc__, cls.__doc__)
+    doc = next((d for d in sources if d and d.strip()), "").strip().split("\n\n")[0]
+    return first_sentence(plain(" ".join(doc.split()))) + "."
+
+
 def algorithm_lines() -> list[str]:
-    lines = []
-    for name, cls in workflow_classes().items():
-        doc = (inspect.getmodule(cls).__doc__ or cls.__doc__ or "").strip().split("\n\n")[0]
-        lines += hanging(f"  evorl.workflows.{name:<15} ", first_sentence(plain(" ".join(doc.split()))) + ".")
-    return lines
+    classes = workflow_classes()
+    modules = [cls.__module__ for cls in classes.values()]
+    width = max(map(len, classes))
+    return [line for name, cls in classes.items()
+            for line in hanging(f"  evorl.workflows.{name:<{width}} ",
+                                algorithm_description(cls, modules.count(cls.__module__) > 1))]
 
 
 def help_text() -> str:

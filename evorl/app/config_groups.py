@@ -35,8 +35,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evorl.config.errors import ConfigError, unknown_key_error
+from evorl.config.errors import ConfigError, did_you_mean, unknown_key_error
 from evorl.config.parsing import section_data
+from evorl.config.training import run_length_under
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: The config groups, each a folder of ``configs/``.
@@ -72,8 +73,20 @@ def load_group_option(group: str, option: str) -> dict:
 
     path = CONFIG_DIR / group / f"{option}.yaml"
     if not path.is_file():
-        raise ConfigError(f"{group}={option}: no such option; valid: {', '.join(group_options(group))}.")
+        raise ConfigError(unknown_option_text(group, option, group_options(group)))
     return copy.deepcopy(_load_yaml(path))
+
+
+def unknown_option_text(group: str, option: str, options: list[str]) -> str:
+    """The error for ``group=option`` when the group has no such option: the closest options
+    first, then every one; for ``env=``, which is easily taken for an environment's id
+    (``env=CartPole-v1``), the key that names an environment."""
+    hint = did_you_mean(option, options, prefix=f"{group}=")
+    if group != "env":
+        return f"{group}={option}: no such option.{hint} Valid: {', '.join(options)}."
+    return (f"env={option}: no such env group (env= chooses one: {', '.join(options)}). To train on the "
+            f"environment {option!r}, set env.env_name={option} (with env.env_type, gymnax by default; "
+            f"evorl-train --list-envs lists the environments of each env type).{hint}")
 
 
 def default_choices() -> dict[str, str]:
@@ -181,7 +194,9 @@ def select_algorithm(cfg: dict) -> tuple[dict, str | None]:
                      f"algorithm defaults of the config ({', '.join(left_out) or 'none'}){hint}.")
     for section in ALGO_SECTIONS:
         if section in node:
-            cfg[section] = deep_merge(node[section], section_data(cfg.get(section, {}), section))
+            top = section_data(cfg.get(section, {}), section)
+            defaults = run_length_under(node[section] or {}, top) if section == "training" else node[section]
+            cfg[section] = deep_merge(defaults, top)
     return cfg, None
 
 

@@ -203,11 +203,13 @@ SUITE_ENV_NAMES = {
     "craftax": ("craftax_env", "craftax_env_names"),
     "jumanji": ("jumanji_env", "jumanji_env_names"),
     "xminigrid": ("xminigrid_env", "xminigrid_env_names"),
+    "jaxmarl": ("jaxmarl_env", "jaxmarl_env_names"),
 }
 
 
 #: Registered envs of the JAX suites that their adapters refuse, with why (the adapters' errors
-#: say it too; tests/test_jumanji_env.py checks that it refuses exactly these).
+#: say it too; tests/test_jumanji_env.py and tests/test_env_catalog.py check that they refuse
+#: exactly these).
 SUITE_LEFT_OUT = {
     "jumanji": {
         **dict.fromkeys(("Cleaner-v0", "Connector-v3", "LevelBasedForaging-v0", "MMST-v0", "RobotWarehouse-v0",
@@ -215,6 +217,26 @@ SUITE_LEFT_OUT = {
         "JobShop-v0": "an action space that maps onto no evorl space",
         "MultiCVRP-v0": "an action space that maps onto no evorl space",
     },
+    "jaxmarl": {
+        **dict.fromkeys(("MPE_simple_tag_v3", "MPE_simple_world_comm_v3", "MPE_simple_crypto_v3",
+                         "MPE_simple_speaker_listener_v4", "MPE_simple_push_v3", "MPE_simple_adversary_v3",
+                         "halfcheetah_6x1", "hopper_3x1", "humanoid_9|8"),
+                        "agents whose observation spaces differ (evorl stacks the agents on one axis)"),
+        **dict.fromkeys(("switch_riddle", "storm", "storm_2p"),
+                        "a MultiDiscrete or Dict observation space, which maps onto no evorl space"),
+        **dict.fromkeys(("MPE_simple_facmac_3a_v1", "MPE_simple_facmac_6a_v1", "MPE_simple_facmac_9a_v1"),
+                        "no max_steps keyword, which the adapter sets on every MPE env"),
+        "hanabi": "an observation Box whose shape is a number, not a tuple",
+        "LearnedPolicyEnemySMAX": "needs a trained enemy policy and its params (jaxmarl.make's arguments)",
+        **{f"JaxRobotarium_{task}": "needs the jaxrobotarium package, which the marl extra does not install"
+           for task in ("navigation", "discovery", "material_transport", "warehouse", "arctic_transport",
+                        "foraging", "rware", "predator_prey")},
+    },
+}
+#: Said after an env type's names.
+SUITE_NOTES = {
+    "jaxmarl": ("Multi-agent: train them with IPPO or MAPPO (discrete or continuous actions), MATD3 or MADDPG "
+                "(continuous: MPE's with env.kwargs={action_type: Continuous})."),
 }
 
 
@@ -231,6 +253,7 @@ def suite_listing(env_type: str) -> EnvListing:
                          install=install_text(extra))
     for why in dict.fromkeys(left_out.values()):
         listing.left_out.append(([n for n in names if left_out.get(n) == why], why))
+    listing.groups[0].note = SUITE_NOTES.get(env_type, "")
     if env_type == "jumanji" and "Sokoban-v0" in names:
         listing.groups[0].note = "Sokoban-v0 downloads its levels on first use."
     return listing

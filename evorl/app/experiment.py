@@ -100,6 +100,8 @@ def final_returns_per_agent(workflow: Any) -> dict[str, list] | None:
 def resolved_config(config: Any) -> dict:
     """The parsed experiment config as plain data: every key, defaults filled in."""
     data = dataclasses.asdict(config)
+    if data["training"].get("total_env_steps") is not None:  # num_iterations is derived from it
+        data["training"]["num_iterations"] = None
     for key in RUN_LOCATION_KEYS:
         data.pop(key, None)
     for name, values in data.pop("sweep"):  # hyperparameter lists back where they were given

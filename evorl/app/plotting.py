@@ -308,8 +308,7 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metrics: Sequenc
     from matplotlib.ticker import FuncFormatter
 
     curves = group_curves(run_dirs, metrics)
-    fig = Figure(figsize=(11, 4.4))  # fixed margins: constrained layout would double the drawing time
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.22, wspace=0.22)
+    fig = Figure(figsize=(11, 4.4))
     FigureCanvasAgg(fig)
     axes = dict(zip(PANELS, fig.subplots(1, 2)))
     unit, seconds_per_unit = time_unit(max(np.nanmax(c.x) for c in curves if c.panel == "wall time"))
@@ -341,7 +340,9 @@ def plot_runs(run_dirs: list[Path | str], out_path: Path | str, metrics: Sequenc
     ncols = 1 if max(map(len, labels)) > 60 else 2 if len(linestyles) > 1 else 3
     ncols = min(ncols, len(labels))
     rows = -(-len(labels) // ncols)
-    fig.subplots_adjust(bottom=0.14 + 0.055 * rows)  # room for the legend below the panels
+    # margins from the drawn tick labels and axis labels (a return of -12345 is wider than one
+    # of 500: fixed margins cut the y label), the legend's rows kept free below the panels
+    fig.tight_layout(rect=(0, 0.02 + 0.055 * rows, 1, 1), w_pad=2.0)
     fig.legend(handles, labels, loc="lower center", fontsize="small", frameon=False, ncols=ncols)
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from evorl.config.atari import atari_options
 from evorl.config.env_limits import check_buildable
-from evorl.config.errors import ConfigError, install_hint, require
+from evorl.config.errors import ConfigError, did_you_mean, install_hint, require
 
 #: The Atari preprocessing keys (see :class:`evorl.config.atari.AtariOptions`); None = the
 #: Atari default, and an error when set for an env that is not Atari.
@@ -88,10 +87,8 @@ def checked_env_name(env_type: str, env_name: str, valid: list[str] | tuple[str,
     every valid name."""
     if env_name in valid:
         return env_name
-    close = difflib.get_close_matches(env_name, list(valid), n=3)
-    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
     raise ConfigError(f"Unknown {env_type} env_name {env_name!r} (env.env_name with env.env_type={env_type!r})."
-                      f"{hint} Valid names: {', '.join(valid)}.")
+                      f"{did_you_mean(env_name, valid)} Valid names: {', '.join(valid)}.")
 
 
 def import_env_package(env_type: str):
@@ -104,6 +101,10 @@ def import_env_package(env_type: str):
         from evorl.log_noise import import_mjx_quietly
 
         import_mjx_quietly()
+    if env_type == "jaxmarl":  # its import prints about optional envs
+        from evorl.log_noise import import_jaxmarl_quietly
+
+        import_jaxmarl_quietly()
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as err:

@@ -85,7 +85,7 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     """Checks ``value`` against the annotation ``tp`` (int, float, bool, str, tuples,
     ``X | None``, :data:`FloatOrInf`) and returns it in canonical form (lists become
     tuples, ints floats, NumPy scalars Python numbers). Floats must be finite, except
-    ``+inf`` for a :data:`FloatOrInf` field."""
+    ``+inf`` for a :data:`FloatOrInf` field; an int key takes no float, not even a whole one."""
     if isinstance(value, np.generic):  # np.int64(8), np.float32(0.1), np.bool_(True)
         value = value.item()
     origin = typing.get_origin(tp)
@@ -106,6 +106,8 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
                 return coerce(value, arg, name)
             except ConfigError as e:
                 errors.append(str(e))
+        if len(errors) == 1:  # ``X | None``: X's own message
+            raise ConfigError(errors[0])
         raise ConfigError(f"'{name}' = {value!r} is not a valid {_type_name(tp)}.")
     if tp is Any:
         return value
@@ -115,8 +117,8 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     elif tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return _check_int32(value, name)
-        if isinstance(value, float) and value.is_integer():
-            return _check_int32(int(value), name)
+        if isinstance(value, float):
+            raise ConfigError(_float_for_int(value, name))
     elif tp is float:
         return _check_finite(_to_float(value, name), name, allow_inf=False)
     elif tp is str:
@@ -135,6 +137,16 @@ def coerce(value: Any, tp: Any, name: str) -> Any:
     else:
         raise TypeError(f"config annotation {tp!r} of '{name}' is not supported")
     raise ConfigError(f"'{name}' = {value!r} has type {type(value).__name__}; expected {_type_name(tp)}.")
+
+
+def _float_for_int(value: float, name: str) -> str:
+    """The error for a float given to an integer key. A whole one (``1e5``, which Hydra and
+    YAML read as the float 100000.0) is refused too, with the integer to write: a count is
+    exact, and a float that only looks whole (``1e17``) is not the integer it names."""
+    if math.isfinite(value) and value.is_integer():
+        _check_int32(int(value), name)  # 1e12: out of range is the first thing to fix
+        return f"'{name}' = {value!r} is a float; it takes an integer: write {name}={int(value)}."
+    return f"'{name}' = {value!r} has type float; expected int."
 
 
 def _check_int32(value: int, name: str) -> int:

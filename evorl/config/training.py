@@ -3,10 +3,15 @@ every off-policy one's (:class:`OffPolicyTrainingConfig`)."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from evorl.config.errors import require
-from evorl.config.parsing import INT32_MAX
+from evorl.config.errors import ConfigError, require
+from evorl.config.parsing import INT32_MAX, coerce
+
+#: The two keys that set a run's length: one replaces the other.
+RUN_LENGTH_KEYS = ("num_iterations", "total_env_steps")
 
 
 #: The values of ``training.optimizer``.
@@ -21,6 +26,9 @@ class LoopConfig:
 
     #: Training iterations, each of num_envs x rollout_length env steps.
     num_iterations: int = 100
+    #: The run's length in env steps (per agent) instead of iterations: num_iterations becomes
+    #: ceil(total_env_steps / (num_envs x rollout_length)); set one of the two (null: num_iterations).
+    total_env_steps: int | None = None
     #: Env steps per environment per iteration (the T of the [T, B] rollout).
     rollout_length: int = 128
     #: Environments stepped side by side (the B of the [T, B] rollout).
@@ -75,6 +83,49 @@ class LoopConfig:
     @property
     def env_steps_per_iteration(self) -> int:
         return self.num_envs * self.rollout_length
+
+    @classmethod
+    def resolve_run_length(cls, data: Mapping, where: str = "training") -> dict:
+        """The section's keys ``data`` with ``num_iterations`` derived from ``total_env_steps``
+        when that is set: ``ceil(total_env_steps / (num_envs x rollout_length))``, the env steps
+        one iteration takes (per agent, on the logged ``step`` axis). Both set is an error naming
+        both; ``num_iterations`` null stands for unset."""
+        data = dict(data)
+        if data.get("num_iterations", 0) is None:
+            del data["num_iterations"]
+        if data.get("total_env_steps") is None:
+            return data
+        total = coerce(data["total_env_steps"], int, f"{where}.total_env_steps")
+        require(total >= 1, f"{where}.total_env_steps must be >= 1, got {total}.")
+        if "num_iterations" in data:
+            raise ConfigError(f"{where}.num_iterations={data['num_iterations']} and {where}.total_env_steps={total} "
+                              f"both set the run's length: set one ({where}.num_iterations=null keeps "
+                              f"total_env_steps, e.g. where a config file sets num_iterations).")
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        per_iteration = 1
+        for key in ("num_envs", "rollout_length"):
+            per_iteration *= coerce(data.get(key, defaults[key]), int, f"{where}.{key}")
+        require(per_iteration >= 1, f"{where}.num_envs x {where}.rollout_length must be >= 1, got {per_iteration}.")
+        return {**data, "total_env_steps": total, "num_iterations": -(-total // per_iteration)}
+
+
+def run_length_under(lower: Mapping, upper: Mapping) -> dict:
+    """The ``training:`` keys ``lower`` (an algorithm's defaults) without the run-length key
+    that ``upper`` (the keys typed over them) replaces: ``total_env_steps`` given over a default
+    ``num_iterations`` sets the run's length, and the reverse."""
+    given = [key for key in RUN_LENGTH_KEYS if upper.get(key) is not None]
+    if len(given) != 1:
+        return dict(lower)
+    return {key: value for key, value in lower.items() if key not in RUN_LENGTH_KEYS or key in given}
+
+
+def no_env_step_budget(workflow: str) -> str:
+    """Why ``training.total_env_steps`` does not apply to ``workflow``, whose iteration is a
+    generation of whole episodes."""
+    return (f"'training.total_env_steps' does not apply to {workflow}: one iteration is a generation of whole "
+            f"episodes, which end early when they terminate, so a budget in env steps is no fixed number of "
+            f"generations; set training.num_iterations (generations). Its env steps are logged on the step axis.")
+
 
 
 @dataclass(frozen=True)

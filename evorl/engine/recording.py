@@ -90,18 +90,21 @@ class ConsoleRecorder:
 
     * ``compiling the training program...`` when it starts compiling (:meth:`compiling`), and
       ``compiled in 23.4 s`` at the next :meth:`progress` call;
-    * ``training: env_steps=1500/6000 steps/s=1,234 eta=0:00:04`` at a :meth:`progress` call
+    * ``training: env_steps=1500/6000 wall_steps/s=1,234 eta=0:00:04`` at a :meth:`progress` call
       that comes ``progress_seconds`` or more after the previous line (of any kind), so that a
       run whose logging points come sooner prints nothing more.
 
-    Steps/s and the ETA are measured from the first :meth:`progress` call after compilation
-    (:meth:`speed`); ``total_steps`` (None: unknown) gives the ETA.
+    Two env-step rates, labelled apart: a logging point's ``train_steps/s`` is the training
+    program's own (the chunk's env steps over its time, evaluation left out); the progress
+    lines' and the bar's ``wall_steps/s`` are the wall clock's since the first :meth:`progress`
+    call after compilation (evaluation, logging and checkpoints included: :meth:`speed`), and
+    give the ETA with ``total_steps`` (None: unknown).
     """
 
     COLUMNS = {
         "iteration": "iter",
         "env_steps": "env_steps",
-        "steps_per_s": "steps/s",
+        "steps_per_s": "train_steps/s",  # the training program's rate, evaluation left out
         "train/episode_return": "train_return",
         "eval/episode_return": "eval_return",
     }
@@ -141,10 +144,10 @@ class ConsoleRecorder:
         return metrics.get("steps_per_s")
 
     def progress_line(self, step: int, speed: float | None) -> str:
-        """``training: env_steps=STEP[/TOTAL][ steps/s=RATE][ eta=H:MM:SS]``."""
+        """``training: env_steps=STEP[/TOTAL][ wall_steps/s=RATE][ eta=H:MM:SS]``."""
         parts = [f"env_steps={step}" + (f"/{self.total_steps}" if self.total_steps is not None else "")]
         if speed is not None:
-            parts.append(f"steps/s={format_steps_per_s(speed)}")
+            parts.append(f"wall_steps/s={format_steps_per_s(speed)}")
             if self.total_steps is not None:
                 parts.append(f"eta={eta_text(self.total_steps - step, speed)}")
         return f"{self.prefix}training: {' '.join(parts)}"
@@ -181,7 +184,7 @@ class ConsoleRecorder:
 
 
 class ProgressRecorder(ConsoleRecorder):
-    """A rich progress bar (env steps, steps/s, ETA, latest train and eval return) with the
+    """A rich progress bar (env steps, wall-clock steps/s, ETA, latest train and eval return) with the
     log lines above it; on a stream that is not a terminal (``style="auto"``), the plain lines
     of :class:`ConsoleRecorder`.
 
@@ -223,7 +226,7 @@ class ProgressRecorder(ConsoleRecorder):
             TextColumn(label, markup=False, table_column=kept(label)), BarColumn(bar_width=20),
             MofNCompleteColumn(table_column=kept(f"{self.total_steps}/{self.total_steps}")),
             TextColumn("steps {task.fields[rate]}ETA {task.fields[eta]}", markup=False,
-                       table_column=kept("steps 123,456 steps/s ETA 0:00:00")),
+                       table_column=kept("steps 123,456 wall steps/s ETA 0:00:00")),
             TextColumn("{task.fields[status]}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
             console=Console(file=self.stream), transient=False, expand=False,
         )
@@ -233,7 +236,7 @@ class ProgressRecorder(ConsoleRecorder):
 
     def _update(self, step: int, metrics: dict[str, float], **fields: str) -> None:
         speed = self.speed(metrics, step, self.clock())
-        rate = f"{format_steps_per_s(float(speed))} steps/s " if speed is not None else ""
+        rate = f"{format_steps_per_s(float(speed))} wall steps/s " if speed is not None else ""
         self._progress.update(self._task, completed=step, eta=eta_text(self.total_steps - step, speed), rate=rate,
                               **fields)
 

@@ -276,6 +276,7 @@ class RLWorkflow(Workflow):
         agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
         training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}
         training, training_axes = extract_sweeps(training, cls.training_config_cls, "training", training_keys)
+        training = cls.training_config_cls.resolve_run_length(training, "training")
         config = ExperimentConfig(
             workflow_cls=str(workflow_cls),
             seed=seed,

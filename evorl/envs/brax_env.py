@@ -33,13 +33,12 @@ model with eager JAX ops).
 
 from __future__ import annotations
 
-import difflib
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from evorl.config import ConfigError
+from evorl.config.errors import did_you_mean
 from evorl.config.env import BRAX_BACKENDS, import_env_package
 from evorl.envs.env import strip_weak_types
 from evorl.envs.spaces import Box
@@ -62,8 +61,7 @@ def brax_env_names() -> list[str]:
 def resolve_brax_name(env_name: str) -> str:
     valid = brax_env_names()
     if env_name not in valid:
-        close = difflib.get_close_matches(env_name, valid, n=3)
-        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        hint = did_you_mean(env_name, valid)
         raise ConfigError(f"Unknown brax env_name {env_name!r} (env.env_name with env.env_type='brax').{hint} "
                           f"Valid names: {', '.join(valid)}.")
     return env_name

@@ -22,12 +22,12 @@ reward ourselves so that ``episode_return`` stays the raw score. Observations
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import warnings
 
 import numpy as np
 
 from evorl.config import ConfigError, install_hint
+from evorl.config.errors import did_you_mean
 from evorl.config.atari import ALE_MAX_FRAMES, FIRE, atari_options, check_fire_action, env_id, is_atari
 from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_env import convert_action_space, convert_obs_space, quiet_ale
@@ -53,8 +53,7 @@ def envpool_task_id(env_name: str) -> str:
     task = env_id(env_name)[len("ALE/"):] if is_atari(env_name) else env_name
     valid = list(envpool.list_all_envs())
     if task not in valid:
-        close = difflib.get_close_matches(task, valid, n=3)
-        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        hint = did_you_mean(task, valid)
         raise ConfigError(f"Unknown envpool env_name {env_name!r}.{hint} (Atari ids are 'ALE/Game-v5'.)")
     return task
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import jax
@@ -11,6 +10,7 @@ import numpy as np
 from flax import struct
 
 from evorl.config import ConfigError
+from evorl.config.errors import did_you_mean
 from evorl.config.env import sticky_probability
 from evorl.deferred_imports import import_gymnax
 from evorl.envs.spaces import Box, Discrete
@@ -34,8 +34,7 @@ def resolve_gymnax_name(env_name: str) -> str:
     valid = gymnax_env_names()
     name = GYMNAX_ALIASES.get(env_name, env_name)
     if name not in valid:
-        close = difflib.get_close_matches(env_name, valid + list(GYMNAX_ALIASES), n=3)
-        hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+        hint = did_you_mean(env_name, valid + list(GYMNAX_ALIASES))
         raise ConfigError(
             f"Unknown gymnax env_name {env_name!r}.{hint} Valid names: {', '.join(valid)}"
             f" (aliases: {', '.join(GYMNAX_ALIASES)})."
