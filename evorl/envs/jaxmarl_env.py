@@ -68,6 +68,11 @@ def accepted_keywords(cls) -> set[str] | None:
     import inspect
     import re
 
+    if not inspect.isclass(cls):  # a registry entry that is a factory function, not a class
+        parameters = inspect.signature(cls).parameters
+        if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            return None
+        return {n for n, p in parameters.items() if p.kind is not p.VAR_POSITIONAL}
     names: set[str] = set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
