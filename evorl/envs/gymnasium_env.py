@@ -28,7 +28,6 @@ or ``"none"``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import os
 import sys
@@ -38,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from evorl.config import ConfigError, install_hint
+from evorl.config.errors import did_you_mean
 from evorl.config.atari import ALE_MAX_FRAMES, AtariOptions, FIRE, atari_options, check_fire_action, env_id
 from evorl.config.env import ATARI_KEYS
 from evorl.envs.gymnasium_vector import make_vector, vector_backend
@@ -107,8 +107,7 @@ def resolve_gymnasium_id(env_name: str) -> str:
         register_ale_envs()
     except ImportError:
         pass
-    close = difflib.get_close_matches(gym_id, list(gymnasium.registry), n=3)
-    hint = f" Did you mean {' or '.join(map(repr, close))}?" if close else ""
+    hint = did_you_mean(gym_id, list(gymnasium.registry))
     raise ConfigError(
         f"Unknown gymnasium env_name {gym_id!r}.{hint} Your own env: register it with "
         f"gymnasium.register(id=..., entry_point='module:Class') and name it 'module:Id' so that the module is "
