@@ -16,10 +16,12 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import children  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,14 +44,13 @@ def run(spec: str, timeout: float) -> dict:
     row = {"config": name, "overrides": overrides, "machine": platform.node(), "cpus": os.cpu_count(),
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {**row, "error": f"did not finish in {timeout:.0f} s", "wall_s": time.perf_counter() - start}
+    code, stdout, stderr = children.run(cmd, timeout=timeout, cwd=ROOT)
     row["wall_s"] = time.perf_counter() - start
     row["load"] = os.getloadavg()
-    if proc.returncode != 0:
-        return {**row, "error": (proc.stderr or proc.stdout)[-1500:]}
+    if code is None:  # the console says which phase it was in
+        return {**row, "error": f"did not finish in {timeout:.0f} s", "console_tail": (stdout + stderr)[-1500:]}
+    if code != 0:
+        return {**row, "error": (stderr or stdout)[-1500:]}
     with open(os.path.join(run_dir, "run.json")) as f:
         info = json.load(f)
     last = None
@@ -61,7 +62,7 @@ def run(spec: str, timeout: float) -> dict:
             "compile_s": info.get("compile_seconds"), "env_steps": (last or {}).get("env_steps"),
             "steps_per_s": (last or {}).get("steps_per_s"),
             "final_return": final.get("eval/episode_return", final.get("eval/best_return")),
-            "console_tail": proc.stdout[-600:]}
+            "console_tail": stdout[-600:]}
 
 
 def main() -> None:

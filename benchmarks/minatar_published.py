@@ -23,13 +23,13 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import children  # noqa: E402
 from rl_stats import iqm, iqm_interval  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,22 +51,16 @@ def run_game(game: str, args, run_dir: str) -> dict:
         overrides.append(f"training.eval_episodes={args.eval_episodes}")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), f"--config-name=ppo_minatar_{game}", *overrides]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        return {"game": game, "error": (proc.stderr or proc.stdout)[-2000:], "wall_s": wall}
+    curve = read_curve(run_dir)
+    if code != 0:  # a timeout keeps the evaluations it logged
+        error = f"did not finish in {args.game_timeout:.0f} s" if code is None else (stderr or stdout)[-2000:]
+        return {"game": game, "error": error, "wall_s": wall, "curve": curve}
     with open(os.path.join(run_dir, "run.json")) as f:
         run = json.load(f)
     with open(os.path.join(run_dir, "config.yaml")) as f:
         config_text = f.read()
-    curve = []
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        for line in f:
-            m = json.loads(line)
-            if "eval/episode_return" in m:
-                curve.append({"env_steps": m["env_steps"], "wall_time": m["wall_time"],
-                              "mean": m["eval/episode_return"], "min": m["eval/episode_return/min"],
-                              "max": m["eval/episode_return/max"]})
     finals = run["final_eval_per_agent"]["eval/episode_return"]
     episodes = args.eval_episodes or _config_value(config_text, "eval_episodes")
     within_std = run["final_eval"].get("eval/episode_return_std")
@@ -79,6 +73,21 @@ def run_game(game: str, args, run_dir: str) -> dict:
         "backend": run.get("backend"), "devices": run.get("devices"), "git_commit": run.get("git_commit"),
         "config": config_text,
     }
+
+
+def read_curve(run_dir: str) -> list[dict]:
+    """The periodic evaluations a run folder has logged so far (mean, min and max over agents)."""
+    curve, path = [], os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return curve
+    with open(path) as f:
+        for line in f:
+            m = json.loads(line)
+            if "eval/episode_return" in m:
+                curve.append({"env_steps": m["env_steps"], "wall_time": m["wall_time"],
+                              "mean": m["eval/episode_return"], "min": m["eval/episode_return/min"],
+                              "max": m["eval/episode_return/max"]})
+    return curve
 
 
 def _config_value(text: str, key: str) -> int:
@@ -121,6 +130,8 @@ def main() -> None:
     p.add_argument("--first-seed", type=int, default=66001, help="agents take seeds first, first+1, ...")
     p.add_argument("--iterations", type=int, default=0, help="override the budget (0: the config's 10M env steps)")
     p.add_argument("--eval-episodes", type=int, default=0, help="override the evaluation episodes (0: the config's)")
+    p.add_argument("--game-timeout", type=float, default=0,
+                   help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "minatar_published.jsonl"))
     p.add_argument("--runs", default=None, help="folder for the run folders (default: beside --out)")
@@ -145,7 +156,9 @@ def main() -> None:
         with open(args.out, "a") as f:
             f.write(json.dumps(row) + "\n")
         if "error" in row:
-            print(f"{game}: FAILED after {row['wall_s']:.0f} s: {row['error'][-500:]}", flush=True)
+            last = row["curve"][-1] if row["curve"] else None
+            print(f"{game}: FAILED after {row['wall_s']:.0f} s: {row['error'][-500:]}"
+                  + (f" (last evaluation: {last['mean']:.1f} at {last['env_steps']:,} env steps)" if last else ""), flush=True)
         else:
             x = np.asarray(row["final_returns"])
             print(f"{game}: IQM {iqm(x):.1f} over {len(x)} seeds (min {x.min():.1f}, max {x.max():.1f}); "
