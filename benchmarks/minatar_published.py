@@ -65,7 +65,7 @@ def run_game(game: str, args, run_dir: str) -> dict:
     episodes = args.eval_episodes or _config_value(config_text, "eval_episodes")
     within_std = run["final_eval"].get("eval/episode_return_std")
     return {
-        "game": game, "env": run["env"], "seeds": list(range(args.first_seed, args.first_seed + args.seeds)),
+        "game": game, "env": run["env"], "seed": args.first_seed, "agents": args.seeds,
         "final_returns": finals, "eval_episodes": episodes,
         "eval_standard_error": within_std / math.sqrt(episodes) if within_std is not None else None,
         "env_steps_per_agent": curve[-1]["env_steps"] if curve else None,
@@ -115,11 +115,13 @@ def render(path: str) -> str:
         point, lo, hi = iqm_interval([x])
         pub = PUBLISHED.get(game)
         lines.append(
-            f"| {r['env']} | {len(x)} | {r['env_steps_per_agent'] / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
+            f"| {r['env']} | {r['agents']} | {r['env_steps_per_agent'] / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
             f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {pub if pub is not None else '-'} | "
             f"{r['machine']}, {r['wall_s']:.0f} ({r['compile_s']:.0f}) |")
-    lines.append(f"\nSeeds {rows[next(iter(rows))]['seeds'][0]}... (never used for tuning); published: {PUBLISHED_SOURCE}."
-                 if rows else "")
+    if rows:
+        first = rows[next(iter(rows))]
+        lines.append(f"\nThe agents' keys are split from seed {first['seed']}, never used for tuning; "
+                     f"published: {PUBLISHED_SOURCE}.")
     return "\n".join(lines)
 
 
@@ -127,7 +129,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--games", nargs="+", choices=GAMES, default=["breakout", "asterix", "freeway", "space_invaders"])
     p.add_argument("--seeds", type=int, default=8, help="agents per game, trained in one program")
-    p.add_argument("--first-seed", type=int, default=66001, help="agents take seeds first, first+1, ...")
+    p.add_argument("--first-seed", type=int, default=66001, help="the run's seed: the agents' keys are split from it")
     p.add_argument("--iterations", type=int, default=0, help="override the budget (0: the config's 10M env steps)")
     p.add_argument("--eval-episodes", type=int, default=0, help="override the evaluation episodes (0: the config's)")
     p.add_argument("--game-timeout", type=float, default=0,
