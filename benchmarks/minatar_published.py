@@ -13,7 +13,7 @@ gymnax-blines' published PPO figure at the same budget.
 
     python benchmarks/minatar_published.py --seeds 8 --first-seed 66001            # a TPU/GPU
     python benchmarks/minatar_published.py --games breakout --seeds 2 --iterations 4  # a smoke run
-    python benchmarks/minatar_published.py --render benchmarks/results/minatar_published.jsonl
+    python benchmarks/minatar_published.py --render benchmarks/results/minatar/published.jsonl
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def main() -> None:
     p.add_argument("--game-timeout", type=float, default=0,
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
-    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "minatar_published.jsonl"))
+    p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "minatar", "published.jsonl"))
     p.add_argument("--runs", default=None, help="folder for the run folders (default: beside --out)")
     p.add_argument("--machine", default=platform.node(), help="the machine's name in the results")
     p.add_argument("--render", metavar="FILE", help="print the table of FILE and exit")

@@ -19,7 +19,7 @@ def test_the_tpu_page_table_is_the_rendered_data():
 
 def test_the_minatar_table_is_the_rendered_data():
     rendered = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "minatar_published.py"), "--render",
-                               str(ROOT / "benchmarks" / "results" / "minatar_published.jsonl")],
+                               str(ROOT / "benchmarks" / "results" / "minatar" / "published.jsonl")],
                               capture_output=True, text=True, check=True).stdout
     page = (ROOT / "docs" / "tpu.md").read_text()
     block = page.split("<!-- minatar-table:start -->\n", 1)[1].split("<!-- minatar-table:end -->", 1)[0]
