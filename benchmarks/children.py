@@ -30,14 +30,29 @@ def _on_terminate(signum, frame) -> None:
     sys.exit(128 + signum)
 
 
+def popen(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen`` in a new process group, killed with its group when this process is
+    terminated; :func:`finish` it once it has ended."""
+    if signal.getsignal(signal.SIGTERM) is not _on_terminate:
+        signal.signal(signal.SIGTERM, _on_terminate)
+    proc = subprocess.Popen(cmd, text=True, start_new_session=True, **kwargs)
+    _running.add(proc)
+    return proc
+
+
+def kill(proc: subprocess.Popen) -> None:
+    """Kill ``proc`` and every process it started."""
+    _kill_group(proc)
+
+
+def finish(proc: subprocess.Popen) -> None:
+    _running.discard(proc)
+
+
 def run(cmd: list[str], timeout: float | None = None, **kwargs) -> tuple[int | None, str, str]:
     """Run ``cmd`` to the end or to ``timeout`` seconds; returns (exit code or None on a
     timeout, stdout, stderr), with what the child printed before a timeout kept."""
-    if signal.getsignal(signal.SIGTERM) is not _on_terminate:
-        signal.signal(signal.SIGTERM, _on_terminate)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kwargs)
-    _running.add(proc)
+    proc = popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
     try:
         out, err = proc.communicate(timeout=timeout)
         return proc.returncode, out, err
