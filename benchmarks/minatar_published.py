@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import children  # noqa: E402
 from rl_stats import iqm, iqm_interval  # noqa: E402
+from run import COLLAPSE_FRACTION, MARGIN_FRACTION  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAMES = ("breakout", "asterix", "freeway", "space_invaders", "seaquest")
@@ -41,60 +42,91 @@ PUBLISHED = {"asterix": 15.0, "breakout": 28.0, "freeway": 58.0, "space_invaders
 PUBLISHED_SOURCE = "gymnax-blines PPO, 10M env steps (gymnax README)"
 
 
-def run_game(game: str, args, run_dir: str) -> dict:
-    """Train one game's config for ``args.seeds`` agents in a child process; read its run folder."""
-    overrides = [f"seed={args.first_seed}", f"training.num_seeds={args.seeds}", f"hydra.run.dir={run_dir}"]
-    if args.iterations:
-        overrides += [f"training.num_iterations={args.iterations}",
-                      f"training.eval_interval={max(1, args.iterations // 2)}"]
-    if args.eval_episodes:
-        overrides.append(f"training.eval_episodes={args.eval_episodes}")
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), f"--config-name=ppo_minatar_{game}", *overrides]
+def run_game(game: str, args) -> dict:
+    """Train one game's config for ``args.seeds`` agents in a child process (killed with its
+    group at ``--game-timeout``); what it printed before a timeout is kept."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", game, "--seeds", str(args.seeds),
+           "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
+           "--eval-episodes", str(args.eval_episodes)]
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
-    curve = read_curve(run_dir)
-    if code != 0:  # a timeout keeps the evaluations it logged
-        error = f"did not finish in {args.game_timeout:.0f} s" if code is None else (stderr or stdout)[-2000:]
-        return {"game": game, "error": error, "wall_s": wall, "curve": curve}
-    with open(os.path.join(run_dir, "run.json")) as f:
-        run = json.load(f)
-    with open(os.path.join(run_dir, "config.yaml")) as f:
-        config_text = f.read()
-    finals = run["final_eval_per_agent"]["eval/episode_return"]
-    episodes = args.eval_episodes or _config_value(config_text, "eval_episodes")
-    within_std = run["final_eval"].get("eval/episode_return_std")
-    return {
-        "game": game, "env": run["env"], "seed": args.first_seed, "agents": args.seeds,
-        "final_returns": finals, "eval_episodes": episodes,
-        "eval_standard_error": within_std / math.sqrt(episodes) if within_std is not None else None,
-        "env_steps_per_agent": curve[-1]["env_steps"] if curve else None,
-        "curve": curve, "wall_s": wall, "compile_s": run.get("compile_seconds"),
-        "backend": run.get("backend"), "devices": run.get("devices"), "git_commit": run.get("git_commit"),
-        "config": config_text,
-    }
+    lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
+    head = next((x for x in lines if "compile_s" in x), {})
+    curve = [x for x in lines if "per_agent" in x]
+    end = next((x for x in lines if "final_returns" in x), None)
+    row = {"game": game, "config": f"ppo_minatar_{game}", "seed": args.first_seed, "agents": args.seeds,
+           "wall_s": wall, **head, "curve": curve}
+    if code != 0 or end is None:  # a timeout keeps the evaluations it logged
+        return {**row, "error": f"did not finish in {args.game_timeout:.0f} s" if code is None else (stderr or stdout)[-2000:]}
+    return {**row, **end}
 
 
-def read_curve(run_dir: str) -> list[dict]:
-    """The periodic evaluations a run folder has logged so far (mean, min and max over agents)."""
-    curve, path = [], os.path.join(run_dir, "metrics.jsonl")
-    if not os.path.exists(path):
-        return curve
-    with open(path) as f:
-        for line in f:
-            m = json.loads(line)
-            if "eval/episode_return" in m:
-                curve.append({"env_steps": m["env_steps"], "wall_time": m["wall_time"],
-                              "mean": m["eval/episode_return"], "min": m["eval/episode_return/min"],
-                              "max": m["eval/episode_return/max"]})
-    return curve
+def child(game: str, args) -> None:
+    """In the child: train, printing one JSON line at the start, one per periodic evaluation
+    (every agent's greedy return) and one at the end (every agent's final greedy return)."""
+    import jax
+    from omegaconf import OmegaConf
+
+    from evorl.workflows import resolve_workflow_cls
+    from suites import CONFIG_DIR, config_target
+
+    name = f"ppo_minatar_{game}"
+    cfg = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"), resolve=True)
+    cfg.pop("defaults", None)
+    cfg["seed"] = args.first_seed
+    cfg["training"]["num_seeds"] = args.seeds
+    if args.iterations:
+        cfg["training"].update(num_iterations=args.iterations, eval_interval=max(1, args.iterations // 2))
+    if args.eval_episodes:
+        cfg["training"]["eval_episodes"] = args.eval_episodes
+    start = time.perf_counter()
+
+    class PerAgent:  # a recorder: each periodic evaluation, every agent's return
+        def init(self, config):
+            pass
+
+        def write(self, metrics, step):
+            if "eval/episode_return" in metrics:
+                per_agent = workflow.last_metrics_per_agent["eval/episode_return"]
+                print(json.dumps({"env_steps": int(step), "wall_s": round(time.perf_counter() - start, 2),
+                                  "per_agent": [float(x) for x in per_agent]}), flush=True)
+
+        def close(self):
+            pass
+
+    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[PerAgent()])
+    state = workflow.init(jax.random.PRNGKey(args.first_seed))
+    compile_s = workflow.compile(state)
+    target = config_target(CONFIG_DIR / f"{name}.yaml")
+    print(json.dumps({"compile_s": compile_s, "env": cfg["env"]["env_name"], "backend": jax.default_backend(),
+                      "device": jax.devices()[0].device_kind, "target": target.value if target else None,
+                      "eval_episodes": cfg["training"]["eval_episodes"],
+                      "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
+                      "config": cfg}), flush=True)
+    start = time.perf_counter()
+    state = workflow.learn(state)
+    final = workflow.evaluate(state)
+    std = final.get("eval/episode_return_std")
+    print(json.dumps({"final_returns": [float(x) for x in workflow.last_metrics_per_agent["eval/episode_return"]],
+                      "eval_standard_error": None if std is None else std / math.sqrt(cfg["training"]["eval_episodes"]),
+                      "train_s": time.perf_counter() - start}), flush=True)
 
 
-def _config_value(text: str, key: str) -> int:
-    for line in text.splitlines():
-        if line.strip().startswith(f"{key}:"):
-            return int(line.split(":", 1)[1].split("#")[0])
-    raise KeyError(key)
+def verdicts(row: dict) -> list[dict]:
+    """Per agent, ``benchmarks/run.py``'s rule on raw returns (a random policy scores ~0 on
+    MinAtar): the final return reaches the target, is at least 0.9 x the agent's best, and a
+    periodic evaluation first reached the target within 70% of the env steps."""
+    target, budget = row.get("target"), row.get("budget_env_steps")
+    out = []
+    for i, final in enumerate(row["final_returns"]):
+        seen = [(c["env_steps"], c["per_agent"][i]) for c in row["curve"]]
+        first = next((steps for steps, r in seen if target is not None and r >= target), None)
+        best = max([final, *(r for _, r in seen)])
+        ok = (target is not None and final >= target and final >= COLLAPSE_FRACTION * best
+              and first is not None and first <= MARGIN_FRACTION * budget)
+        out.append({"final": final, "best": best, "first_reach": None if first is None else first / budget, "passed": ok})
+    return out
 
 
 def render(path: str) -> str:
@@ -105,8 +137,9 @@ def render(path: str) -> str:
             r = json.loads(line)
             if "final_returns" in r:
                 rows[r["game"]] = r
-    lines = ["| game | seeds | env steps / seed | IQM final greedy return [95% CI] | min - max | "
-             "eval s.e. | published PPO | where, wall s (compile s) |", "|---|---:|---:|---|---|---:|---:|---|"]
+    lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
+             "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
+             "|---|---:|---:|---|---|---:|---|---:|---|"]
     for game in GAMES:
         if game not in rows:
             continue
@@ -114,9 +147,17 @@ def render(path: str) -> str:
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
         pub = PUBLISHED.get(game)
+        steps = r.get("env_steps_per_agent") or r["budget_env_steps"]
+        if r["curve"] and "per_agent" in r["curve"][0] and r.get("target") is not None:
+            v = verdicts(r)
+            reach = [x["first_reach"] for x in v if x["first_reach"] is not None]
+            verdict = (f">= {r['target']:g}: {sum(x['passed'] for x in v)}/{len(v)}"
+                       + (f" ({100 * min(reach):.0f}-{100 * max(reach):.0f}%)" if reach else " (never)"))
+        else:
+            verdict = "not judged: evaluations logged as mean, min and max over agents"
         lines.append(
-            f"| {r['env']} | {r['agents']} | {r['env_steps_per_agent'] / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
-            f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {pub if pub is not None else '-'} | "
+            f"| {r['env']} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
+            f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {verdict} | {pub if pub is not None else '-'} | "
             f"{r['machine']}, {r['wall_s']:.0f} ({r['compile_s']:.0f}) |")
     if rows:
         first = rows[next(iter(rows))]
@@ -136,23 +177,25 @@ def main() -> None:
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
     p.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results", "minatar", "published.jsonl"))
-    p.add_argument("--runs", default=None, help="folder for the run folders (default: beside --out)")
     p.add_argument("--machine", default=platform.node(), help="the machine's name in the results")
     p.add_argument("--render", metavar="FILE", help="print the table of FILE and exit")
+    p.add_argument("--child", metavar="GAME", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.render:
         print(render(args.render))
         return
+    if args.child:
+        child(args.child, args)
+        return
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
-    runs = args.runs or os.path.join(os.path.dirname(os.path.abspath(args.out)), "minatar_runs")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     start = time.perf_counter()
     for game in args.games:
         if args.budget_s and time.perf_counter() - start > args.budget_s:
             print(f"{game}: not started (past --budget-s {args.budget_s:.0f})", flush=True)
             continue
-        row = run_game(game, args, os.path.join(runs, game))
+        row = run_game(game, args)
         row.update(machine=args.machine, load=os.getloadavg(), cpus=os.cpu_count(),
                    time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         with open(args.out, "a") as f:
@@ -160,7 +203,7 @@ def main() -> None:
         if "error" in row:
             last = row["curve"][-1] if row["curve"] else None
             print(f"{game}: FAILED after {row['wall_s']:.0f} s: {row['error'][-500:]}"
-                  + (f" (last evaluation: {last['mean']:.1f} at {last['env_steps']:,} env steps)" if last else ""), flush=True)
+                  + (f" (last evaluation at {last['env_steps']:,} env steps: {last['per_agent']})" if last else ""), flush=True)
         else:
             x = np.asarray(row["final_returns"])
             print(f"{game}: IQM {iqm(x):.1f} over {len(x)} seeds (min {x.min():.1f}, max {x.max():.1f}); "

@@ -37,7 +37,7 @@ limit() { local l=$(( $(left) - ${1:-5} )); (( l > 0 )) && echo "$l" || echo 1; 
 for game in breakout asterix freeway space_invaders; do
   if has "minatar_$game"; then
     timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --seeds 8 --first-seed 66001 \
-      --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl" --runs /tmp/runs
+      --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
   fi
 done
 if has ant_phases; then
