@@ -111,13 +111,13 @@ class ESWorkflow(ChunkedWorkflow):
     #: The config section of the search (its dataclass), and the experiment config holding it.
     section, section_cls, experiment_cls = "es", ESConfig, ESExperimentConfig
 
-    def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         self.variants, self.num_agents = sweep_variants(list(config.sweep)), num_agents(config)
         # layout envs: members split, state replicated; population: whole searches per device
         layout = config.distributed.layout if self.num_agents > 1 else "envs"
         self.placement = Placement.create(self.num_agents, enable_multi_devices, layout)
         num_devices = 1 if self.placement.step_axis_name is None else self.placement.mesh.size
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         es = config.es
         #: The strategy (``es.strategy``) as a population optimiser, :class:`~evorl.rl.optimisers.AskTell`.
         self.search = make_search(es, self.num_params)

@@ -70,12 +70,12 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def config_notes(self) -> list[str]:
         return self.config.training.run_length_notes("training")
 
-    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)
         self.placement = Placement(self.num_agents, None) if self.asynchronous else \
             Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
         # actors act with the behaviour policy; the learner runs the fused iteration's update. A
