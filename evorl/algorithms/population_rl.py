@@ -408,7 +408,6 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     init_state: ClassVar[Any]
     #: ``generation_builder(env, agent, optimizer, search, cfg) -> generation(state) -> (state, metrics)``.
     generation_builder: ClassVar[Any]
-    replay_buffer_field = "buffer"
     population_plot = True
     agent_factory = staticmethod(make_mlp_td3_agent)
     agent_options_cls = ContinuousNetworkOptions

@@ -27,16 +27,17 @@ from evorl.engine.actors import ActorLearnerError, EvaluationFailed
 from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
 from evorl.engine.execution import DEVICE_AXIS, Executor, Warmup, to_host
 from evorl.engine.health import (
-    FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
+    TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
     frozen_message, nonfinite_metrics, replaced_message, tree_all_finite,
 )
 from evorl.engine.last_finite import LastFinite
 from evorl.engine.lineage import lineage_record
-from evorl.engine.pbt import PBT, evolving_hyperparameters
+from evorl.engine.pbt import PBT, HyperparameterStore, evolving_hyperparameters
 from evorl.engine.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.engine.processes import is_main_process, resume_argument
 from evorl.engine.rl_base import RLWorkflow
 from evorl.rl import metrics as M
+from evorl.rl.state_roles import env_axes
 
 
 class TrainingState(Protocol):
@@ -121,22 +122,23 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         with the actor-learner; None: a JAX env, compiled)."""
         return config.runner.env_step_timeout_seconds if self.asynchronous else None
 
-    def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, env_fields, *,
-                     learner_mesh=None, actor_devices=None, acting=None, frozen_fields=FROZEN_FIELDS,
-                     pbt_fields=None, deterministic: bool = True, warmup_iterations=None) -> None:
+    def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, state_cls, *,
+                     learner_mesh=None, actor_devices=None, acting=None, deterministic: bool = True,
+                     warmup_iterations=None) -> None:
         """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (with
-        ``pbt.enabled``; ``pbt_fields``: the state fields it copies and keeps), ``executor`` (with
+        ``pbt.enabled``), ``executor`` (with
         ``asynchronous`` the actor-learner over ``make_learner_update(agent, optimizer, training,
         axis)``, else the fused :class:`~evorl.engine.execution.Executor` over
         ``make_iteration(env, agent, optimizer, training, axis)``, and over its ``warmup=True``
         variant for the ``warmup_iterations(state)`` iterations that cannot learn yet; a
-        population's diverged agent is frozen, keeping ``frozen_fields``), and ``evaluator``."""
+        population's diverged agent is frozen), and ``evaluator``. The roles of the fields of
+        ``state_cls`` (:mod:`evorl.rl.state_roles`) say which PBT copies and keeps, which the
+        freeze keeps and which ``distributed.layout=envs`` splits."""
         tc = config.training
-        self.pbt = self.make_pbt(config, eval_env, agent, pbt_fields)
+        self.pbt = self.make_pbt(config, eval_env, agent)
         # an actor-learner's learner on a mesh runs inside shard_map too: no population branch there
         population_axis = None if learner_mesh is not None else self.placement.population_axis_name
-        freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=population_axis) \
-            if self.population else None
+        freeze = functools.partial(freeze_diverged, axis_name=population_axis) if self.population else None
         if self.asynchronous:
             update = make_learner_update(agent, self.optimizer, tc, None if learner_mesh is None else DEVICE_AXIS)
             self.executor = ActorLearnerExecutor(update, env, agent, tc, config.runner, learner_mesh, actor_devices,
@@ -150,7 +152,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             if self.pbt is not None:
                 steps = {name: self.pbt.summing_fitness_episodes(step) for name, step in steps.items()}
             warmup = Warmup(steps["warmup"], warmup_iterations) if warmup_iterations is not None else None
-            self.executor = Executor(steps["step"], self.placement, env_fields, final_metrics=chunk_health,
+            self.executor = Executor(steps["step"], self.placement, env_axes(state_cls), final_metrics=chunk_health,
                                      freeze=freeze, population_step=self.pbt, warmup=warmup)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
@@ -159,14 +161,14 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         #: A population's agents alive at the last report, and each frozen agent's bad metrics.
         self._reported_alive, self._frozen_metrics = None, {}
 
-    def make_pbt(self, config, eval_env, agent, pbt_fields: dict | None = None) -> PBT | None:
-        """With ``pbt.enabled``, PBT's step on this population (``pbt_fields``: the state fields it
-        copies and keeps, and where the state holds the hyperparameters); None otherwise."""
+    def make_pbt(self, config, eval_env, agent, store: HyperparameterStore | None = None) -> PBT | None:
+        """With ``pbt.enabled``, PBT's step on this population (``store``: where the state holds
+        the hyperparameters, default :class:`~evorl.engine.pbt.AgentHyperparameters`); None otherwise."""
         if not config.pbt.enabled:
             return None
         fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
         return PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents, fitness.evaluate,
-                   evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
+                   evaluates_on_host=eval_env.on_host, **({} if store is None else {"store": store}))
 
     def evaluation_function(self):
         """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the

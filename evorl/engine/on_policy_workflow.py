@@ -30,7 +30,7 @@ from evorl.engine.execution import DEVICE_AXIS, Placement
 from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.pbt import check_pbt_config
 from evorl.rl.on_policy import (
-    ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
+    OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
 
 
@@ -61,7 +61,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         super().__init__(config, env, agent, services)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_FIELDS,
+        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, OnPolicyState,
                           learner_mesh=learner_mesh, actor_devices=actor_devices, deterministic=tc.eval_deterministic)
 
     @classmethod

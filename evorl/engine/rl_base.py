@@ -129,6 +129,7 @@ class RLWorkflow(Workflow):
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
     #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.
+    #: Read from the state's fields (:func:`~evorl.rl.state_roles.buffer_field`).
     replay_buffer_field: ClassVar[str | None] = None
     #: The ``training:`` section's dataclass (off-policy workflows have their own).
     training_config_cls: ClassVar[type] = TrainingConfig
