@@ -111,8 +111,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         check_off_policy_training_keys(training, cls.name(), list(OffPolicyTrainingConfig.__dataclass_fields__),
                                        ON_POLICY_ONLY)
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
-        check_off_policy_run(cls.name(), base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES),
-                             base["distributed"])
+        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+        check_off_policy_run(cls.name(), asynchronous, base["distributed"])
         return ExperimentConfig(**base)
 
     @classmethod

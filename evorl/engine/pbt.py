@@ -88,7 +88,8 @@ def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchron
 
     check_pbt_hyperparameters(
         config.pbt,
-        config_keys=[f"{section}.{f.name}" for section in sections for f in dataclasses.fields(getattr(config, section))],
+        config_keys=[f"{section}.{f.name}" for section in sections
+                     for f in dataclasses.fields(getattr(config, section))],
         evolvable=workflow_cls.evolvable_keys(config),
         why_not_evolvable=lambda key: workflow_cls.why_not_evolvable(config, key),
         check_value=lambda key, value: workflow_cls.check_variant(with_variant(config, {key: value})),
