@@ -81,11 +81,11 @@ from jax import lax
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
-    SEARCH_TAG, TELL_TAG, PopulationRLConfig, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions,
+    SEARCH_TAG, TELL_TAG, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions,
     initial_population, make_play, make_rl_phase, mean_returns, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
-from evorl.config import require
+from evorl.config.population import CEMRLConfig
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import replay
@@ -187,27 +187,6 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
         return state, metrics
 
     return generation
-
-
-@dataclass(frozen=True)
-class CEMRLConfig(PopulationRLConfig):
-    """The ``cemrl:`` section of a :class:`~evorl.algorithms.cemrl.CEMRLWorkflow` run (the
-    actor and critic networks and TD3's noise keys are in ``agent:``; ``training.gamma`` and
-    ``training.learning_rate``, the actors' and the critic's Adam step, in ``training:``).
-    ``population_size`` is N, the actors sampled per generation; ``num_updates`` the critic's
-    gradient steps per generation (each learning actor takes num_updates / policy_delay)."""
-
-    #: Actors improved by the critic each generation, the first ones sampled (null: N / 2).
-    num_learning: int | None = None
-
-    @property
-    def learners(self) -> int:
-        return self.population_size // 2 if self.num_learning is None else self.num_learning
-
-    def validate(self, where: str = "cemrl") -> None:
-        super().validate(where)
-        require(0 <= self.learners <= self.population_size,
-                f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
 
 
 #: The ``training:`` keys of CEM-RL: one iteration is one generation.

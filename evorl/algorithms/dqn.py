@@ -3,7 +3,6 @@ n-step targets and a target network, trained by :class:`~evorl.engine.off_policy
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,9 @@ import jax.numpy as jnp
 from flax import struct
 
 from evorl import hardware
-from evorl.config import parse_section, require
+from evorl.config import parse_section
+from evorl.config.agents import check_dqn_action_space, check_obs_space_given, check_q_network_options
+from evorl.config.hparams import check_dqn
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
@@ -41,13 +42,7 @@ class DQNHParams:
     tau: float = 1.0
 
     def validated(self) -> "DQNHParams":
-        for name in ("epsilon_start", "epsilon_end"):
-            require(0.0 <= getattr(self, name) <= 1.0, f"{name} must be in [0, 1], got {getattr(self, name)}.")
-        require(self.epsilon_end <= self.epsilon_start,
-                f"epsilon_end={self.epsilon_end} must be <= epsilon_start={self.epsilon_start}: epsilon decays from "
-                f"start to end (a constant rate: set both to it).")
-        require(self.epsilon_decay_steps > 0, f"epsilon_decay_steps must be > 0, got {self.epsilon_decay_steps}.")
-        require(self.huber_delta is None or self.huber_delta > 0, f"huber_delta must be > 0 or null, got {self.huber_delta}.")
+        check_dqn(self)
         return self
 
 
@@ -212,16 +207,10 @@ def make_mlp_dqn_agent(
     """A DQN agent (see :class:`DQNAgent`) with the Q-network of ``network_factory(action_space,
     obs_space, options)`` (default :func:`make_q_network`), configured by ``network_options``,
     the keys of :class:`QNetworkOptions` (``q_hidden_layer_sizes``, ``activation``, ``network``)."""
-    require(obs_space is not None, "make_mlp_dqn_agent needs obs_space (e.g. obs_space=env.obs_space).")
-    require(isinstance(action_space, Discrete),
-            f"DQN acts in a discrete action space; this env's is {action_space} (for continuous actions: SAC, TD3, DDPG or PPO).")
+    check_obs_space_given(obs_space, "make_mlp_dqn_agent")
+    check_dqn_action_space(isinstance(action_space, Discrete), action_space)
     options = parse_section(QNetworkOptions, network_options, "agent")
-    sizes: Sequence[int] = options.q_hidden_layer_sizes
-    require(len(sizes) >= 1 and all(s >= 1 for s in sizes),
-            f"agent.q_hidden_layer_sizes = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64].")
-    require(options.network in NETWORKS, f"Unknown agent.network {options.network!r}; valid: {', '.join(NETWORKS)}.")
-    require(options.network not in IMAGE_NETWORKS or len(obs_space.shape) == 3,
-            f"agent.network={options.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
+    check_q_network_options(options, obs_space.shape, NETWORKS, IMAGE_NETWORKS)
     get_activation(options.activation)
     hparams = DQNHParams(gamma=gamma, epsilon_start=epsilon_start, epsilon_end=epsilon_end,
                          epsilon_decay_steps=epsilon_decay_steps, huber_delta=huber_delta, tau=tau).validated()

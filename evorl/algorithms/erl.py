@@ -85,11 +85,11 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
-    ASK_TAG, SEARCH_TAG, PopulationRLConfig, PopulationRLWorkflow, empty_transitions, initial_population, make_play,
+    ASK_TAG, SEARCH_TAG, PopulationRLWorkflow, empty_transitions, initial_population, make_play,
     make_rl_phase, mean_returns, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
-from evorl.config import require
+from evorl.config.population import ERLConfig
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import replay
@@ -210,47 +210,6 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
         return state, metrics
 
     return generation
-
-
-@dataclass(frozen=True)
-class ERLConfig(PopulationRLConfig):
-    """The ``erl:`` section (the genetic operators: :mod:`evorl.algorithms.erl`; the learner's
-    networks and noise are in ``agent:``, ``training.gamma`` and ``training.learning_rate`` in
-    ``training:``). ``num_updates`` is the learner's TD3 steps per generation."""
-
-    #: The population optimiser: ga (ERL's genetic algorithm), cem, vanilla_es (canonical ES), or an evosax
-    #: strategy (openes, snes, cma_es, ars).
-    optimiser: str = "ga"
-    #: ga: actors kept unchanged each generation, the fittest (E); cem: elites the update averages.
-    num_elites: int = 1
-    #: Generations between copies of the learner into the population (omega).
-    sync_period: int = 1
-    #: How the learner enters the search: ``sample`` (it replaces the GA's last child, or the
-    #: last sample of the next generation) or ``mean`` (ERL-EDA: the search distribution's
-    #: mean moves towards it by injection_step; not with the ga, which has no mean).
-    injection: str = "sample"
-    #: mean: the step beta of m <- m + beta (learner - m); 1 puts the mean on the learner.
-    injection_step: float = 1.0
-    #: The actor evaluated, checkpointed as the agent's and loaded by load_policy: ``learner``
-    #: (the trained TD3 actor) or ``champion`` (the last generation's fittest actor).
-    deploy: str = "learner"
-
-    @property
-    def actors_per_generation(self) -> int:
-        return self.population_size + 1  # and the learner
-
-    def validate(self, where: str = "erl") -> None:
-        super().validate(where)
-        require(self.sync_period >= 1, f"{where}.sync_period must be >= 1, got {self.sync_period}.")
-        require(self.deploy in ("learner", "champion"),
-                f"{where}.deploy must be 'learner' or 'champion', got {self.deploy!r}.")
-        require(self.injection in ("sample", "mean"),
-                f"Unknown {where}.injection {self.injection!r}; valid: sample, mean.")
-        require(self.injection == "sample" or self.optimiser != "ga",
-                f"{where}.injection=mean moves a search distribution's mean; {where}.optimiser=ga keeps a "
-                f"population and has none: set {where}.optimiser to cem, vanilla_es, openes, snes, cma_es or ars.")
-        require(0.0 < self.injection_step <= 1.0,
-                f"{where}.injection_step must be in (0, 1], got {self.injection_step}.")
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,9 @@ from evorl.algorithms.es import (
     STRATEGIES, ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_search,
 )
 from evorl.config import (
-    config_mapping, extract_sweeps, num_agents, parse_section, require, section_data, sweep_variants,
+    config_mapping, extract_sweeps, num_agents, parse_section, section_data, sweep_variants,
 )
-from evorl.config.env import HOST_ENV_TYPES
-from evorl.config.training import no_env_step_budget
+from evorl.config.runs import check_es_placement, check_es_runner, check_es_training_keys
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
@@ -180,15 +179,9 @@ class ESWorkflow(ChunkedWorkflow):
         search = parse_section(cls.section_cls, data, where)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
-        for key in training:
-            require(key != "total_env_steps", no_env_step_budget(name))
-            require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
-                                 f"{', '.join(keys)} (one iteration is one generation); the search's keys "
-                                 f"are in {where}: ({', '.join(cls.section_cls.__dataclass_fields__)}).")
+        check_es_training_keys(training, name, where, keys, cls.section_cls.__dataclass_fields__)
         base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
-        require(base["runner"].mode != "async",
-                f"runner.mode=async: {name} has no actors and learner, it plays its episodes inside compiled "
-                "programs; set runner.mode=auto or fused (or leave runner out).")
+        check_es_runner(name, base["runner"].mode)
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
         config = cls.experiment_cls(**{**base, "training": training, where: search, "sweep": tuple(axes)})
         for variant in sweep_variants(axes):  # every value of every list, checked alike
@@ -215,18 +208,8 @@ class ESWorkflow(ChunkedWorkflow):
         if config.pbt.enabled:
             check_pbt_config(config, cls, agents, asynchronous=False,
                              split_envs=num_devices > 1 and config.distributed.layout == "envs")
-        if agents > 1 and config.distributed.layout == "population":
-            require(agents % num_devices == 0,
-                    f"distributed.layout=population puts whole searches on each device: the {agents} searches "
-                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
-            num_devices = 1  # each search's members stay on one device
-        require(config.env.env_type not in HOST_ENV_TYPES, f"{name} plays its episodes inside compiled programs: "
-                                                           f"env_type {config.env.env_type!r} steps on the host; use "
-                                                           f"a gymnax or brax env.")
-        search = getattr(config, where)
-        require(search.population_size % num_devices == 0,
-                f"{where}.population_size={search.population_size} must divide evenly over the {num_devices} devices "
-                f"(each device plays population_size / {num_devices} members).")
+        check_es_placement(name, where, agents, config.distributed.layout, num_devices, config.env.env_type,
+                           getattr(config, where).population_size)
 
     def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
         """The shared health check, its divergence error naming ES's own keys."""

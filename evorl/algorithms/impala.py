@@ -14,7 +14,8 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl.config import FloatOrInf, require
+from evorl.config import FloatOrInf
+from evorl.config.hparams import check_impala
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
@@ -48,12 +49,7 @@ class IMPALAHParams:
     def validated(self) -> "IMPALAHParams":
         """Range checks, and ``pg_rho_bar`` filled in; returns the hyperparameters to use."""
         hp = self.replace(pg_rho_bar=self.vtrace_rho_bar) if self.pg_rho_bar is None else self
-        for name in ("vtrace_rho_bar", "vtrace_c_bar", "pg_rho_bar"):
-            require(getattr(hp, name) > 0, f"{name} must be > 0 (.inf for no clipping), got {getattr(hp, name)}.")
-        require(hp.vtrace_c_bar <= hp.vtrace_rho_bar,
-                f"vtrace_c_bar={hp.vtrace_c_bar} must be <= vtrace_rho_bar={hp.vtrace_rho_bar} (V-trace's assumption).")
-        for name in ("baseline_cost", "ent_coef", "kl_coef"):
-            require(getattr(hp, name) >= 0, f"{name} must be >= 0, got {getattr(hp, name)}.")
+        check_impala(hp)
         return hp
 
 

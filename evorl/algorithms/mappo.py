@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from evorl.algorithms.ppo import PPOAgent, PPOHParams
-from evorl.config import require
+from evorl.config.agents import check_ippo_options, check_mappo_critic, check_multi_agent_obs
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
@@ -128,13 +128,8 @@ def make_mlp_ippo_agent(
     ``action_space`` one agent's, ``obs_space`` the env's stacked ``Box [n_agents, obs_dim]``.
     ``share_parameters``, ``agent_ids``, ``centralised_critic`` (MAPPO): see the module
     docstring; the PPO keys and ``network_options`` as :func:`~evorl.algorithms.ppo.make_mlp_ppo_agent`'s."""
-    require(obs_space is not None and len(obs_space.shape) == 2,
-            f"make_mlp_ippo_agent needs the stacked observation space of a multi-agent env, Box [n_agents, obs_dim]; "
-            f"got {obs_space}.")
-    require(not network_options.get("normalize_obs", False),
-            "agent.normalize_obs is not supported by IPPO / MAPPO yet: set it false.")
-    require(network_options.get("core", "none") == "none" and network_options.get("network", "mlp") == "mlp",
-            "IPPO / MAPPO build MLP actors and critics: agent.network must be 'mlp' and agent.core 'none'.")
+    check_multi_agent_obs(obs_space, None if obs_space is None else obs_space.shape, "make_mlp_ippo_agent")
+    check_ippo_options(network_options)
     num_agents, obs_dim = obs_space.shape
     ids = num_agents if agent_ids else 0
     actor_space = unbounded_box(obs_dim + ids)
@@ -174,9 +169,7 @@ def _mappo_agent_validate(self, where: str) -> None:
     base = getattr(IPPOWorkflow.agent_config_cls, "validate", None)
     if base is not None:
         base(self, where)
-    require(self.centralised_critic,
-            f"{where}.centralised_critic=false under MAPPO: that is IPPO: use --config-name=ippo_mpe_simple_spread / "
-            f"workflow_cls=evorl.workflows.IPPOWorkflow (MAPPO's critic reads the global state).")
+    check_mappo_critic(self.centralised_critic, where)
 
 
 class MAPPOWorkflow(IPPOWorkflow):

@@ -40,7 +40,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl.algorithms.td3 import DDPGHParams, TD3Agent, TD3HParams
-from evorl.config import parse_section, require
+from evorl.config import parse_section
+from evorl.config.agents import (
+    check_matd3_action_space, check_matd3_normalize_obs, check_multi_agent_obs, check_policy_delay,
+)
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.continuous_control import (
@@ -120,21 +123,17 @@ def build_matd3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HP
     """The agent of :func:`make_mlp_matd3_agent` / :func:`make_mlp_maddpg_agent`: one agent's
     actor on its observation (and id), the critics on the global state (and id) and the joint
     action, each refused input a one-line ConfigError."""
-    require(obs_space is not None and len(obs_space.shape) == 2,
-            f"{factory} needs the stacked observation space of a multi-agent env, Box [n_agents, obs_dim]; "
-            f"got {obs_space}.")
-    require(isinstance(action_space, Box),
-            f"{factory} acts in continuous (Box) action spaces; this env's agents act in {action_space}: for "
-            f"JaxMARL's MPE set env.kwargs.action_type: Continuous, or train discrete agents with IPPO / MAPPO.")
+    check_multi_agent_obs(obs_space, None if obs_space is None else obs_space.shape, factory)
+    check_matd3_action_space(isinstance(action_space, Box), action_space, factory)
     options = parse_section(ContinuousNetworkOptions, network_options, "agent")
-    require(not options.normalize_obs, f"agent.normalize_obs is not supported by {factory} yet: set it false.")
+    check_matd3_normalize_obs(options.normalize_obs, factory)
     num_agents, obs_dim = obs_space.shape
     ids = num_agents if agent_ids else 0
     actor_space, critic_space = unbounded_box(obs_dim + ids), unbounded_box(num_agents * obs_dim + ids)
     action_dim = check_options(action_space, actor_space, options, factory)
     joint_action_space = Box(np.tile(action_space.low.reshape(-1), num_agents),
                              np.tile(action_space.high.reshape(-1), num_agents))
-    require(policy_delay >= 1, f"agent.policy_delay must be >= 1, got {policy_delay}.")
+    check_policy_delay(policy_delay)
     if network_factory is None:
         actor = make_deterministic_actor(actor_space, action_dim, options.actor_hidden_layer_sizes, options.activation)
         critic = make_q_ensemble(critic_space, num_agents * action_dim, options.critic_hidden_layer_sizes,

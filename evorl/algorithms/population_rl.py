@@ -31,7 +31,6 @@ buffer, the critic and the Adam states are in the state, so a resumed run contin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
@@ -42,12 +41,13 @@ import optax
 from jax import lax
 from jax.flatten_util import ravel_pytree
 
-from evorl.algorithms.es import OPTIMIZERS as ES_OPTIMIZERS
 from evorl.algorithms.es import ESConfig, make_search
 from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
-from evorl.config import config_mapping, parse_section, require, section_data
-from evorl.config.env import HOST_ENV_TYPES
-from evorl.config.training import no_env_step_budget
+from evorl.config import config_mapping, parse_section, section_data
+from evorl.config.population import (  # noqa: F401  (the sections are importable from here too)
+    EVOSAX_OPTIMISERS, OPTIMISERS, PopulationRLConfig, PopulationRLTrainingConfig, check_buffer_holds_generation,
+    check_population_placement, check_population_run, check_training_keys,
+)
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
@@ -230,137 +230,6 @@ def population_metrics(stats: EpisodeStats, fitness: jax.Array, buffer: replay.R
     return metrics
 
 
-#: ``optimiser`` names of the evosax strategies (:data:`evorl.algorithms.es.STRATEGIES`).
-EVOSAX_OPTIMISERS = {"openes": "OpenES", "snes": "SNES", "cma_es": "CMA_ES", "ars": "ARS"}
-#: Every valid ``optimiser``: sep-CEM, ERL's genetic algorithm, canonical ES, the evosax strategies.
-OPTIMISERS = ("cem", "ga", "vanilla_es", *EVOSAX_OPTIMISERS)
-
-
-@dataclass(frozen=True)
-class PopulationRLConfig:
-    """The keys every evolution-guided algorithm's section has: the population's episodes,
-    the shared buffer, the TD3 gradient steps per generation, and the population optimiser
-    (``optimiser``, :mod:`evorl.rl.optimisers`) with the keys of each (read only by it)."""
-
-    #: Actors in the population (N).
-    population_size: int = 10
-    #: Episodes each actor plays per generation (its fitness is their mean return).
-    episodes_per_actor: int = 1
-    #: Critic gradient steps per generation.
-    num_updates: int = 1000
-    #: Transitions per gradient step (and learning actor).
-    batch_size: int = 256
-    #: Transitions the shared replay buffer holds.
-    buffer_size: int = 1_000_000
-    #: Transitions in the buffer before the first gradient step.
-    learning_starts: int = 10_000
-    #: Env steps with uniformly random actions (the population does not evolve in those generations).
-    warmup_steps: int = 0
-    #: Polyak coefficient of the target critic and target actors.
-    tau: float = 0.005
-    #: The population optimiser: cem (sep-CEM), ga (ERL's genetic algorithm), vanilla_es
-    #: (canonical ES: es_sigma fixed, the mean recombined from num_elites elites), or an evosax
-    #: strategy: openes, snes, cma_es, ars.
-    optimiser: str = "cem"
-    #: cem, vanilla_es: elites the update averages (K_e); ga: actors kept unchanged each generation, the fittest (E).
-    num_elites: int = 5
-    #: cem: initial variance of every coordinate of the search distribution.
-    sigma_init: float = 1e-3
-    #: cem: additive noise on the variance, initially; it decays towards eps_end with tau_eps.
-    eps_init: float = 1e-2
-    #: cem: the additive noise's limit.
-    eps_end: float = 1e-5
-    #: cem: decay of the additive noise per generation.
-    tau_eps: float = 0.95
-    #: cem: factor c on the elites' weighted squared deviations in the variance update (null: 1 /
-    #: num_elites, the authors' code; 1.0 is the paper's eq. 2, which made CEM-RL's mean actor swing).
-    var_scale: float | None = None
-    #: ga: actors drawn per tournament.
-    tournament_size: int = 3
-    #: ga: probability that a pair of selected parents crosses.
-    crossover_prob: float = 0.1
-    #: ga: probability that a child mutates.
-    mutation_prob: float = 0.9
-    #: ga: fraction of a mutating child's weights that are perturbed.
-    mutation_frac: float = 0.1
-    #: ga: std of a perturbation, relative to the weight's magnitude.
-    mutation_strength: float = 0.1
-    #: ga: probability that a perturbation is a super-mutation, with this relative std.
-    super_mutation_prob: float = 0.05
-    super_mutation_strength: float = 10.0
-    #: ga: probability that a perturbed weight is reset to N(0, 1) instead.
-    reset_prob: float = 0.05
-    #: ga: mutated weights are clipped to [-weight_clip, weight_clip].
-    weight_clip: float = 1e6
-    #: evosax strategies: initial standard deviation of the search distribution (mirrored sampling);
-    #: vanilla_es: its fixed standard deviation.
-    es_sigma: float = 0.01
-    #: evosax strategies (but CMA-ES): step size of the mean's optimiser.
-    es_learning_rate: float = 0.01
-    #: evosax strategies (but CMA-ES): the mean's optimiser, adam or sgd.
-    es_optimizer: str = "adam"
-
-    @property
-    def elite_var_scale(self) -> float:
-        """cem: ``var_scale``, its null resolved (1 / num_elites)."""
-        return 1.0 / self.num_elites if self.var_scale is None else self.var_scale
-
-    @property
-    def actors_per_generation(self) -> int:
-        """Actors that play episodes each generation."""
-        return self.population_size
-
-    def validate(self, where: str) -> None:
-        for key in ("population_size", "episodes_per_actor", "num_updates", "batch_size", "buffer_size"):
-            require(getattr(self, key) >= 1, f"{where}.{key} must be >= 1, got {getattr(self, key)}.")
-        require(0.0 < self.tau <= 1.0, f"{where}.tau must be in (0, 1], got {self.tau}.")
-        require(self.learning_starts >= 0 and self.warmup_steps >= 0,
-                f"{where}.learning_starts and {where}.warmup_steps must be >= 0.")
-        for key in ("batch_size", "learning_starts"):
-            require(getattr(self, key) <= self.buffer_size,
-                    f"{where}.{key}={getattr(self, key)} exceeds {where}.buffer_size={self.buffer_size}.")
-        require(self.optimiser in OPTIMISERS, f"Unknown {where}.optimiser {self.optimiser!r}; valid: "
-                                              f"{', '.join(OPTIMISERS)}.")
-        {"cem": self._validate_cem, "ga": self._validate_ga, "vanilla_es": self._validate_vanilla_es}.get(
-            self.optimiser, self._validate_evosax)(where)
-
-    def _validate_elites(self, where: str) -> None:
-        require(self.num_elites >= 1, f"{where}.num_elites must be >= 1, got {self.num_elites}.")
-        require(self.num_elites <= self.population_size,
-                f"{where}.num_elites={self.num_elites} exceeds {where}.population_size={self.population_size}.")
-
-    def _validate_cem(self, where: str) -> None:
-        self._validate_elites(where)
-        require(self.sigma_init > 0 and self.eps_init >= 0 and self.eps_end >= 0,
-                f"{where}.sigma_init must be > 0 and eps_init, eps_end >= 0.")
-        require(0.0 <= self.tau_eps <= 1.0, f"{where}.tau_eps must be in [0, 1], got {self.tau_eps}.")
-        require(self.var_scale is None or self.var_scale > 0, f"{where}.var_scale must be > 0, got {self.var_scale}.")
-
-    def _validate_ga(self, where: str) -> None:
-        require(0 <= self.num_elites < self.population_size,
-                f"{where}.num_elites={self.num_elites} must be in [0, population_size={self.population_size}): "
-                f"an actor put into the population replaces a child.")
-        require(self.tournament_size >= 1, f"{where}.tournament_size must be >= 1.")
-        for key in ("crossover_prob", "mutation_prob", "mutation_frac", "super_mutation_prob", "reset_prob"):
-            require(0.0 <= getattr(self, key) <= 1.0, f"{where}.{key} must be in [0, 1], got {getattr(self, key)}.")
-        require(self.super_mutation_prob + self.reset_prob <= 1.0,
-                f"{where}.super_mutation_prob + {where}.reset_prob must be <= 1.")
-        require(self.mutation_strength >= 0 and self.super_mutation_strength >= 0 and self.weight_clip > 0,
-                f"{where}.mutation_strength and super_mutation_strength must be >= 0, weight_clip > 0.")
-
-    def _validate_vanilla_es(self, where: str) -> None:
-        self._validate_elites(where)
-        require(self.es_sigma > 0, f"{where}.es_sigma must be > 0, got {self.es_sigma}.")
-
-    def _validate_evosax(self, where: str) -> None:
-        require(self.population_size % 2 == 0, f"{where}.population_size={self.population_size} must be even: "
-                                               f"{where}.optimiser={self.optimiser} samples mirrored pairs.")
-        require(self.es_sigma > 0 and self.es_learning_rate > 0,
-                f"{where}.es_sigma and {where}.es_learning_rate must be > 0.")
-        require(self.es_optimizer in ES_OPTIMIZERS,
-                f"Unknown {where}.es_optimizer {self.es_optimizer!r}; valid: {', '.join(ES_OPTIMIZERS)}.")
-
-
 def make_optimiser(cfg: PopulationRLConfig, actor_example: Any) -> AskTell:
     """The section's population optimiser (:mod:`evorl.rl.optimisers`) over the flattened
     actor ``actor_example`` (a pytree of arrays or shapes)."""
@@ -376,22 +245,6 @@ def make_optimiser(cfg: PopulationRLConfig, actor_example: Any) -> AskTell:
                   sigma=cfg.es_sigma, learning_rate=cfg.es_learning_rate, optimizer=cfg.es_optimizer)
     es = dataclasses.replace(es, fitness_shaping="centered_rank" if es.spec.shaped_sign is not None else "strategy")
     return dataclasses.replace(make_search(es, num_dims), name=cfg.optimiser)
-
-
-@dataclass(frozen=True)
-class PopulationRLTrainingConfig:
-    """The ``training:`` keys of an evolution-guided run: one iteration is one generation."""
-
-    #: Generations.
-    num_iterations: int = 100
-    #: Generations between evaluations and log lines; each interval is one compiled call.
-    eval_interval: int = 10
-    #: Greedy episodes per evaluation of the state's actor.
-    eval_episodes: int = 16
-    #: Adam's step size, of the critic and of each learning actor.
-    learning_rate: float = 1e-3
-    #: Discount factor of the critic's targets.
-    gamma: float = 0.99
 
 
 class PopulationRLWorkflow(ChunkedWorkflow):
@@ -425,11 +278,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
 
     def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         section = getattr(config, self.section)
-        per_generation = section.actors_per_generation * section.episodes_per_actor * env.episode_length
-        require(section.buffer_size >= per_generation,
-                f"{self.section}.buffer_size={section.buffer_size} must hold one generation's transitions, "
-                f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
-                f"{per_generation}.")
+        check_buffer_holds_generation(section, env.episode_length, self.section)
         self.placement = Placement.create(1, False)
         super().__init__(config, env, agent, services)
         tc = config.training
@@ -482,24 +331,10 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         section.validate(cls.section)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(PopulationRLTrainingConfig.__dataclass_fields__)
-        name = cls.__name__
-        for key in training:
-            require(key != "total_env_steps", no_env_step_budget(name))
-            require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
-                                 f"{', '.join(keys)} (one iteration is one generation); the population's, the "
-                                 f"buffer's and the gradient steps' keys are in {cls.section}: "
-                                 f"({', '.join(cls.section_cls.__dataclass_fields__)}).")
+        check_training_keys(training, cls.__name__, cls.section, cls.section_cls)
         base = vars(super().parse_config(cfg))
-        require(not base["sweep"], f"{name} trains one population of actors: give every agent and training "
-                                   "key one value (no lists).")
-        require(base["runner"].mode != "async", f"runner.mode=async: {name} plays its episodes inside the "
-                                                "compiled generation; set runner.mode=auto or fused.")
-        require(not base["pbt"].enabled, f"pbt does not apply to {name}: set pbt.enabled=false.")
-        require(not base["distributed"].multi_devices and base["distributed"].coordinator_address is None
-                and not base["distributed"].auto,
-                f"{name} trains on one device for now: set distributed.multi_devices=false.")
-        require(not base["agent"].normalize_obs, f"agent.normalize_obs: {name}'s actors act on raw "
-                                                 "observations for now; set agent.normalize_obs=false.")
+        check_population_run(cls.__name__, base["sweep"], base["runner"], base["pbt"], base["distributed"],
+                             base["agent"].normalize_obs)
         training = PopulationRLTrainingConfig(**{key: getattr(base["training"], key) for key in keys})
         return cls.experiment_config_cls(**{**base, "training": training, cls.section: section})
 
@@ -513,10 +348,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent, num_devices: int) -> None:
-        require(num_devices == 1, f"{cls.__name__} trains on one device for now.")
-        require(config.env.env_type not in HOST_ENV_TYPES, f"{cls.__name__} plays its episodes inside compiled "
-                                                           f"programs: env_type {config.env.env_type!r} steps on the "
-                                                           f"host; use a gymnax or brax env.")
+        check_population_placement(cls.__name__, num_devices, config.env.env_type)
 
 
 def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:

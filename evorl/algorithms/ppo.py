@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.config import require
+from evorl.config.hparams import check_ppo
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
@@ -39,13 +39,8 @@ class PPOHParams:
     target_kl: float | None
 
     def validated(self) -> "PPOHParams":
-        """Range checks (config errors naming the key); returns the hyperparameters to use."""
-        require(self.clip_epsilon > 0, f"clip_epsilon must be > 0, got {self.clip_epsilon}.")
-        require(self.value_clip_epsilon is None or self.value_clip_epsilon > 0,
-                f"value_clip_epsilon must be > 0 or null, got {self.value_clip_epsilon}.")
-        require(self.target_kl is None or self.target_kl > 0, f"target_kl must be > 0 or null, got {self.target_kl}.")
-        for name in ("vf_coef", "ent_coef", "kl_coef"):
-            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        """Range checks (:func:`evorl.config.hparams.check_ppo`); returns the hyperparameters to use."""
+        check_ppo(self)
         return self
 
 

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.config import require
+from evorl.config.hparams import check_a2c
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
@@ -46,8 +46,7 @@ class REINFORCEHParams:
     ent_coef: float
 
     def validated(self) -> "REINFORCEHParams":
-        for name in ("vf_coef", "ent_coef"):
-            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        check_a2c(self)
         return self
 
 

@@ -31,7 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from evorl.config import parse_section, require
+from evorl.config import parse_section
+from evorl.config.agents import check_init_alpha
+from evorl.config.hparams import check_sac
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.networks import GaussianPolicyMLP, Network
@@ -58,7 +60,7 @@ class SACHParams:
     tau: float = 0.005
 
     def validated(self) -> "SACHParams":
-        require(self.alpha is None or self.alpha >= 0, f"alpha must be >= 0 or null, got {self.alpha}.")
+        check_sac(self)
         return self
 
 
@@ -150,7 +152,7 @@ def make_mlp_sac_agent(action_space: Space, obs_space: Box | None = None, alpha:
     ``init_alpha`` unless ``alpha`` fixes it. ``network_options``: :class:`ContinuousNetworkOptions`."""
     options = parse_section(ContinuousNetworkOptions, network_options, "agent")
     action_dim = check_options(action_space, obs_space, options, "make_mlp_sac_agent")
-    require(init_alpha > 0, f"agent.init_alpha must be > 0, got {init_alpha}.")
+    check_init_alpha(init_alpha)
     if network_factory is None:
         actor = make_sac_actor(obs_space, action_dim, options)
         critic = make_q_ensemble(obs_space, action_dim, options.critic_hidden_layer_sizes, options.activation, 2)

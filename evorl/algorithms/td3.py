@@ -24,7 +24,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from evorl.config import parse_section, require
+from evorl.config import parse_section
+from evorl.config.agents import check_policy_delay
+from evorl.config.hparams import check_td3
 from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.continuous_control import (
@@ -52,8 +54,7 @@ class TD3HParams:
     tau: float = 0.005
 
     def validated(self) -> "TD3HParams":
-        for name in ("exploration_noise", "target_noise", "target_noise_clip"):
-            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}.")
+        check_td3(self)
         return self
 
 
@@ -117,7 +118,7 @@ def build_td3_agent(action_space: Space, obs_space: Box | None, hparams: TD3HPar
                     factory: str) -> TD3Agent:
     options = parse_section(ContinuousNetworkOptions, network_options, "agent")
     action_dim = check_options(action_space, obs_space, options, factory)
-    require(policy_delay >= 1, f"agent.policy_delay must be >= 1, got {policy_delay}.")
+    check_policy_delay(policy_delay)
     if network_factory is None:
         actor = make_deterministic_actor(obs_space, action_dim, options.actor_hidden_layer_sizes, options.activation)
         critic = make_q_ensemble(obs_space, action_dim, options.critic_hidden_layer_sizes, options.activation,

@@ -30,13 +30,14 @@ from typing import Any
 
 from evorl.app.cli_args import (
     allow_new_keys, check_config_name, check_resume_identity, hydra_settings, option_value, overrides_last,
-    resume_config, resume_elsewhere,
+    resume_config,
 )
 from evorl.app.cli_errors import (
     hydra_error_line, missing_config_line, plain_config, raised_in, undecodable_config_line, yaml_error_line,
 )
 from evorl.app.config_groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.config import ConfigError
+from evorl.config.experiment import check_resume_folder, check_resume_value
 from evorl.engine.processes import EXIT_PEER_LOST
 from evorl.log_noise import quiet_third_party_logs
 
@@ -59,13 +60,11 @@ def train(cfg: Any) -> dict[str, float]:
     try:
         cfg = plain_config(cfg)
         resume = cfg.get("resume")
-        if isinstance(resume, bool):  # resume=true: Hydra reads the word as a boolean
-            raise ConfigError(f"resume={str(resume).lower()}: resume takes the run folder to continue (resume=<its path>), "
-                              f"not true or false.")
+        check_resume_value(resume)  # resume=true: Hydra reads the word as a boolean
         if resume and isinstance(resume, str):
             resumed = resume_config(resume, _hydra_overrides())
-            if hydra_dir is not None and Path(hydra_dir).resolve() != Path(resumed["resume"]).resolve():
-                raise ConfigError(resume_elsewhere(resumed["resume"], f"hydra.run.dir={hydra_dir}"))
+            check_resume_folder(resumed["resume"], hydra_dir is None or Path(hydra_dir).resolve() ==
+                                Path(resumed["resume"]).resolve(), f"hydra.run.dir={hydra_dir}")
             cfg = resumed if _hydra_config_name() in (None, "config") else check_resume_identity(cfg, resumed)
         output_dir = cfg.get("output_dir") or hydra_dir
         _current_run["dir"] = cfg.get("resume") or output_dir

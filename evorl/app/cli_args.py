@@ -10,8 +10,10 @@ import sys
 
 from evorl.app.cli_errors import plain_config
 from evorl.app.config_groups import GROUPS, config_names
-from evorl.config import ConfigError
 from evorl.config.errors import did_you_mean
+from evorl.config.experiment import (  # noqa: F401  (importable from here too)
+    IDENTITY_KEYS, check_resume_identity, check_resume_override, check_resume_override_kind, resume_elsewhere,
+)
 from evorl.config.training import RUN_LENGTH_KEYS
 
 _PLAIN_OVERRIDE = re.compile(r"^[A-Za-z_][\w.\-]*=")
@@ -121,12 +123,10 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
     cfg = OmegaConf.create(load_run_config(run_dir))
     for override in OverridesParser.create().parse_overrides(overrides):
         key = override.key_or_group
-        if key == "output_dir":
-            raise ConfigError(resume_elsewhere(run_dir, f"output_dir={override.value()}"))
+        check_resume_override(run_dir, key, override.value())
         if key.startswith("hydra.") or key == "resume":
             continue
-        if override.is_delete() or override.is_sweep_override():
-            raise ConfigError(f"resume does not support the override {override.input_line!r}.")
+        check_resume_override_kind(override.is_delete() or override.is_sweep_override(), override.input_line)
         OmegaConf.update(cfg, key, override.value(), force_add=True)
         run_length = [f"training.{k}" for k in RUN_LENGTH_KEYS]
         if key in run_length and override.value() is not None:  # the run's length, set the other way
@@ -134,30 +134,3 @@ def resume_config(run_dir: str, overrides: list[str]) -> dict:
     return {**plain_config(cfg), "resume": run_dir}
 
 
-def resume_elsewhere(run_dir: str, setting: str) -> str:
-    """The error for a folder given beside ``resume=<run_dir>``."""
-    return (f"resume={run_dir} continues in that run's own folder: {setting} does not apply (to continue "
-            f"elsewhere, copy the folder and resume the copy).")
-
-
-#: What a run is: a resumed run keeps them, so a command that names others (``--config-name``)
-#: asked for another run.
-IDENTITY_KEYS = ("workflow_cls", "env.env_name", "env.env_type")
-
-
-def check_resume_identity(composed: dict, resumed: dict) -> dict:
-    """``resumed`` (:func:`resume_config`), if the config this command composed from its
-    ``--config-name`` (and overrides) names the same algorithm and env; otherwise the command
-    asked for another run than the one it resumes: a ConfigError naming the difference."""
-    def get(cfg: dict, dotted: str):
-        for part in dotted.split("."):
-            cfg = cfg.get(part) if isinstance(cfg, dict) else None
-        return cfg
-
-    differ = [f"{key}={get(composed, key)!r} (the run's: {get(resumed, key)!r})" for key in IDENTITY_KEYS
-              if get(composed, key) != get(resumed, key)]
-    if differ:
-        raise ConfigError(f"resume={resumed['resume']} continues that run's own config.yaml, but this command's config "
-                          f"names another run: {', '.join(differ)}. Drop --config-name and those overrides to resume "
-                          f"it, or leave out resume= to start the other run.")
-    return resumed

@@ -12,26 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evorl.config import ConfigError, to_plain
-
-
-def plain_config(cfg: Any) -> Any:
-    """``cfg`` as plain data, its ``${...}`` interpolations resolved; one that does not resolve
-    is a ConfigError naming the key and its value."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        return to_plain(cfg)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", None)
-        raw = OmegaConf.to_container(cfg, resolve=False)
-        for part in (key or "").split("."):
-            raw = raw.get(part) if isinstance(raw, dict) else None
-        problem = str(getattr(e, "msg", e)).splitlines()[0]
-        what = f"'{key}' = {raw!r}" if key else "the config"
-        raise ConfigError(f"{what} does not resolve: {problem}. An ${{...}} interpolation names another key "
-                          f"of the config (e.g. ${{training.num_envs}}).") from None
+from evorl.config import ConfigError
+from evorl.config.parsing import plain_config  # noqa: F401  (importable from here too)
 
 
 def yaml_error_line(error: Any) -> str:

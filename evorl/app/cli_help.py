@@ -11,8 +11,6 @@ dataclasses.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import inspect
 import re
 import textwrap

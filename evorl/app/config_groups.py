@@ -35,17 +35,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evorl.config.errors import ConfigError, did_you_mean, unknown_key_error
+from evorl.config.groups import (  # noqa: F401  (importable from here too)
+    ALGO_NODE, ALGO_SECTIONS, check_algo_node, check_group_option, refuse_agent_key_of_others, unknown_option_text,
+)
 from evorl.config.parsing import section_data
 from evorl.config.training import run_length_under
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 #: The config groups, each a folder of ``configs/``.
 GROUPS = ("algo", "env", "tuned")
-#: The node of the composed config that holds the chosen algorithm's defaults.
-ALGO_NODE = "algo"
-#: The sections an algorithm's defaults may set.
-ALGO_SECTIONS = ("agent", "training")
 
 
 def config_names() -> list[str]:
@@ -72,21 +70,8 @@ def load_group_option(group: str, option: str) -> dict:
     import copy
 
     path = CONFIG_DIR / group / f"{option}.yaml"
-    if not path.is_file():
-        raise ConfigError(unknown_option_text(group, option, group_options(group)))
+    check_group_option(group, option, path.is_file(), group_options)
     return copy.deepcopy(_load_yaml(path))
-
-
-def unknown_option_text(group: str, option: str, options: list[str]) -> str:
-    """The error for ``group=option`` when the group has no such option: the closest options
-    first, then every one; for ``env=``, which is easily taken for an environment's id
-    (``env=CartPole-v1``), the key that names an environment."""
-    hint = did_you_mean(option, options, prefix=f"{group}=")
-    if group != "env":
-        return f"{group}={option}: no such option.{hint} Valid: {', '.join(options)}."
-    return (f"env={option}: no such env group (env= chooses one: {', '.join(options)}). To train on the "
-            f"environment {option!r}, set env.env_name={option} (with env.env_type, gymnax by default; "
-            f"evorl-train --list-envs lists the environments of each env type).{hint}")
 
 
 def default_choices() -> dict[str, str]:
@@ -177,13 +162,7 @@ def select_algorithm(cfg: dict) -> tuple[dict, str | None]:
 
     cfg = dict(cfg)
     node = cfg.pop(ALGO_NODE)
-    if not isinstance(node, Mapping) or "workflow_cls" not in node:
-        raise ConfigError(f"'{ALGO_NODE}' holds an algorithm's defaults (a mapping with workflow_cls and its "
-                          f"agent and training keys); got {node!r}. Choose one with algo=<"
-                          f"{'|'.join(group_options('algo'))}>.")
-    unknown = [key for key in node if key not in ("workflow_cls", *ALGO_SECTIONS)]
-    if unknown:
-        raise unknown_key_error(str(unknown[0]), ["workflow_cls", *ALGO_SECTIONS], ALGO_NODE)
+    check_algo_node(node, lambda: group_options("algo"))
     algo_workflow = node["workflow_cls"]
     chosen = cfg.setdefault("workflow_cls", algo_workflow)
     if chosen != algo_workflow and not issubclass(resolve_workflow_cls(chosen), resolve_workflow_cls(algo_workflow)):
@@ -221,12 +200,8 @@ def check_agent_keys(workflow_cls: str | type, agent: Any) -> None:
         algo = algo_for_workflow(owner)
         fix = f"algo={algo}" if algo else f"workflow_cls=evorl.workflows.{owners[0]}"
         example = f"{algo}_cartpole" if algo and (CONFIG_DIR / f"{algo}_cartpole.yaml").is_file() else None
-        raise ConfigError(
-            f"{unknown_key_error(str(key), valid, 'agent')} 'agent.{key}' is a key of "
-            f"{', '.join(resolve_workflow_cls(f'evorl.workflows.{o}').name() for o in owners)}, not of "
-            f"{cls.name()}: to train {owner.name()}, pass {fix}"
-            + (f" (or --config-name={example})" if example else "") + "."
-        )
+        refuse_agent_key_of_others(key, valid, [resolve_workflow_cls(f"evorl.workflows.{o}").name() for o in owners],
+                                   cls.name(), owner.name(), fix, example)
 
 
 def _fields(cls: type) -> tuple:

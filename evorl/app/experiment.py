@@ -63,6 +63,7 @@ from evorl.app.run_folder import (
 )
 from evorl.app.stop_signals import stop_on_signals
 from evorl.config import ConfigError, to_plain
+from evorl.config.experiment import check_experiment_mapping, check_names_workflow, check_resume_length
 from evorl.engine.processes import PeerLost, is_main_process, peer_lost
 from evorl.engine.processes import watching_run
 from evorl.engine.processes import resume_argument
@@ -129,14 +130,12 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     from evorl.workflows import resolve_workflow_cls
 
     cfg = to_plain(cfg)
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"config must be a mapping, got {type(cfg).__name__}.")
+    check_experiment_mapping(cfg)
     cfg = with_default_config(cfg) if defaults else cfg
     cfg, note = select_algorithm(cfg)
     if note and is_main_process():
         print(f"evorl: {note}", file=sys.stderr, flush=True)
-    if "workflow_cls" not in cfg:
-        raise ConfigError("config needs 'workflow_cls' (e.g. evorl.workflows.PPOWorkflow).")
+    check_names_workflow(cfg)
     check_agent_keys(cfg["workflow_cls"], cfg.get("agent"))
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
     config = workflow.config
@@ -362,11 +361,7 @@ def _check_resumable(config: Any, run_dir: Path, saves: list[str], stale: str | 
             f"resume={config.resume}: {run_dir} has no checkpoint yet (no complete checkpoint in {where}): {why}, "
             f"so there is nothing to resume. Start it afresh in the same folder with output_dir={run_dir} instead "
             f"of resume={own}.")
-    if config.training.num_iterations < complete[-1]:
-        raise ConfigError(
-            f"resume={config.resume}: training.num_iterations={config.training.num_iterations} is below the "
-            f"iteration of its newest checkpoint, iteration {complete[-1]}: nothing would be trained, and nothing "
-            f"was changed. Pass a training.num_iterations above {complete[-1]} to train it further.")
+    check_resume_length(config.resume, config.training.num_iterations, complete[-1])
 
 
 def record_peer_lost(run_dir: Path, error: Exception) -> None:

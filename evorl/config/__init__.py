@@ -9,7 +9,14 @@
 * the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.env` (with
   :mod:`~evorl.config.atari`, the Atari preprocessing keys), :mod:`~evorl.config.distributed`,
   :mod:`~evorl.config.runner`, :mod:`~evorl.config.pbt`, :mod:`~evorl.config.checkpoint`,
-  :mod:`~evorl.config.logging` (an algorithm's own sections live with it);
+  :mod:`~evorl.config.logging`, ES's :mod:`~evorl.config.es` and the evolution-guided
+  algorithms' :mod:`~evorl.config.population`;
+* the rules that read more than one section, or a fact of the built env or agent, as functions
+  of plain values that the build path calls: :mod:`~evorl.config.experiment` (the top-level
+  keys, resume), :mod:`~evorl.config.runs` (sections against each other, devices, the env),
+  :mod:`~evorl.config.hparams` (each algorithm's loss hyperparameters),
+  :mod:`~evorl.config.agents` (an agent factory's keywords against the env's spaces),
+  :mod:`~evorl.config.groups` (the config groups); the layers below trust what passed;
 * :mod:`~evorl.app.config_groups`: the config groups ``algo/``, ``env/``, ``tuned/`` and how an
   algorithm's defaults are selected (it resolves workflows, so it is not imported here).
 """

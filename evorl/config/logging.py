@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
-from evorl.config.errors import require
+from evorl.config.errors import ConfigError, install_hint, require
 
 #: The recorders ``logging.recorders`` may name.
 RECORDERS = ("console", "jsonl", "csv", "tensorboard", "wandb")
@@ -31,3 +32,17 @@ class LoggingConfig:
             require(name in RECORDERS, f"Unknown recorder {name!r} in {where}.recorders; valid: {', '.join(RECORDERS)}.")
         require(self.console in ("auto", "bar", "lines"),
                 f"{where}.console must be one of auto, bar, lines; got {self.console!r}.")
+
+
+#: The optional recorders: the module each imports and the extra that installs it.
+OPTIONAL_RECORDERS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
+
+
+def check_recorder_packages(logging: LoggingConfig) -> None:
+    """A ``ConfigError`` naming the extra to install when a recorder in ``logging.recorders``
+    lacks its package: run before compilation, not when the recorders start after it."""
+    for name in logging.recorders:
+        module, extra = OPTIONAL_RECORDERS.get(name, (None, None))
+        if module is not None and importlib.util.find_spec(module) is None:
+            raise ConfigError(f"logging.recorders names {name!r}, which needs {module}: "
+                              f"{install_hint(extra)}.")

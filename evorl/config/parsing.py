@@ -55,6 +55,25 @@ def to_plain(cfg: Any) -> Any:
     return cfg
 
 
+def plain_config(cfg: Any) -> Any:
+    """``cfg`` as plain data, its ``${...}`` interpolations resolved; one that does not resolve
+    is a ConfigError naming the key and its value."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return to_plain(cfg)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", None)
+        raw = OmegaConf.to_container(cfg, resolve=False)
+        for part in (key or "").split("."):
+            raw = raw.get(part) if isinstance(raw, dict) else None
+        problem = str(getattr(e, "msg", e)).splitlines()[0]
+        what = f"'{key}' = {raw!r}" if key else "the config"
+        raise ConfigError(f"{what} does not resolve: {problem}. An ${{...}} interpolation names another key "
+                          f"of the config (e.g. ${{training.num_envs}}).") from None
+
+
 def config_mapping(cfg: Any) -> dict:
     """A whole experiment config (dict or OmegaConf) as a plain dict (a copy), or the one-line
     error a workflow's ``parse_config`` gives for anything else."""

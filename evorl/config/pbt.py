@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from evorl.config.errors import require
+from evorl.config.errors import ConfigError, require, unknown_key_error
 from evorl.config.parsing import dotted_keys
 
 FITNESS = ("eval", "train")
@@ -102,6 +103,53 @@ class PBTConfig:
                 f"pbt.interval={self.interval} must be a multiple of training.eval_interval={eval_interval} with "
                 f"pbt.fitness=eval (a PBT step then ends a chunk of eval_interval iterations); change one of "
                 f"them, or use pbt.fitness=train.")
+
+
+def check_pbt_run(pbt: PBTConfig, num_agents: int, split_envs: bool) -> None:
+    """An enabled ``pbt:`` section against the run: whole agents on each device, and enough agents
+    for the strategy (``split_envs``: several devices with ``distributed.layout: envs``)."""
+    require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
+                            "each device), not distributed.layout=envs.")
+    if pbt.strategy == "cso":
+        require(num_agents >= 2, f"pbt.strategy=cso pairs the agents, and {num_agents} agent (training.num_seeds x "
+                                 f"hyperparameter variants) has no partner; train at least 2.")
+    else:
+        num_replaced = int(num_agents * pbt.exploit_fraction)
+        require(num_replaced >= 1,
+                f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
+                f"{pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
+
+
+def check_pbt_hyperparameters(pbt: PBTConfig, config_keys: list[str], evolvable: tuple[str, ...],
+                              why_not_evolvable: Callable[[str], str], check_value: Callable[[str, float], None],
+                              initial_values: Callable[[str], list]) -> None:
+    """Each ``pbt.hyperparameters`` key is a config key (``config_keys``) that may evolve
+    (``evolvable``; else ``why_not_evolvable(key)`` says why); each bound is a valid value of it
+    (``check_value(key, bound)`` raises the config's error otherwise); every agent's initial value
+    (``initial_values(key)``, one per variant) lies within the bounds; ``strategy: cso`` needs two."""
+    for key, (low, high) in pbt.hyperparameters.items():
+        name = f"pbt.hyperparameters.{key}"
+        if key not in config_keys:
+            error = unknown_key_error(key, config_keys, "")
+            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable) or 'none'}.")
+        require(key in evolvable,
+                f"{name}: '{key}' cannot evolve: {why_not_evolvable(key)} "
+                f"Keys that can evolve: {', '.join(evolvable) or 'none'}.")
+        for bound in (low, high):
+            try:
+                check_value(key, float(bound))
+            except ConfigError as e:
+                raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
+        starts = set()
+        for value in initial_values(key):
+            require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
+            require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
+                                          f"the bounds; widen them or change the initial value.")
+            starts.add(value)
+        require(pbt.strategy != "cso" or len(starts) > 1,
+                f"{name}: every agent starts with {key}={value}, and pbt.strategy=cso moves an agent's value only "
+                f"towards the other agents' values (from a zero velocity), so it would never change. Give {key} a "
+                f"list of initial values, or use pbt.strategy=truncation.")
 
 
 def plain_bounds(bounds: Any) -> Any:

@@ -1,12 +1,16 @@
-"""The ``runner:`` config section: how training is executed (fused or actor-learner)."""
+"""The ``runner:`` config section: how training is executed (fused or actor-learner), and the
+rules of an asynchronous run that read the other sections (:func:`check_async_config`)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+from typing import Any
+
 from evorl.config.errors import require
 from evorl.config.parsing import FloatOrInf
+from evorl.config.sweeps import num_agents
 
 #: ``runner.mode``: ``auto`` is ``async`` for host environments and ``fused`` for JAX ones.
 RUNNER_MODES = ("auto", "fused", "async")
@@ -74,3 +78,60 @@ class RunnerConfig:
 
     def asynchronous(self, env_on_host: bool) -> bool:
         return self.mode == "async" or (self.mode == "auto" and env_on_host)
+
+
+def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
+    """Cross-key checks of an asynchronous run, before anything is compiled (the workflow
+    adds its own: the on-policy minibatches, ...)."""
+    tc, rc = config.training, config.runner
+    require(not config.distributed.multi_process,
+            "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
+    require(tc.actor_lag == 0,
+            f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async "
+            f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
+    require(tc.num_envs % rc.num_actors == 0,
+            f"training.num_envs={tc.num_envs} must be divisible by runner.num_actors={rc.num_actors} "
+            f"(each actor owns num_envs / num_actors environments).")
+    learner_devices = learner_device_count(num_devices, rc.learner_devices)
+    require(rc.learner_devices is None or rc.learner_devices <= num_devices,
+            f"runner.learner_devices={rc.learner_devices} but only {num_devices} device(s) are used "
+            f"(several need distributed.multi_devices=true, or XLA_FLAGS=--xla_force_host_platform_device_count=N "
+            f"on a CPU).")
+    agents = num_agents(config)
+    require(agents == 1 or learner_devices == 1,
+            f"runner.mode=async with {agents} agents (training.num_seeds x hyperparameter variants) runs the "
+            f"learner on one device: set runner.learner_devices=1 (the other devices run the actors).")
+    per_actor = tc.num_envs // rc.num_actors
+    require(per_actor % learner_devices == 0,
+            f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
+            f"the learner's {learner_devices} devices.")
+
+
+def learner_device_count(num_devices: int, learner_devices: int | None) -> int:
+    """The devices of the learner's mesh: ``runner.learner_devices``, or half of ``num_devices`` (at least one)."""
+    if num_devices == 1:
+        return 1
+    return learner_devices if learner_devices is not None else max(1, num_devices // 2)
+
+
+def _gb(num_bytes: float) -> str:
+    return f"{num_bytes / 1e9:.3g} GB"
+
+
+def memory_message(terms: list, limit: float, source: str) -> str | None:
+    """The one-line refusal when the terms add up to more than ``limit`` bytes; None when they fit."""
+    total = sum(t.bytes for t in terms)
+    if total <= limit:
+        return None
+    main = sorted(terms, key=lambda t: -t.bytes)[:2]
+    parts = "; ".join(f"{t.name}: {t.formula} = {_gb(t.bytes)}" for t in main if t.bytes > 0)
+    return (f"the run needs about {_gb(total)} of memory ({parts}), more than the {_gb(limit)} available "
+            f"({source}); make the {main[0].name} smaller ({main[0].keys}), or set runner.max_memory_gb=<GB> to allow "
+            f"more (runner.max_memory_gb=.inf: no check).")
+
+
+def check_memory_fits(terms: list, limit: float, source: str) -> None:
+    """The run's memory estimate (``terms``: :class:`evorl.engine.memory_estimate.Term`, each with
+    its ``bytes``) within the ``limit`` bytes it may use (``source``: where that number comes from)."""
+    message = memory_message(terms, limit, source)
+    require(message is None, message)

@@ -57,8 +57,9 @@ import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from evorl.config import num_agents, require
-from evorl.config.runner import RunnerConfig
+from evorl.config.runner import (  # noqa: F401  (the async checks are importable from here too)
+    RunnerConfig, check_async_config, learner_device_count,
+)
 from evorl.engine.actor_processes import ProcessActorRollout
 from evorl.engine.actors import (
     Actor, ActorFailed, ChunkLog, EnvStepTimeout, EvaluationFailed, HostEnvActorRollout, JaxEnvActorRollout,
@@ -89,39 +90,6 @@ class ActorPolicy:
     def of_agent(cls, agent: Any) -> "ActorPolicy":
         """The agent's own policy (``compute_actions``) with the learner's ``agent_state``."""
         return cls(agent, lambda state: state.agent_state)
-
-
-def check_async_config(config: Any, agent: Any, num_devices: int) -> None:
-    """Cross-key checks of an asynchronous run, before anything is compiled (the workflow
-    adds its own: the on-policy minibatches, ...)."""
-    tc, rc = config.training, config.runner
-    require(not config.distributed.multi_process,
-            "runner.mode=async runs in one process (actors are threads): remove distributed.coordinator_address / auto.")
-    require(tc.actor_lag == 0,
-            f"training.actor_lag={tc.actor_lag} simulates actors in the fused runner; with runner.mode=async "
-            f"the lag is real (measured, logged as actors/policy_lag_*): set training.actor_lag=0.")
-    require(tc.num_envs % rc.num_actors == 0,
-            f"training.num_envs={tc.num_envs} must be divisible by runner.num_actors={rc.num_actors} "
-            f"(each actor owns num_envs / num_actors environments).")
-    learner_devices = learner_device_count(num_devices, rc.learner_devices)
-    require(rc.learner_devices is None or rc.learner_devices <= num_devices,
-            f"runner.learner_devices={rc.learner_devices} but only {num_devices} device(s) are used "
-            f"(several need distributed.multi_devices=true, or XLA_FLAGS=--xla_force_host_platform_device_count=N "
-            f"on a CPU).")
-    agents = num_agents(config)
-    require(agents == 1 or learner_devices == 1,
-            f"runner.mode=async with {agents} agents (training.num_seeds x hyperparameter variants) runs the "
-            f"learner on one device: set runner.learner_devices=1 (the other devices run the actors).")
-    per_actor = tc.num_envs // rc.num_actors
-    require(per_actor % learner_devices == 0,
-            f"each actor's {per_actor} environments (training.num_envs / runner.num_actors) must split evenly over "
-            f"the learner's {learner_devices} devices.")
-
-
-def learner_device_count(num_devices: int, learner_devices: int | None) -> int:
-    if num_devices == 1:
-        return 1
-    return learner_devices if learner_devices is not None else max(1, num_devices // 2)
 
 
 def learner_placement(multi_devices: bool, learner_devices: int | None) -> tuple[Mesh | None, list]:

@@ -195,7 +195,7 @@ def main(argv: list[str]) -> int:
         _serve(to_child, from_child, clock, start)
     except EOFError:  # the learner's process closed the pipe: nothing to report to
         return 0
-    except BaseException as e:  # noqa: BLE001: every failure is reported to the learner
+    except BaseException as e:  # noqa: BLE001 (every failure is reported to the learner)
         with contextlib.suppress(OSError):
             from_child.send(("error", "".join(traceback.format_exception(e))))
         return 1

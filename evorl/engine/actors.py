@@ -231,7 +231,7 @@ class Actor(threading.Thread):
     def run(self):
         try:
             self._loop()
-        except BaseException as e:  # noqa: BLE001: any failure must reach the learner
+        except BaseException as e:  # noqa: BLE001 (any failure must reach the learner)
             self.error = "".join(traceback.format_exception(e))
             self.failed.set()
         finally:

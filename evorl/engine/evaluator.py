@@ -167,7 +167,7 @@ class HostEvaluator:
         def play():
             try:
                 outcome["episodes"] = self._play(env, agent_state, key, abandoned)
-            except BaseException as e:  # noqa: BLE001: raised again in the caller's thread
+            except BaseException as e:  # noqa: BLE001 (raised again in the caller's thread)
                 outcome["error"] = e
 
         thread = threading.Thread(target=play, name="evorl-eval", daemon=True)

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.config import num_agents, require, sweep_variants
+from evorl.config import num_agents, sweep_variants
+from evorl.config.runs import check_host_env_runner, check_train_episode_length
 from evorl.engine.actor_learner import ActorLearnerExecutor
 from evorl.engine.actors import ActorLearnerError, EvaluationFailed
 from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
@@ -106,9 +107,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         in one line otherwise), ``variants`` and ``num_agents`` (variants x ``training.num_seeds``)."""
         eval_env, env = env.for_evaluation(), training_env(env, config.training)
         self.asynchronous = config.runner.asynchronous(env.on_host)
-        require(self.asynchronous or not env.on_host,
-                f"env_type {config.env.env_type!r} steps its environments on the host, outside compiled programs: "
-                f"train it with runner.mode=async (or auto), not runner.mode={config.runner.mode}.")
+        check_host_env_runner(self.asynchronous, env.on_host, config.env.env_type, config.runner.mode)
         self.variants = sweep_variants(list(config.sweep))
         self.num_agents = num_agents(config)
         return eval_env, env
@@ -184,8 +183,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
 
         The hyperparameters are built once, by the agent's factory from the config
         (``agent.hparams_defaults``, under the config's names); a variant replaces the values
-        of the keys it sweeps, checked as the factory checks them (:meth:`hparams_of` checked
-        them before anything was built)."""
+        of the keys it sweeps, which the config check (:meth:`hparams_of`, every variant) passed."""
         defaults = None if self.hparams_cls is None else self.agent.hparams_defaults
         names = set() if defaults is None else {f.name for f in dataclasses.fields(defaults)}
         out = []
@@ -193,7 +191,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             _, training = apply_variant(config.agent, config.training, variant)
             swept = {key.split(".", 1)[1]: value for key, value in variant.items()}
             hparams = None if defaults is None else \
-                self.checked_hparams(dataclasses.replace(defaults, **{k: v for k, v in swept.items() if k in names}))
+                dataclasses.replace(defaults, **{k: v for k, v in swept.items() if k in names})
             out.append((hparams, training.learning_rate))
         return out
 
@@ -467,9 +465,7 @@ def training_env(env, tc):
     (at most the evaluation episodes' length)."""
     if tc.train_episode_length is None:
         return env
-    require(tc.train_episode_length <= env.episode_length,
-            f"training.train_episode_length={tc.train_episode_length} must be <= the evaluation "
-            f"episodes' length {env.episode_length} (env.episode_length).")
+    check_train_episode_length(tc.train_episode_length, env.episode_length)
     return env.with_episode_length(tc.train_episode_length)
 
 

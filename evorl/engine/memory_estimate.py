@@ -43,7 +43,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from evorl.config import ConfigError, num_agents
+from evorl.config import num_agents
+from evorl.config.runner import check_memory_fits, memory_message  # noqa: F401  (importable from here too)
 
 #: Bytes of one stored number (float32, int32).
 WORD_BYTES = 4
@@ -227,27 +228,9 @@ def memory_available(max_memory_gb: float | None, num_devices: int) -> tuple[flo
         return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")), "this machine's memory"
 
 
-def _gb(num_bytes: float) -> str:
-    return f"{num_bytes / 1e9:.3g} GB"
-
-
-def memory_message(terms: list[Term], limit: float, source: str) -> str | None:
-    """The one-line refusal when the terms add up to more than ``limit`` bytes; None when they fit."""
-    total = sum(t.bytes for t in terms)
-    if total <= limit:
-        return None
-    main = sorted(terms, key=lambda t: -t.bytes)[:2]
-    parts = "; ".join(f"{t.name}: {t.formula} = {_gb(t.bytes)}" for t in main if t.bytes > 0)
-    return (f"the run needs about {_gb(total)} of memory ({parts}), more than the {_gb(limit)} available "
-            f"({source}); make the {main[0].name} smaller ({main[0].keys}), or set {OVERRIDE}=<GB> to allow "
-            f"more ({OVERRIDE}=.inf: no check).")
-
-
 def check_memory(terms: list[Term], max_memory_gb: float | None, num_devices: int = 1) -> None:
     """Raises a one-line :class:`ConfigError` when ``terms`` need more memory than the run may
     use (:func:`memory_available`); ``max_memory_gb=inf`` skips the check."""
     if max_memory_gb == math.inf:
         return
-    message = memory_message(terms, *memory_available(max_memory_gb, num_devices))
-    if message is not None:
-        raise ConfigError(message)
+    check_memory_fits(terms, *memory_available(max_memory_gb, num_devices))

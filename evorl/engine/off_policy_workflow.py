@@ -17,9 +17,10 @@ import jax
 import numpy as np
 
 from evorl.config import (
-    ConfigError, TrainingConfig, config_mapping, num_agents, require, section_data, unknown_key_error,
+    TrainingConfig, config_mapping, num_agents, section_data,
 )
 from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.runs import check_off_policy_placement, check_off_policy_run, check_off_policy_training_keys
 from evorl.config.training import OffPolicyTrainingConfig
 from evorl.engine.actor_learner import ActorPolicy, check_async_config, learner_placement
 from evorl.engine.execution import Placement, to_host
@@ -104,39 +105,19 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         ``training:`` section, :class:`OffPolicyTrainingConfig`."""
         cfg = config_mapping(cfg)
         training = section_data(cfg.get("training", {}), "training")
-        own = list(OffPolicyTrainingConfig.__dataclass_fields__)
-        for key in training:
-            if key in ON_POLICY_ONLY:
-                raise ConfigError(f"'training.{key}' does not apply to {cls.name()} (an off-policy workflow: "
-                                  f"its training keys are {', '.join(own)}).")
-            if key not in own:
-                raise unknown_key_error(str(key), own, "training")
+        check_off_policy_training_keys(training, cls.name(), list(OffPolicyTrainingConfig.__dataclass_fields__),
+                                       ON_POLICY_ONLY)
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
-        off_policy = base["training"]
-        off_policy.validate("training")
-        # (an async learner given enable_multi_devices by the caller runs on one device all the same: its Placement has no mesh)
-        require(not base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
-                or not base["distributed"].multi_devices,
-                f"runner.mode=async: {cls.name()}'s learner keeps its replay buffer on one device: set "
-                f"distributed.multi_devices=false (several devices: runner.mode=fused with a JAX env and "
-                f"distributed.layout=population).")
-        require(base["distributed"].coordinator_address is None and not base["distributed"].auto,
-                f"{cls.name()} trains in one process for now: leave distributed.coordinator_address and "
-                f"distributed.auto unset.")
-        return ExperimentConfig(**{**base, "training": off_policy})
+        asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
+        check_off_policy_run(cls.name(), asynchronous, base["distributed"])
+        return ExperimentConfig(**base)
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:
         tc, layout = config.training, config.distributed.layout
         asynchronous = config.runner.asynchronous(config.env.env_type in HOST_ENV_TYPES)
         agents = num_agents(config)
-        require(num_devices == 1 or layout == "envs" or agents % num_devices == 0,
-                f"distributed.layout=population puts whole agents, each with its replay buffer, on each device: the "
-                f"{agents} agents (training.num_seeds x hyperparameter variants) must divide evenly over "
-                f"{num_devices} devices.")
-        require(num_devices == 1 or layout == "population" or tc.num_envs % num_devices == 0,
-                f"distributed.layout=envs splits each agent's environments and its replay buffer's columns over the "
-                f"devices: training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).")
+        check_off_policy_placement(num_devices, layout, agents, tc.num_envs)
         if config.pbt.enabled:
             check_pbt_config(config, cls, agents, asynchronous, split_envs=num_devices > 1 and layout == "envs")
         if asynchronous:

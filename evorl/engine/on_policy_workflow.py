@@ -23,14 +23,15 @@ import functools
 
 import jax
 
-from evorl.config import num_agents, require
+from evorl.config import num_agents
 from evorl.config.env import HOST_ENV_TYPES
+from evorl.config.runs import check_minibatches, check_on_policy_placement, check_one_gradient_step
 from evorl.engine.actor_learner import check_async_config, learner_device_count, learner_placement
 from evorl.engine.execution import DEVICE_AXIS, Placement
 from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.pbt import check_pbt_config
 from evorl.rl.on_policy import (
-    OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
+    OnPolicyState, init_state, make_iteration, make_learner_update, make_optimizer,
 )
 
 
@@ -73,24 +74,15 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             check_pbt_config(config, cls, agents, asynchronous,
                              split_envs=num_devices > 1 and config.distributed.layout == "envs")
         if cls.one_gradient_step:
-            require(tc.num_epochs == 1 and tc.num_minibatches == 1,
-                    f"{cls.name()} takes one gradient step per rollout: set training.num_epochs=1 and "
-                    f"training.num_minibatches=1 (got {tc.num_epochs} and {tc.num_minibatches}).")
+            check_one_gradient_step(cls.name(), tc.num_epochs, tc.num_minibatches)
         if asynchronous:
             check_async_config(config, agent, num_devices)
             learner_devices = learner_device_count(num_devices, config.runner.learner_devices)
-            check_minibatches(tc, agent, tc.num_envs // learner_devices)
+            check_minibatches(tc.num_minibatches, tc.rollout_length, tc.num_envs // learner_devices,
+                              agent.sequence_minibatches)
             return
-        if config.distributed.layout == "population":
-            require(agents % num_devices == 0,
-                    f"distributed.layout=population puts whole agents on each device: the {agents} agents "
-                    f"(training.num_seeds x hyperparameter variants) must divide evenly over {num_devices} devices.")
-            num_devices = 1  # each agent's environments stay on one device
-        require(
-            tc.num_envs % num_devices == 0,
-            f"training.num_envs={tc.num_envs} must be divisible by the number of devices ({num_devices}).",
-        )
-        check_minibatches(tc, agent, tc.num_envs // num_devices)
+        num_devices = check_on_policy_placement(num_devices, config.distributed.layout, agents, tc.num_envs)
+        check_minibatches(tc.num_minibatches, tc.rollout_length, tc.num_envs // num_devices, agent.sequence_minibatches)
 
     # --- state --------------------------------------------------------------------------
     def init(self, key: jax.Array) -> OnPolicyState:

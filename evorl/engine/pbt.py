@@ -53,8 +53,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from evorl.config import ConfigError, require, sweep_variants, unknown_key_error
-from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig
+from evorl.config import sweep_variants
+from evorl.config.pbt import LOG_SCALE_KEYS, PBTConfig, check_pbt_hyperparameters, check_pbt_run
 from evorl.engine.evaluator import each_agent
 from evorl.engine.population import with_variant
 from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore, explore, replace_diverged
@@ -63,59 +63,38 @@ from evorl.rl.state_roles import fields_with_role
 
 
 def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:
-    """The ``pbt.hyperparameters`` of a parsed experiment config, checked against the
-    workflow: each key may take a list (is data in the program: ``workflow_cls.evolvable_keys``),
-    each bound is a valid value of it (``workflow_cls.check_variant``), and every agent's
-    initial value lies within the bounds."""
-    evolvable = workflow_cls.evolvable_keys(config)
-    sections = ["agent", "training", *([workflow_cls.section] if workflow_cls.section else [])]
-    config_keys = [f"{section}.{f.name}" for section in sections for f in dataclasses.fields(getattr(config, section))]
-    variants = sweep_variants(list(config.sweep))
+    """The ``pbt.hyperparameters`` of a parsed experiment config as :class:`Evolving` entries
+    (their rules, :func:`check_pbt_config`, passed before the workflow was built)."""
     out = []
     for key, (low, high) in config.pbt.hyperparameters.items():
-        name = f"pbt.hyperparameters.{key}"
-        if key not in config_keys:
-            error = unknown_key_error(key, config_keys, "")
-            raise ConfigError(f"{name}: {error} Keys that can evolve: {', '.join(evolvable) or 'none'}.")
-        require(key in evolvable,
-                f"{name}: '{key}' cannot evolve: {workflow_cls.why_not_evolvable(config, key)} "
-                f"Keys that can evolve: {', '.join(evolvable) or 'none'}.")
-        section, short = key.split(".", 1)
-        for bound in (low, high):
-            try:
-                workflow_cls.check_variant(with_variant(config, {key: float(bound)}))
-            except ConfigError as e:
-                raise ConfigError(f"{name} = {[low, high]}: the bound {bound} is not a valid value: {e}") from None
-        starts = set()
-        for variant in variants:
-            value = getattr(getattr(with_variant(config, variant), section), short)
-            require(value is not None, f"{name}: {key} is null; give it a value to evolve it.")
-            require(low <= value <= high, f"{name} = {[low, high]}: the initial value {key}={value} lies outside "
-                                          f"the bounds; widen them or change the initial value.")
-            starts.add(value)
-        require(config.pbt.strategy != "cso" or len(starts) > 1,
-                f"{name}: every agent starts with {key}={value}, and pbt.strategy=cso moves an agent's value only "
-                f"towards the other agents' values (from a zero velocity), so it would never change. Give {key} a "
-                f"list of initial values, or use pbt.strategy=truncation.")
-        field = None if key == "training.learning_rate" else short
+        field = None if key == "training.learning_rate" else key.split(".", 1)[1]
         out.append(Evolving(key, field, float(low), float(high), key in LOG_SCALE_KEYS))
     return tuple(out)
 
 
 def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchronous: bool,
                      split_envs: bool) -> None:
-    """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled."""
-    require(not split_envs, "pbt.enabled on several devices needs distributed.layout=population (whole agents on "
-                            "each device), not distributed.layout=envs.")
-    if config.pbt.strategy == "cso":
-        require(num_agents >= 2, f"pbt.strategy=cso pairs the agents, and {num_agents} agent (training.num_seeds x "
-                                 f"hyperparameter variants) has no partner; train at least 2.")
-    else:
-        num_replaced = int(num_agents * config.pbt.exploit_fraction)
-        require(num_replaced >= 1,
-                f"pbt: {num_agents} agents (training.num_seeds x hyperparameter variants) x pbt.exploit_fraction="
-                f"{config.pbt.exploit_fraction} replaces no agent; train more agents or raise exploit_fraction.")
-    evolving_hyperparameters(config, workflow_cls)
+    """Cross-section checks of an enabled ``pbt:`` section, before anything is compiled
+    (:func:`~evorl.config.pbt.check_pbt_run`, :func:`~evorl.config.pbt.check_pbt_hyperparameters`):
+    each key may take a list (is data in the program: ``workflow_cls.evolvable_keys``), each
+    bound is a valid value of it (``workflow_cls.check_variant``), and every agent's initial
+    value lies within the bounds."""
+    check_pbt_run(config.pbt, num_agents, split_envs)
+    sections = ["agent", "training", *([workflow_cls.section] if workflow_cls.section else [])]
+    variants = sweep_variants(list(config.sweep))
+
+    def initial_values(key: str) -> list:
+        section, short = key.split(".", 1)
+        return [getattr(getattr(with_variant(config, variant), section), short) for variant in variants]
+
+    check_pbt_hyperparameters(
+        config.pbt,
+        config_keys=[f"{section}.{f.name}" for section in sections
+                     for f in dataclasses.fields(getattr(config, section))],
+        evolvable=workflow_cls.evolvable_keys(config),
+        why_not_evolvable=lambda key: workflow_cls.why_not_evolvable(config, key),
+        check_value=lambda key, value: workflow_cls.check_variant(with_variant(config, {key: value})),
+        initial_values=initial_values)
 
 
 # --- the step, on the training state ----------------------------------------------------

@@ -31,7 +31,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Exit status of a process whose peer stopped responding (``evorl-train``'s too).
 EXIT_PEER_LOST = 5

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib
 import inspect
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import jax
-import numpy as np
 
 from evorl.config import (
-    CheckpointConfig, ConfigError, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig,
-    config_mapping, dataclass_from_signature, extract_sweeps, parse_section, require, section_data, sweep_variants,
-    unknown_key_error,
+    CheckpointConfig, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig,
+    config_mapping, dataclass_from_signature, extract_sweeps, parse_section, section_data, sweep_variants,
 )
 from evorl.config.env import EnvConfig, HOST_ENV_TYPES
+from evorl.config.experiment import (  # noqa: F401  (importable from here too)
+    RENAMED_KEYS, SEED_LIMIT, TOP_LEVEL_KEYS, check_agent_keys, check_run_folder_keys, check_top_level_keys,
+    check_workflow_builds, check_workflow_cls, import_workflow_cls, parse_seed,
+)
+from evorl.config.hparams import checked_hparams
+from evorl.config.runs import check_env_agents, check_save_buffer
 from evorl.engine.memory_estimate import check_memory, on_policy_terms, sizes_from_config, sizes_of_agent
 from evorl.engine.population import with_variant
 from evorl.engine.processes import initialize as initialize_distributed, is_main_process
@@ -58,44 +60,14 @@ class ExperimentConfig:
     resume: str | None = None
 
 
-TOP_LEVEL_KEYS = ("workflow_cls", "seed", "env", "agent", "training", "distributed", "checkpoint", "logging",
-                  "runner", "pbt", "output_dir", "resume")
-#: Keys that were renamed: the old name gets an error naming the new one.
-RENAMED_KEYS = {"agent.normalize_advantages": "agent.normalize_gae"}
-#: ``seed`` becomes a PRNG key (``jax.random.PRNGKey``), which takes a 32-bit seed.
-SEED_LIMIT = 2**32
-
-
-def parse_seed(value: Any) -> int:
-    """The ``seed`` key: an integer (Python or NumPy) in ``[0, 2**32)``. A float is refused,
-    even a whole one (``seed=1e3``): a seed is an exact bit pattern, not a measurement."""
-    if isinstance(value, np.integer):
-        value = int(value)
-    if not isinstance(value, int) or isinstance(value, bool):
-        whole = isinstance(value, (float, np.floating)) and float(value).is_integer()
-        fix = f" (it is a float: write seed={int(value)})" if whole else ""
-        raise ConfigError(f"'seed' = {value!r} must be an integer in [0, 2**32){fix}.")
-    if not 0 <= value < SEED_LIMIT:
-        raise ConfigError(f"'seed' = {value} must be in [0, 2**32) (it becomes a 32-bit PRNG key).")
-    return value
-
-
 def resolve_workflow_cls(name: str | type) -> type:
     """``"evorl.workflows.PPOWorkflow"`` (or the class itself) to the workflow class: a
     concrete algorithm workflow (an ``RLWorkflow`` subclass that declares its agent)."""
-    known = "Known workflows: " + ", ".join(f"evorl.workflows.{w}" for w in WORKFLOWS) + "."
-    cls = name
-    if not isinstance(name, type):
-        module_name, _, attr = str(name).rpartition(".")
-        try:
-            cls = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ConfigError(f"workflow_cls {name!r} cannot be imported ({e}). {known}") from None
-    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
-        raise ConfigError(f"workflow_cls {name!r} is not a Workflow subclass. {known}")
-    if not issubclass(cls, RLWorkflow) or inspect.isabstract(cls) or not hasattr(cls, "agent_factory"):
-        raise ConfigError(f"workflow_cls {name!r} is an abstract base class, not an algorithm that can "
-                          f"be trained. {known}")
+    known = [f"evorl.workflows.{w}" for w in WORKFLOWS]
+    cls = name if isinstance(name, type) else import_workflow_cls(str(name), known)
+    is_workflow = isinstance(cls, type) and issubclass(cls, Workflow)
+    check_workflow_cls(name, is_workflow, is_workflow and issubclass(cls, RLWorkflow) and not inspect.isabstract(cls)
+                       and hasattr(cls, "agent_factory"), known)
     return cls
 
 
@@ -208,15 +180,7 @@ class RLWorkflow(Workflow):
     def checked_hparams(cls, hparams: Any) -> Any:
         """``hparams.validated()``, its error naming the key as the config does
         (``agent.target_noise must be >= 0``, ``training.tau ...``)."""
-        try:
-            return hparams.validated()
-        except ConfigError as e:
-            name = re.match(r"\w+", str(e))
-            fields = {f.name for f in dataclasses.fields(hparams)}
-            if name is None or name.group() not in fields:
-                raise
-            section = "training" if name.group() in cls.training_hparams else "agent"
-            raise ConfigError(f"{section}.{e}") from None
+        return checked_hparams(hparams, cls.training_hparams)
 
     @classmethod
     def keys_set_elsewhere(cls) -> dict[str, str]:
@@ -254,31 +218,13 @@ class RLWorkflow(Workflow):
     def parse_config(cls, cfg: Any) -> ExperimentConfig:
         """Validates a whole experiment config (dict or OmegaConf) for this workflow."""
         cfg = config_mapping(cfg)
-        for key in cfg:
-            if key not in TOP_LEVEL_KEYS:
-                raise unknown_key_error(str(key), list(TOP_LEVEL_KEYS), "")
+        check_top_level_keys(cfg)
         workflow_cls = cfg.get("workflow_cls", f"{cls.__module__}.{cls.__qualname__}")
         named = resolve_workflow_cls(workflow_cls)
-        if named is not cls:
-            raise ConfigError(
-                f"workflow_cls {workflow_cls!r} names {named.__name__}, but the config is being "
-                f"built by {cls.__name__}; use {named.__name__}.build_from_config."
-            )
+        check_workflow_builds(workflow_cls, named.__name__, named is cls, cls.__name__)
         seed = parse_seed(cfg.get("seed", 0))
-        for key in ("output_dir", "resume"):
-            value = cfg.get(key)
-            if value is not None and not isinstance(value, str):
-                raise ConfigError(f"'{key}' = {value!r} must be a folder path or null.")
-            if isinstance(value, str) and not value.strip():
-                raise ConfigError(f"'{key}' = {value!r}: {key} must be a run folder path (or null), not empty.")
-        for old, new in RENAMED_KEYS.items():
-            section, key = old.split(".")
-            if isinstance(cfg.get(section), Mapping) and key in cfg[section]:
-                raise ConfigError(f"'{old}' was renamed '{new}'.")
-        agent_section = cfg.get("agent")
-        for key, home in cls.keys_set_elsewhere().items():
-            if isinstance(agent_section, Mapping) and key in agent_section:
-                raise ConfigError(f"'agent.{key}' is not an agent key of {cls.name()}: set '{home}'.")
+        check_run_folder_keys(cfg)
+        check_agent_keys(cfg, cls.keys_set_elsewhere(), cls.name())
         agent_keys, training_keys = cls.sweepable_keys()
         agent, agent_axes = extract_sweeps(cfg.get("agent", {}), cls.agent_config_cls, "agent", agent_keys)
         training = {**cls.training_defaults, **section_data(cfg.get("training", {}), "training")}
@@ -300,9 +246,7 @@ class RLWorkflow(Workflow):
             resume=cfg.get("resume"),
         )
         config.checkpoint.check_against(config.training.eval_interval)
-        require(config.checkpoint.save_buffer or cls.replay_buffer_field is not None,
-                f"checkpoint.save_buffer=false applies to runs with a replay buffer (DQN, DDPG, TD3, SAC, CEM-RL); "
-                f"{cls.name()} keeps none: remove the key.")
+        check_save_buffer(config.checkpoint.save_buffer, cls.replay_buffer_field is not None, cls.name())
         config.pbt.check_against(config.training.eval_interval)
         config.runner.check_against(config.env.env_type in HOST_ENV_TYPES)
         for variant in sweep_variants(list(config.sweep)):  # every value of every list, checked alike
@@ -343,14 +287,8 @@ class RLWorkflow(Workflow):
     def check_env_agents(cls, env: VectorEnv, config: ExperimentConfig) -> None:
         """A multi-agent env for a single-agent algorithm, or the reverse, is a config error."""
         many = is_multi_agent(env)
-        if many and not cls.multi_agent:
-            raise ConfigError(f"env {config.env.env_name!r} ({config.env.env_type}) has {env.num_agents} agents; "
-                              f"{cls.name()} trains one: use a multi-agent algorithm (IPPOWorkflow, MAPPOWorkflow; "
-                              f"MATD3Workflow, MADDPGWorkflow for continuous actions).")
-        if cls.multi_agent and not many:
-            raise ConfigError(f"{cls.name()} trains the agents of a multi-agent env (env_type jaxmarl); env "
-                              f"{config.env.env_name!r} ({config.env.env_type}) has one agent: use "
-                              f"{cls.single_agent_alternative}.")
+        check_env_agents(env.num_agents if many else 1, many, cls.multi_agent, cls.name(),
+                         config.env.env_name, config.env.env_type, cls.single_agent_alternative)
 
     @classmethod
     def check_config(cls, config: ExperimentConfig, agent: Agent, num_devices: int) -> None:

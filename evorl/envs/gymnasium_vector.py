@@ -85,7 +85,7 @@ def vector_backend(spec: Any, mode: str, kwargs: dict, action_repeat: int, atari
     entry = spec.vector_entry_point
     missing = None
     if not isinstance(entry, str) or entry not in ADAPTERS:
-        missing = (f"its spec declares no vector_entry_point" if entry is None else
+        missing = ("its spec declares no vector_entry_point" if entry is None else
                    f"evorl has no adapter for its vector_entry_point {entry!r} (it has: {', '.join(ADAPTERS)})")
     elif atari:
         missing = "Atari envs are stepped one per copy"

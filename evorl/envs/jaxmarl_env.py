@@ -90,7 +90,7 @@ def accepted_keywords(cls) -> set[str] | None:
         forwarded = re.findall(rf"([\w.]+)\([^()]*\*\*{var_keyword}\b", source)
         if any(not f.endswith("__init__") for f in forwarded):
             return None
-        quoted = rf"[\"']([A-Za-z_]\w*)[\"']"
+        quoted = r"[\"']([A-Za-z_]\w*)[\"']"
         names |= set(re.findall(rf"{quoted}\s+in\s+{var_keyword}\b", source))
         names |= set(re.findall(rf"{var_keyword}(?:\.get\(|\[)\s*{quoted}", source))
     return names

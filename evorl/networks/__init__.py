@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from evorl import hardware
-from evorl.config import ConfigError
+from evorl.config.agents import check_activation, check_hidden_sizes
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks.distributions import make_distribution
 from evorl.networks.initializers import orthogonal
@@ -52,8 +52,7 @@ LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
 
 def get_activation(name: str) -> Callable:
-    if name not in ACTIVATIONS:
-        raise ConfigError(f"Unknown activation {name!r}; valid: {', '.join(ACTIVATIONS)}")
+    check_activation(name, tuple(ACTIVATIONS))
     return ACTIVATIONS[name]
 
 
@@ -165,8 +164,7 @@ class GaussianPolicyMLP(nn.Module):
 
 def _check_sizes(hidden_layer_sizes) -> tuple[int, ...]:
     sizes = tuple(int(s) for s in hidden_layer_sizes)
-    if any(s < 1 for s in sizes):
-        raise ConfigError(f"hidden_layer_sizes must be positive, got {list(hidden_layer_sizes)}")
+    check_hidden_sizes(hidden_layer_sizes)
     return sizes
 
 

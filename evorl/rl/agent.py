@@ -195,29 +195,13 @@ def make_actor_critic_networks(action_space: Space, obs_space: Box,
 
 def check_network_options(action_space: Space, obs_space: Box, options: ActorCriticOptions) -> None:
     """Config errors for the network / policy keywords, naming the keys."""
-    from evorl.config import require
+    from evorl.config.agents import check_actor_critic_options
     from evorl.networks.distributions import GAUSSIANS
     from evorl.networks import CORES, IMAGE_NETWORKS, NETWORKS
 
-    o = options
-    for key in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):
-        sizes = getattr(o, key)
-        require(len(sizes) >= 1 and all(s >= 1 for s in sizes),
-                f"agent.{key} = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64] "
-                f"(an empty list would make the network linear).")
-    require(o.network in NETWORKS, f"Unknown agent.network {o.network!r}; valid: {', '.join(NETWORKS)}.")
-    require(o.network not in IMAGE_NETWORKS or len(obs_space.shape) == 3,
-            f"agent.network={o.network!r} needs image observations [H, W, C], got obs shape {obs_space.shape}.")
-    require(not o.shared_torso or o.network in IMAGE_NETWORKS,
-            f"agent.shared_torso shares an image torso ({', '.join(IMAGE_NETWORKS)}); agent.network={o.network!r} has none.")
-    require(o.core in CORES, f"Unknown agent.core {o.core!r}; valid: {', '.join(CORES)}.")
-    require(o.core_size >= 1, f"agent.core_size must be >= 1, got {o.core_size}.")
-    require(o.policy_distribution in GAUSSIANS,
-            f"Unknown agent.policy_distribution {o.policy_distribution!r}; valid: {', '.join(GAUSSIANS)}.")
-    if not isinstance(action_space, Box):
-        require(o.policy_distribution == "clipped_gaussian" and not o.state_dependent_std,
-                "agent.policy_distribution / agent.state_dependent_std apply to Box (continuous) action "
-                f"spaces; this env's action space is {action_space}.")
+    obs_shape = None if obs_space is None else obs_space.shape
+    check_actor_critic_options(options, obs_shape, isinstance(action_space, Box), action_space, NETWORKS,
+                               IMAGE_NETWORKS, CORES, tuple(GAUSSIANS))
 
 
 def build_actor_critic(agent_cls: type, factory: str, action_space: Space, obs_space: Box | None,
@@ -226,9 +210,10 @@ def build_actor_critic(agent_cls: type, factory: str, action_space: Space, obs_s
     """An :class:`ActorCriticAgent` subclass built the way every actor-critic factory builds
     it: network keywords validated (:class:`ActorCriticOptions`), networks from
     ``network_factory`` (default :func:`make_actor_critic_networks`), ``hparams`` as defaults."""
-    from evorl.config import parse_section, require
+    from evorl.config import parse_section
+    from evorl.config.agents import check_obs_space_given
 
-    require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
+    check_obs_space_given(obs_space, factory)
     options = parse_section(ActorCriticOptions, network_options, factory)
     check_network_options(action_space, obs_space, options)
     policy_network, value_network, *shared = (network_factory or make_actor_critic_networks)(

@@ -23,7 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from evorl.config import require
+from evorl.config.agents import check_continuous_options, check_obs_space_given
 from evorl.envs.spaces import Box, Space
 from evorl.networks import MLP, Network, get_activation
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
@@ -47,16 +47,9 @@ class ContinuousNetworkOptions:
 
 def check_options(action_space: Space, obs_space: Box | None, options: ContinuousNetworkOptions, factory: str) -> int:
     """Refuses what the networks cannot serve, in one line each; returns the action dimension."""
-    require(obs_space is not None, f"{factory} needs obs_space (e.g. obs_space=env.obs_space).")
-    require(isinstance(action_space, Box),
-            f"{factory} acts in a continuous (Box) action space; this env's is {action_space}: pick a continuous "
-            f"env (e.g. env=pendulum) or, for discrete actions, DQN or PPO.")
-    require(action_space.is_bounded, f"{factory} needs a bounded Box action space (its actor squashes into "
-                                     f"[low, high]), got {action_space}.")
-    for name in ("actor_hidden_layer_sizes", "critic_hidden_layer_sizes"):
-        sizes = getattr(options, name)
-        require(len(sizes) >= 1 and all(int(s) >= 1 for s in sizes),
-                f"agent.{name} = {list(sizes)} must list one or more positive layer sizes, e.g. [256, 256].")
+    check_obs_space_given(obs_space, factory)
+    is_box = isinstance(action_space, Box)
+    check_continuous_options(options, is_box, is_box and action_space.is_bounded, action_space, factory)
     get_activation(options.activation)
     return int(action_space.low.size)
 

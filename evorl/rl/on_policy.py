@@ -32,7 +32,7 @@ from flax import struct
 from jax import lax
 
 from evorl import hardware
-from evorl.config import TrainingConfig, require
+from evorl.config import TrainingConfig
 from evorl.envs import EnvState, VectorEnv
 from evorl.rl import metrics as M
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
@@ -115,17 +115,6 @@ def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
         lagged_params=init_lagged_params(agent_state.params, actor_lag),
         policy_state=None if env is None else agent.initial_policy_state(env.num_envs),
     )
-
-
-def check_minibatches(tc: TrainingConfig, agent: Agent, envs_per_device: int) -> None:
-    """``training.num_minibatches`` must split one device's batch evenly: its transitions, or
-    (agents that learn from whole sequences) its environments."""
-    if agent.sequence_minibatches:
-        units, what = envs_per_device, "training.num_envs per device"
-    else:
-        units, what = envs_per_device * tc.rollout_length, "the batch (num_envs per device x rollout_length)"
-    require(units % tc.num_minibatches == 0,
-            f"training.num_minibatches={tc.num_minibatches} must divide {what} = {units}.")
 
 
 def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, tc: TrainingConfig,

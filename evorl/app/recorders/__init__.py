@@ -12,13 +12,11 @@ every learner update or compiled chunk. :class:`RecorderChain` fans out to sever
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from evorl.app.recorders.files import CsvRecorder, JsonlRecorder
 from evorl.app.run_folder import METRICS_CSV, METRICS_JSONL, TENSORBOARD_DIR, read_jsonl, truncate_records
-from evorl.config import ConfigError, install_hint
-from evorl.config.logging import LoggingConfig, RECORDERS
+from evorl.config.logging import OPTIONAL_RECORDERS, RECORDERS, LoggingConfig, check_recorder_packages  # noqa: F401
 from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, Recorder, RecorderChain, report_progress
 
 __all__ = [
@@ -26,19 +24,6 @@ __all__ = [
     "LoggingConfig", "make_recorders", "report_progress", "check_recorder_packages", "read_jsonl", "truncate_records",
     "RECORDERS",
 ]
-
-#: The optional recorders: the module each imports and the extra that installs it.
-OPTIONAL_RECORDERS = {"tensorboard": ("tensorboardX", "tensorboard"), "wandb": ("wandb", "wandb")}
-
-
-def check_recorder_packages(logging: LoggingConfig) -> None:
-    """A ``ConfigError`` naming the extra to install when a recorder in ``logging.recorders``
-    lacks its package: run before compilation, not when the recorders start after it."""
-    for name in logging.recorders:
-        module, extra = OPTIONAL_RECORDERS.get(name, (None, None))
-        if module is not None and importlib.util.find_spec(module) is None:
-            raise ConfigError(f"logging.recorders names {name!r}, which needs {module}: "
-                              f"{install_hint(extra)}.")
 
 
 def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "",
