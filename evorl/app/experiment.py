@@ -214,7 +214,8 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
         for note in workflow.config_notes():
             print(f"evorl: note: {note}", file=sys.stderr, flush=True)
     with startup.phase("initialising the training state (envs reset, networks and buffers created)", "initialised"):
-        state = workflow.init(jax.random.PRNGKey(config.seed))  # compiles while those imports run
+        # compiles while those imports run; computed here, not in learn()'s first read of it, which waited for it unannounced
+        state = jax.block_until_ready(workflow.init(jax.random.PRNGKey(config.seed)))
     checkpointer = None
     if use_checkpoints:
         checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,
