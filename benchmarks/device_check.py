@@ -28,13 +28,13 @@ import argparse
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import children  # noqa: E402
 
 #: Per case: (iterations, seeds) on a device / with ``--quick``.
 SIZES = {
@@ -178,12 +178,11 @@ def main() -> None:
         for case in args.cases:
             for side in ("reference", "evorl"):
                 cmd = [sys.executable, __file__, "--one", case, side] + (["--quick"] if args.quick else [])
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-                    stdout, error = proc.stdout, proc.returncode and proc.stderr.strip().splitlines()[-3:]
-                except subprocess.TimeoutExpired as e:  # keep what it measured before
-                    stdout, error = e.stdout or "", f"timed out after {timeout:.0f} s"
-                stdout = stdout.decode() if isinstance(stdout, bytes) else stdout
+                code, stdout, stderr = children.run(cmd, timeout=timeout)  # killed with its group on a stop
+                if code is None:  # keep what it measured before
+                    error = f"timed out after {timeout:.0f} s"
+                else:
+                    error = code and stderr.strip().splitlines()[-3:]
                 lines = [json.loads(x) for x in stdout.splitlines() if x.startswith("{")]
                 for line in [x for x in lines if "backend" in x]:
                     backend, device = line["backend"], line["device"]

@@ -37,9 +37,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from ppo_reference import TASKS  # noqa: E402  (the reference's shapes: one source for both sides)
 
-#: The evorl config of each task other than CartPole: its file in ``configs/`` and overrides.
+#: The evorl config of each task other than CartPole: its file in ``configs/`` and overrides
+#: (the reference steps gymnax's Breakout without sticky actions: so does evorl here).
 TASK_CONFIGS = {
-    "breakout-cnn": ("ppo_minatar_breakout.yaml", {"agent": {"network": "cnn"}}),
+    "breakout-cnn": ("ppo_minatar_breakout.yaml", {"agent": {"network": "cnn"}, "env": {"repeat_action_probability": 0.0}}),
     "inverted-pendulum": ("ppo_brax_inverted_pendulum.yaml", {}),
 }
 

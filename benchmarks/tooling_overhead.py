@@ -31,6 +31,7 @@ from evorl.app.experiment import resolved_config
 from evorl.app.plotting import plot_runs
 from evorl.app.recorders import LoggingConfig, make_recorders
 from evorl.app.run_folder import CURVE_PNG, checkpoint_dir
+from evorl.engine.services import RunServices
 from evorl.workflows import PPOWorkflow
 
 CONFIG = {
@@ -44,8 +45,7 @@ def timed_learn(workflow, recorders_and_checkpointer=None, run_dir=None) -> floa
     state = workflow.init(jax.random.PRNGKey(0))
     jax.block_until_ready(state)
     chain, checkpointer = recorders_and_checkpointer or (None, None)
-    workflow.recorders = [chain] if chain else []
-    workflow.checkpointer = checkpointer
+    workflow = workflow.with_services(RunServices(recorders=(chain,) if chain else (), checkpointer=checkpointer))
     start = time.perf_counter()
     if chain:
         chain.init(resolved_config(workflow.config))

@@ -42,6 +42,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SHIMS = HERE / "peers" / "purejaxrl_imports"
+sys.path.insert(0, str(HERE))
+import children  # noqa: E402
 
 #: PureJaxRL's CartPole settings (its ppo.py's ``__main__``), the same on both sides.
 PPO = {"lr": 2.5e-4, "envs": 4, "steps": 128, "epochs": 4, "minibatches": 4, "gamma": 0.99, "gae_lambda": 0.95,
@@ -313,9 +315,9 @@ def main() -> None:
                 continue
             cmd = [sys.executable, __file__, "--child", "--rows", *side_rows, "--profile-dir", args.profile_dir]
             cmd += (["--purejaxrl", args.purejaxrl] if args.purejaxrl else []) + (["--profile", profile] if profile else [])
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})
-            timer = threading.Timer(args.timeout, proc.kill)  # a row can hang in compile: the side stops
+            proc = children.popen(cmd, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))})  # dies with this process
+            timer = threading.Timer(args.timeout, children.kill, (proc,))  # a row can hang in compile: the side stops
             timer.start()
             for line in proc.stdout:
                 if line.startswith("{"):
@@ -325,6 +327,7 @@ def main() -> None:
                     results.append(record)
                     print(describe(record), flush=True)
             proc.wait()
+            children.finish(proc)
             if not timer.is_alive():
                 print(f"{side}: stopped at {args.timeout:.0f} s", flush=True)
             timer.cancel()

@@ -19,7 +19,8 @@ from conftest import TINY
 
 from evorl.algorithms.ppo import PPOWorkflow
 from evorl.engine.execution import Executor
-from evorl.rl.on_policy import ENV_FIELDS
+from evorl.rl.on_policy import OnPolicyState
+from evorl.rl.state_roles import env_axes
 from evorl.engine.host_loop import chunk_health
 from evorl.app.checkpoint import CheckpointConfig, Checkpointer
 from evorl.app.experiment import load_run, resolved_config, run_experiment
@@ -54,7 +55,7 @@ class PoisonedPPOWorkflow(PPOWorkflow):
             params = jax.tree.map(lambda x: jnp.where(poison, x * jnp.nan, x), state.agent_state.params)
             return state.replace(agent_state=state.agent_state.replace(params=params)), metrics
 
-        self.executor = Executor(poisoned_step, self.placement, ENV_FIELDS, final_metrics=chunk_health)
+        self.executor = Executor(poisoned_step, self.placement, env_axes(OnPolicyState), final_metrics=chunk_health)
 
 
 def test_diverging_run_stops_with_the_iteration_and_metric_and_run_json_says_failed(tiny_cfg, tmp_path):

@@ -29,6 +29,7 @@ from evorl.engine.lineage import lineage_record
 from evorl.engine.pbt import PBT
 from evorl.rl.agent import AgentState
 from evorl.rl.evolution import Evolving, draw, replace_diverged
+from evorl.rl.state_roles import role_field
 
 ROOT = Path(__file__).resolve().parents[1]
 DIVERGING_LR = 1e30
@@ -43,14 +44,14 @@ class Hyper:
 
 @struct.dataclass
 class PopulationState:
-    """The fields PBT's step reads and copies, for ``n`` agents."""
+    """The fields PBT's step reads and copies (its ``pbt_copy`` role, as an on-policy state's), for ``n`` agents."""
 
     key: jax.Array
-    agent_state: AgentState
-    opt_state: jax.Array
-    learning_rate: jax.Array
+    agent_state: AgentState = role_field("pbt_copy")
+    opt_state: jax.Array = role_field("pbt_copy")
+    learning_rate: jax.Array = role_field("pbt_copy")
     iteration: jax.Array
-    lagged_params: None = None
+    lagged_params: None = role_field("pbt_copy", default=None)
     pbt_velocity: jax.Array | None = None
 
 

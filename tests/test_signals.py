@@ -232,12 +232,7 @@ def test_a_signal_python_swallowed_before_learn_stops_learn_at_once():
     import gc
 
     from evorl.app.stop_signals import stop_on_signals, stopping_outside_training
-
-    class Workflow:
-        stop_requested = None
-
-        def name(self):
-            return "W"
+    from evorl.engine.services import StopRequest
 
     def signal_inside_gc(phase, info):
         gc.callbacks.remove(signal_inside_gc)
@@ -247,10 +242,10 @@ def test_a_signal_python_swallowed_before_learn_stops_learn_at_once():
     with stopping_outside_training():
         gc.callbacks.append(signal_inside_gc)
         gc.collect()  # no exception reaches this frame
-        workflow = Workflow()
-        with stop_on_signals(workflow):
-            assert workflow.stop_requested == "SIGINT"
-        second = Workflow()
-        with stop_on_signals(second):  # taken once
-            assert second.stop_requested is None
+        stop = StopRequest()
+        with stop_on_signals(stop, "W"):
+            assert stop.reason == "SIGINT"
+        second = StopRequest()
+        with stop_on_signals(second, "W"):  # taken once
+            assert second.reason is None
     assert signal.getsignal(signal.SIGINT) is before

@@ -15,3 +15,29 @@ def test_the_tpu_page_table_is_the_rendered_data():
     block = page.split("<!-- tpu-table:start -->\n", 1)[1].split("<!-- tpu-table:end -->", 1)[0]
     assert block == rendered
     assert "| 1024 x 4 |" in rendered and "PureJaxRL" in rendered  # the headline row is there
+
+
+def test_the_minatar_table_is_the_rendered_data():
+    rendered = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "minatar_published.py"), "--render",
+                               str(ROOT / "benchmarks" / "results" / "minatar" / "published.jsonl")],
+                              capture_output=True, text=True, check=True).stdout
+    page = (ROOT / "docs" / "tpu.md").read_text()
+    block = page.split("<!-- minatar-table:start -->\n", 1)[1].split("<!-- minatar-table:end -->", 1)[0]
+    assert block == rendered
+    assert "| Breakout-MinAtar | 8 | 10.0M |" in rendered
+
+
+def test_the_device_check_table_is_the_data():
+    import json
+
+    rows = [json.loads(x) for x in (ROOT / "benchmarks" / "results" / "tpu" / "device_check_v5e.jsonl").read_text().splitlines()]
+    page = (ROOT / "docs" / "tpu.md").read_text().split("## The device check on the chip", 1)[1].split("\n## ", 1)[0]
+
+    def short(x: float) -> str:
+        return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
+
+    measured = [r for r in rows if "steps_per_s" in r]
+    assert len(measured) == 8
+    for r in measured:
+        cell = f"{short(r['steps_per_s'])} ({r['compile_s']:.1f})"
+        assert cell in page, (r["case"], r["side"], r["path"], cell)

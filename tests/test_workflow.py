@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from evorl.engine.services import RunServices
 from evorl.workflows import PPOWorkflow
 
 CFG = {
@@ -63,9 +64,8 @@ def test_learn_runs_to_num_iterations_and_logs(workflow):
         def write(self, metrics, step):
             lines.append((step, metrics))
 
-    workflow.recorders = [ListRecorder()]
-    state = workflow.learn(workflow.init(jax.random.PRNGKey(3)))
-    workflow.recorders = []
+    recorded = workflow.with_services(RunServices(recorders=(ListRecorder(),)))
+    state = recorded.learn(recorded.init(jax.random.PRNGKey(3)))
     assert int(state.iteration) == 6
     assert [step for step, _ in lines] == [4 * 64, 6 * 64]
     assert {"eval/episode_return", "train/episode_return", "steps_per_s"} <= set(lines[-1][1])

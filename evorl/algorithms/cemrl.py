@@ -92,6 +92,7 @@ from evorl.rl import replay
 from evorl.rl.agent import AgentState
 from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights, ranked  # noqa: F401
 from evorl.rl.optimisers import AskTell
+from evorl.rl.state_roles import buffer_field, role_field
 
 
 # --------------------------------------------------------------------------------------
@@ -106,7 +107,7 @@ class CEMRLState:
     search: Any
     target_critic: Any
     critic_opt_state: Any
-    buffer: replay.ReplayBuffer  # the shared buffer, leaves [capacity, ...]
+    buffer: replay.ReplayBuffer = role_field("buffer")  # the shared buffer, leaves [capacity, ...]
     iteration: jax.Array  # [] int32, completed generations
 
 
@@ -224,6 +225,7 @@ class CEMRLWorkflow(PopulationRLWorkflow):
     label = "CEM-RL"
     experiment_config_cls = CEMRLExperimentConfig
     init_state = staticmethod(init_cemrl_state)
+    replay_buffer_field = buffer_field(CEMRLState)
     generation_builder = staticmethod(make_generation)
 
 

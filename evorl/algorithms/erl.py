@@ -98,6 +98,7 @@ from evorl.rl.evolution import (  # noqa: F401  (the genetic operators, importab
     crossover, ga_step, mutate, neuron_segments, ranked, tournament_select,
 )
 from evorl.rl.optimisers import AskTell
+from evorl.rl.state_roles import buffer_field, role_field
 
 
 # --------------------------------------------------------------------------------------
@@ -117,7 +118,7 @@ class ERLState:
     actor_opt_state: Any
     target_critic: Any
     critic_opt_state: Any
-    buffer: replay.ReplayBuffer  # the shared buffer, leaves [capacity, ...]
+    buffer: replay.ReplayBuffer = role_field("buffer")  # the shared buffer, leaves [capacity, ...]
     iteration: jax.Array  # [] int32, completed generations
 
 
@@ -263,6 +264,7 @@ class ERLWorkflow(PopulationRLWorkflow):
     label = "ERL"
     experiment_config_cls = ERLExperimentConfig
     init_state = staticmethod(init_erl_state)
+    replay_buffer_field = buffer_field(ERLState)
     generation_builder = staticmethod(make_generation)
 
 

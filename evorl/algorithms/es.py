@@ -48,6 +48,7 @@ from evorl.rl.evolution import centered_rank, mirror  # noqa: F401  (importable 
 from evorl.rl.on_policy import episode_metrics
 from evorl.rl.rollout import EpisodeStats
 from evorl.rl.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
+from evorl.rl.state_roles import role_field
 
 
 # --------------------------------------------------------------------------------------
@@ -257,13 +258,13 @@ def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: Netw
 class ESState:
     key: jax.Array
     #: The mean as the policy's parameters, and the shared observation statistics.
-    agent_state: AgentState
+    agent_state: AgentState = role_field("pbt_copy")
     #: The strategy's state (:func:`make_search`): mean [D], its search distribution, its optimiser.
-    search: Any
+    search: Any = role_field("pbt_copy")
     iteration: jax.Array  # [] int32, completed generations
     #: Sums over the generations' episodes since the last PBT step (its ``fitness: train``);
     #: None without PBT (see :mod:`evorl.engine.pbt`).
-    fitness_episodes: Any = None
+    fitness_episodes: Any = role_field("pbt_keep", default=None)
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters; None otherwise.
     pbt_velocity: Any = None
 

@@ -48,11 +48,6 @@ from evorl.engine.population import with_variant
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.optimisers import AskTell
 
-#: What PBT's exploit copies from a search to another: the agent (the mean as policy
-#: parameters, observation statistics) and the search state (mean, std, optimiser state).
-PBT_COPIED_FIELDS = ("agent_state", "search")
-
-
 def divergence_hint(es: ESConfig) -> str:
     """The ``es:`` keys whose smaller values make an ES run that diverged stay finite: the
     search distribution's ``sigma`` and, for the strategies that step with an optimiser, its
@@ -111,13 +106,13 @@ class ESWorkflow(ChunkedWorkflow):
     #: The config section of the search (its dataclass), and the experiment config holding it.
     section, section_cls, experiment_cls = "es", ESConfig, ESExperimentConfig
 
-    def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: ESExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         self.variants, self.num_agents = sweep_variants(list(config.sweep)), num_agents(config)
         # layout envs: members split, state replicated; population: whole searches per device
         layout = config.distributed.layout if self.num_agents > 1 else "envs"
         self.placement = Placement.create(self.num_agents, enable_multi_devices, layout)
         num_devices = 1 if self.placement.step_axis_name is None else self.placement.mesh.size
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         es = config.es
         #: The strategy (``es.strategy``) as a population optimiser, :class:`~evorl.rl.optimisers.AskTell`.
         self.search = make_search(es, self.num_params)
@@ -125,8 +120,7 @@ class ESWorkflow(ChunkedWorkflow):
         self._variant_data = [({name: getattr(with_variant(config, variant).es, name)
                                 for name in es.spec.state_hyperparameters},) for variant in self.variants]
         step = make_generation(env, agent, self.search, es, self.placement.step_axis_name, num_devices)
-        self.pbt = self.make_pbt(config, env, agent, {"copied": PBT_COPIED_FIELDS, "kept": ("fitness_episodes",),
-                                                      "store": SearchHyperparameters(self.search)})
+        self.pbt = self.make_pbt(config, env, agent, SearchHyperparameters(self.search))
         if self.pbt is not None:
             step = self.pbt.summing_fitness_episodes(step)
         self.executor = Executor(step, self.placement, final_metrics=chunk_health, population_step=self.pbt)

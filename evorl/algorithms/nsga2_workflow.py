@@ -8,7 +8,7 @@ is one iteration of the :class:`~evorl.engine.execution.Executor`, and the host 
 member with the largest sum of objectives, recorders, checkpoints of the whole population
 and its objectives, exact resume) runs it unchanged. At every logging point (every
 ``training.eval_interval`` generations) the front, the objective vectors of the rank-0
-members, goes to ``front_recorder`` (``pareto_front.jsonl`` in the run folder, drawn as
+members, goes to the services' ``front_recorder`` (``pareto_front.jsonl`` in the run folder, drawn as
 ``pareto.png`` at the end of the run).
 
 The logged ``step`` counts each generation's env step budget, ``population_size x
@@ -50,11 +50,11 @@ class NSGA2Workflow(ESWorkflow):
     section, section_cls, experiment_cls = "nsga2", NSGA2Config, NSGA2ExperimentConfig
     pareto_plot = True
 
-    def __init__(self, config: NSGA2ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: NSGA2ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         config.nsga2.check_env(env)
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # children split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
-        ChunkedWorkflow.__init__(self, config, env, agent, recorders)
+        ChunkedWorkflow.__init__(self, config, env, agent, services)
         step = make_generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
         self.executor = Executor(step, self.placement, final_metrics=chunk_health)
         self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
@@ -125,14 +125,15 @@ class NSGA2Workflow(ESWorkflow):
         return front[np.argsort(front[:, 0], kind="stable")]
 
     def evaluate(self, state: NSGA2State) -> dict[str, float]:
-        """The greedy evaluation, and the front written to ``front_recorder`` (one record per
+        """The greedy evaluation, and the front written to the services' ``front_recorder`` (one record per
         logging point: ``iteration``, ``objectives`` (names), ``front`` ``[F, K]``)."""
         metrics = super().evaluate(state)
-        if self.front_recorder is not None and is_main_process():
+        front_recorder = self.services.front_recorder
+        if front_recorder is not None and is_main_process():
             done = int(np.asarray(state.iteration))
             record = {"iteration": done, "objectives": list(self.config.nsga2.objectives),
                       "front": self.front(state).tolist()}
-            self.front_recorder.write(record, done * self.env_steps_per_iteration)
+            front_recorder.write(record, done * self.env_steps_per_iteration)
         return metrics
 
 

@@ -408,7 +408,6 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     init_state: ClassVar[Any]
     #: ``generation_builder(env, agent, optimizer, search, cfg) -> generation(state) -> (state, metrics)``.
     generation_builder: ClassVar[Any]
-    replay_buffer_field = "buffer"
     population_plot = True
     agent_factory = staticmethod(make_mlp_td3_agent)
     agent_options_cls = ContinuousNetworkOptions
@@ -424,7 +423,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
                           if f.name not in ExperimentConfig.__dataclass_fields__)
             cls.section, cls.section_cls = section.name, type(section.default)
 
-    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         section = getattr(config, self.section)
         per_generation = section.actors_per_generation * section.episodes_per_actor * env.episode_length
         require(section.buffer_size >= per_generation,
@@ -432,7 +431,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
                 f"{section.actors_per_generation} actors x episodes_per_actor x env.episode_length = "
                 f"{per_generation}.")
         self.placement = Placement.create(1, False)
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         tc = config.training
         self.optimizer = optax.adam(tc.learning_rate)
         self.hparams = hparams_as_arrays(agent.hparams_defaults.replace(tau=self.section_config.tau))

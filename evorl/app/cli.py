@@ -78,7 +78,7 @@ def train(cfg: Any) -> dict[str, float]:
     workflow, final = result.workflow, result.final_metrics
     episodes = workflow.config.training.eval_episodes
     if "eval/episode_return/std" in final:  # a population: spread across its agents
-        alive = getattr(workflow, "alive_agents", lambda: None)()  # frozen (diverged) agents are left out
+        alive = workflow.alive_agents()  # frozen (diverged) agents are left out
         agents = f"{workflow.num_agents} agents" if alive is None or alive.all() else \
             f"the {int(alive.sum())} of {workflow.num_agents} agents that did not diverge"
         summary = (f"final evaluation of {agents} x {episodes} episodes: mean return "

@@ -67,6 +67,7 @@ from evorl.engine.processes import PeerLost, is_main_process, peer_lost
 from evorl.engine.processes import watching_run
 from evorl.engine.processes import resume_argument
 from evorl.engine.recording import StartupLines
+from evorl.engine.services import RunServices
 from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardware)
 
 #: Keys of the experiment config that locate a run rather than define it.
@@ -88,11 +89,11 @@ def final_returns_per_agent(workflow: Any) -> dict[str, list] | None:
     "eval/episode_return": [N]}`` (each agent's mean over ``eval_episodes``; a frozen agent's is
     None), which run.json records as ``final_eval_per_agent``. The aggregated metrics keep only
     the spread (mean, std, min, max across agents); this says which seed ended where. None for
-    a single agent or a workflow that keeps no per-agent metrics."""
-    returns = getattr(workflow, "last_metrics_per_agent", {}).get("eval/episode_return")
-    if not getattr(workflow, "population", False) or returns is None:
+    a single agent or a population not yet evaluated."""
+    returns = workflow.last_metrics_per_agent.get("eval/episode_return")
+    if not workflow.population or returns is None:
         return None
-    alive = getattr(workflow, "alive_agents", lambda: None)()
+    alive = workflow.alive_agents()
     values = [float(v) if np.isfinite(v) and (alive is None or alive[i]) else None
               for i, v in enumerate(np.ravel(np.asarray(returns, np.float64)))]
     return {"agents": workflow.agent_labels(), "eval/episode_return": values}
@@ -247,15 +248,13 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL, PARETO_JSONL):
                 truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
         run_info = start_run_info(run_dir, config, resumed_from, previous_info if unreadable is None else None)
-    workflow.recorders = [chain]
-    if files_dir is not None and config.pbt.enabled:
-        workflow.lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL)
-        workflow.lineage.init(run_config)
-    if files_dir is not None and workflow.pareto_plot:
-        workflow.front_recorder = JsonlRecorder(run_dir / PARETO_JSONL)
-        workflow.front_recorder.init(run_config)
-    workflow.checkpointer = checkpointer if config.checkpoint.enabled else None
-    workflow.run_dir = run_dir
+    lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL) if files_dir is not None and config.pbt.enabled else None
+    front_recorder = JsonlRecorder(run_dir / PARETO_JSONL) if files_dir is not None and workflow.pareto_plot else None
+    for recorder in filter(None, (lineage, front_recorder)):
+        recorder.init(run_config)
+    services = RunServices(recorders=(chain,), checkpointer=checkpointer if config.checkpoint.enabled else None,
+                           lineage=lineage, front_recorder=front_recorder, run_dir=run_dir)
+    workflow = workflow.with_services(services)
 
     status, error = "failed", None
     chain.init(run_config)
@@ -264,16 +263,14 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
             if checkpointer is not None:
                 closing.push(_closer(checkpointer))
             closing.callback(chain.close)
-            if getattr(workflow, "lineage", None) is not None:
-                closing.callback(workflow.lineage.close)
-            if workflow.front_recorder is not None:
-                closing.callback(workflow.front_recorder.close)
+            for recorder in filter(None, (lineage, front_recorder)):
+                closing.callback(recorder.close)
             closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
-            with stop_on_signals(workflow, label, on_stop_now=functools.partial(
+            with stop_on_signals(services.stop, label, on_stop_now=functools.partial(
                     _record_stopped_at_once, run_dir, run_info, workflow) if files_dir is not None else None):
                 state = workflow.learn(state)
             # learn() evaluated the final state at its last logging point; evaluate only if it ran none
-            final = {k: v for k, v in getattr(workflow, "last_metrics", {}).items() if k.startswith("eval/")}
+            final = {k: v for k, v in workflow.last_metrics.items() if k.startswith("eval/")}
             final = final or workflow.evaluate(state)
             per_agent = final_returns_per_agent(workflow)
             if plot:  # while the last checkpoint is being written

@@ -255,7 +255,7 @@ def check_render(env: Any, out_path: str | Path) -> None:
 
     suffix = Path(out_path).suffix.lower()
     is_brax = type(env).__name__ == "BraxEnv"
-    on_host = getattr(env, "on_host", False)
+    on_host = env.on_host
     if not (isinstance(env, GymnaxEnv) or is_brax or on_host):
         raise NotImplementedError(f"{type(env).__name__} has no renderer (gymnax, brax and gymnasium environments do).")
     valid = (".html",) if is_brax else (".gif", ".mp4")
@@ -284,7 +284,7 @@ def render_episode(workflow: Any, state: Any, out_path: str | Path, max_steps: i
     out_path = Path(out_path)
     check_render(env, out_path)
     max_steps = min(max_steps, env.episode_length)
-    if getattr(env, "on_host", False):
+    if env.on_host:
         frames = host_frames(env, workflow.agent, state.agent_state, seed, max_steps)
         out_path.parent.mkdir(parents=True, exist_ok=True)
         write_frames(frames, out_path)

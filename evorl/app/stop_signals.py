@@ -21,7 +21,10 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:  # imported by the command before JAX: the engine is imported later
+    from evorl.engine.services import StopRequest
 
 #: Signals that stop training at the next safe point (the end of the current compiled call).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -79,15 +82,16 @@ def pending_signal() -> StoppedOutsideTraining | None:
 
 
 @contextlib.contextmanager
-def stop_on_signals(workflow: Any, label: str | None = None, on_stop_now: Callable[[str], None] | None = None):
-    """While ``learn`` runs, SIGTERM or SIGINT asks it to stop after the current compiled call
+def stop_on_signals(stop: StopRequest, label: str, on_stop_now: Callable[[str], None] | None = None):
+    """While ``learn`` runs, SIGTERM or SIGINT requests ``stop`` (the workflow's services' stop
+    request): ``learn`` stops after the current compiled call
     (a few seconds, :data:`~evorl.engine.execution.CALL_SECONDS`; it evaluates the partial
     chunk, checkpoints and raises ``TrainingInterrupted``); a second signal stops the process at once
     (the signal's default action), after ``on_stop_now(signal name)`` (e.g. run.json's record of
     how the run ended; an error in it is ignored). A signal that came before ``learn`` and was lost
-    (:func:`pending_signal`) asks it to stop at once. Only in the main thread of a
-    single-process run: the processes of a multi-process run would stop at different chunks
-    and wait for each other."""
+    (:func:`pending_signal`) asks it to stop at once. ``label`` prefixes the line that says so. Only
+    in the main thread of a single-process run: the processes of a multi-process run would stop at
+    different chunks and wait for each other."""
     import jax
 
     if threading.current_thread() is not threading.main_thread() or jax.process_count() > 1:
@@ -105,8 +109,8 @@ def stop_on_signals(workflow: Any, label: str | None = None, on_stop_now: Callab
     def request_stop(signum, frame):
         for s in STOP_SIGNALS:
             signal.signal(s, stop_now)
-        workflow.stop_requested = signal.Signals(signum).name
-        print(f"[{label or workflow.name()}] {workflow.stop_requested}: stopping after the current compiled call "
+        stop.request(signal.Signals(signum).name)
+        print(f"[{label}] {stop.reason}: stopping after the current compiled call "
               f"of iterations, with a checkpoint (send it again to stop at once)", file=sys.stderr, flush=True)
 
     previous = {s: signal.signal(s, request_stop) for s in STOP_SIGNALS}

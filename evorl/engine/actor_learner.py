@@ -70,12 +70,10 @@ from evorl.engine.execution import (
 )
 from evorl.rl import metrics as M
 from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
+from evorl.rl.state_roles import fields_with_role
 
 #: Python's GIL switch interval while actors run (its default is 5 ms).
 GIL_SWITCH_SECONDS = 0.0002
-#: What the actors own, not the learner's state: the environments and a recurrent policy's
-#: state of each environment's episode in progress (dropped from the state ``init`` returns).
-ACTOR_FIELDS = ("env_state", "policy_state")
 
 
 @dataclass(frozen=True)
@@ -235,7 +233,9 @@ class ActorLearnerExecutor:
             self._init_jit = jit_rarely_run(map_agents_sequentially(init_fn) if self.population else init_fn)
         state = self._init_jit(*args)
         self._initial_env_state = state.env_state
-        return self.place(state.replace(**{f: None for f in ACTOR_FIELDS if hasattr(state, f)}))
+        # what the actors own (the state's ``actor`` fields: the environments, a recurrent policy's
+        # state of each one's episode in progress) is not the learner's
+        return self.place(state.replace(**dict.fromkeys(fields_with_role(state, "actor"))))
 
     def place(self, state: Any) -> Any:
         return jax.device_put(state, self._state_sharding)

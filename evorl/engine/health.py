@@ -7,7 +7,7 @@ the loss metrics are on the host already.
 
 In a population one diverged agent does not stop the others: :func:`freeze_diverged`, run
 after every iteration inside the compiled chunk, undoes the iteration that made an agent
-non-finite and freezes it there (its :data:`FROZEN_FIELDS` stop changing); the host reports it
+non-finite and freezes it there (its state's ``frozen`` fields stop changing); the host reports it
 once, leaves it out of the aggregated metrics, and stops with :class:`TrainingDiverged` only
 when every agent is frozen. PBT ranks a frozen agent worst and its next step replaces it by a
 copy of a good agent (:func:`replaced_message` reports that). A run that stops saves no
@@ -24,6 +24,7 @@ import numpy as np
 
 from evorl.rl import metrics as M
 from evorl.rl.collectives import population_cond
+from evorl.rl.state_roles import fields_with_role
 
 #: Agents named in a divergence error before the rest are only counted.
 MAX_NAMED_AGENTS = 3
@@ -99,18 +100,14 @@ def tree_all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack(flags)) if flags else jnp.asarray(True)
 
 
-#: What a frozen agent keeps from its last finite iteration (its environments, PRNG key and
-#: iteration counter move on, so the population stays in step).
-FROZEN_FIELDS = ("agent_state", "opt_state", "lagged_params")
-
-
 def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array,
-                    fields: tuple[str, ...] = FROZEN_FIELDS, axis_name: str | None = None) -> tuple[Any, jax.Array]:
+                    fields: tuple[str, ...] | None = None, axis_name: str | None = None) -> tuple[Any, jax.Array]:
     """One agent's iteration ``old -> new`` (an :class:`~evorl.rl.on_policy.OnPolicyState`)
     kept only while the agent is ``alive`` and the iteration left its parameters, observation
     statistics, optimiser state and loss ``metrics`` (not the episode sums) finite; otherwise
-    the agent keeps ``old``'s ``fields`` (default :data:`FROZEN_FIELDS`; an off-policy state
-    names its own) and is no longer alive. Returns the state and ``alive``.
+    the agent keeps ``old``'s ``fields`` (default: the state's fields with the ``frozen`` role,
+    :mod:`evorl.rl.state_roles`; its environments, PRNG key and iteration counter move on, so
+    the population stays in step) and is no longer alive. Returns the state and ``alive``.
 
     ``axis_name``: the population's ``vmap`` axis this runs under. The old fields are then
     selected only in an iteration where some agent is frozen
@@ -125,6 +122,7 @@ def freeze_diverged(old: Any, new: Any, metrics: dict, alive: jax.Array,
     def restored(new_leaves, old_leaves):  # ``old``'s leaves, for an agent that is not alive
         return old_leaves
 
+    fields = fields_with_role(old, "frozen") if fields is None else fields
     old_leaves, treedef = jax.tree.flatten({name: getattr(old, name) for name in fields})
     new_leaves = treedef.flatten_up_to({name: getattr(new, name) for name in fields})
     moved = [i for i, (n, o) in enumerate(zip(new_leaves, old_leaves)) if n is not o]

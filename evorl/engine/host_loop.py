@@ -4,7 +4,7 @@
 runner (the fused :class:`evorl.engine.execution.Executor`, or the actor-learner), checks
 that every agent is still finite (:mod:`evorl.engine.health`; a population's diverged agent
 is frozen, and training stops only when all are), evaluates greedily, logs and checkpoints;
-asked to stop (``stop_requested``), it checkpoints and raises :class:`TrainingInterrupted`.
+asked to stop (the services' ``stop`` request), it checkpoints and raises :class:`TrainingInterrupted`.
 """
 
 from __future__ import annotations
@@ -27,16 +27,17 @@ from evorl.engine.actors import ActorLearnerError, EvaluationFailed
 from evorl.engine.evaluator import HostEnvFault, each_agent, make_evaluator
 from evorl.engine.execution import DEVICE_AXIS, Executor, Warmup, to_host
 from evorl.engine.health import (
-    FROZEN_FIELDS, TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
+    TrainingDiverged, all_frozen_problems, check_environment, check_finite, freeze_diverged,
     frozen_message, nonfinite_metrics, replaced_message, tree_all_finite,
 )
 from evorl.engine.last_finite import LastFinite
 from evorl.engine.lineage import lineage_record
-from evorl.engine.pbt import PBT, evolving_hyperparameters
+from evorl.engine.pbt import PBT, HyperparameterStore, evolving_hyperparameters
 from evorl.engine.population import aggregate_metrics, apply_variant, population_inputs, variant_label
 from evorl.engine.processes import is_main_process, resume_argument
 from evorl.engine.rl_base import RLWorkflow
 from evorl.rl import metrics as M
+from evorl.rl.state_roles import env_axes
 
 
 class TrainingState(Protocol):
@@ -78,15 +79,17 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
     #: The population's hyperparameter variants and agents, and the runner: one agent, fused,
     #: unless the workflow says otherwise (:meth:`runner_and_envs`).
     variants, num_agents, asynchronous = ({},), 1, False
-    #: Where the PBT lineage goes (set by ``evorl.app.experiment`` to a recorder of the run folder).
-    lineage = None
     #: PBT's population step (:class:`~evorl.engine.pbt.PBT`), run by the executor; None without PBT.
     pbt: PBT | None = None
-    #: The run folder (set by ``evorl.app.experiment``): what a stopped run's message says to resume.
-    run_dir = None
     _params_finite = None
     #: The agents PBT replaced in the last chunk after they diverged (see :meth:`write_lineage`).
     _replacements: dict = {}
+
+    def __init__(self, config, env, agent, services=None):
+        super().__init__(config, env, agent, services)
+        #: The metrics of the last logging point (aggregated over a population), and of each agent.
+        self.last_metrics: dict[str, float] = {}
+        self.last_metrics_per_agent: dict[str, np.ndarray] = {}
 
     def state_without_buffer(self, state):
         """What a checkpoint holds with ``checkpoint.save_buffer: false``: ``state`` without its
@@ -119,22 +122,23 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         with the actor-learner; None: a JAX env, compiled)."""
         return config.runner.env_step_timeout_seconds if self.asynchronous else None
 
-    def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, env_fields, *,
-                     learner_mesh=None, actor_devices=None, acting=None, frozen_fields=FROZEN_FIELDS,
-                     pbt_fields=None, deterministic: bool = True, warmup_iterations=None) -> None:
+    def build_runner(self, config, env, eval_env, agent, make_iteration, make_learner_update, state_cls, *,
+                     learner_mesh=None, actor_devices=None, acting=None, deterministic: bool = True,
+                     warmup_iterations=None) -> None:
         """Sets what ``learn`` runs, once ``placement`` and ``optimizer`` are: ``pbt`` (with
-        ``pbt.enabled``; ``pbt_fields``: the state fields it copies and keeps), ``executor`` (with
+        ``pbt.enabled``), ``executor`` (with
         ``asynchronous`` the actor-learner over ``make_learner_update(agent, optimizer, training,
         axis)``, else the fused :class:`~evorl.engine.execution.Executor` over
         ``make_iteration(env, agent, optimizer, training, axis)``, and over its ``warmup=True``
         variant for the ``warmup_iterations(state)`` iterations that cannot learn yet; a
-        population's diverged agent is frozen, keeping ``frozen_fields``), and ``evaluator``."""
+        population's diverged agent is frozen), and ``evaluator``. The roles of the fields of
+        ``state_cls`` (:mod:`evorl.rl.state_roles`) say which PBT copies and keeps, which the
+        freeze keeps and which ``distributed.layout=envs`` splits."""
         tc = config.training
-        self.pbt = self.make_pbt(config, eval_env, agent, pbt_fields)
+        self.pbt = self.make_pbt(config, eval_env, agent)
         # an actor-learner's learner on a mesh runs inside shard_map too: no population branch there
         population_axis = None if learner_mesh is not None else self.placement.population_axis_name
-        freeze = functools.partial(freeze_diverged, fields=frozen_fields, axis_name=population_axis) \
-            if self.population else None
+        freeze = functools.partial(freeze_diverged, axis_name=population_axis) if self.population else None
         if self.asynchronous:
             update = make_learner_update(agent, self.optimizer, tc, None if learner_mesh is None else DEVICE_AXIS)
             self.executor = ActorLearnerExecutor(update, env, agent, tc, config.runner, learner_mesh, actor_devices,
@@ -148,7 +152,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             if self.pbt is not None:
                 steps = {name: self.pbt.summing_fitness_episodes(step) for name, step in steps.items()}
             warmup = Warmup(steps["warmup"], warmup_iterations) if warmup_iterations is not None else None
-            self.executor = Executor(steps["step"], self.placement, env_fields, final_metrics=chunk_health,
+            self.executor = Executor(steps["step"], self.placement, env_axes(state_cls), final_metrics=chunk_health,
                                      freeze=freeze, population_step=self.pbt, warmup=warmup)
         self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
@@ -157,14 +161,14 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         #: A population's agents alive at the last report, and each frozen agent's bad metrics.
         self._reported_alive, self._frozen_metrics = None, {}
 
-    def make_pbt(self, config, eval_env, agent, pbt_fields: dict | None = None) -> PBT | None:
-        """With ``pbt.enabled``, PBT's step on this population (``pbt_fields``: the state fields it
-        copies and keeps, and where the state holds the hyperparameters); None otherwise."""
+    def make_pbt(self, config, eval_env, agent, store: HyperparameterStore | None = None) -> PBT | None:
+        """With ``pbt.enabled``, PBT's step on this population (``store``: where the state holds
+        the hyperparameters, default :class:`~evorl.engine.pbt.AgentHyperparameters`); None otherwise."""
         if not config.pbt.enabled:
             return None
         fitness = make_evaluator(eval_env, agent, config.pbt.eval_episodes, step_timeout=self.host_step_timeout(config))
         return PBT(config.pbt, evolving_hyperparameters(config, type(self)), self.num_agents, fitness.evaluate,
-                   evaluates_on_host=eval_env.on_host, **(pbt_fields or {}))
+                   evaluates_on_host=eval_env.on_host, **({} if store is None else {"store": store}))
 
     def evaluation_function(self):
         """``_evaluate(agent_state, key) -> (returns, lengths) [(N,) E]`` over the population: the
@@ -236,7 +240,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
 
     def write_lineage(self) -> None:
         """The records of the PBT steps run since the last call (:func:`~evorl.engine.lineage.lineage_record`),
-        kept in ``last_pbt_records`` and written to ``self.lineage``."""
+        kept in ``last_pbt_records`` and written to the services' ``lineage``."""
         records = self.executor.take_records()
         if self.pbt is None:
             return
@@ -246,11 +250,12 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         self._replacements = {entry["agent"]: (record["iteration"], entry["from"], ", ".join(
             f"{key}={record['new_hyperparameters'][key][entry['agent']]}" for key in keys))
             for record in self.last_pbt_records for entry in record["copied"] if entry.get("diverged")}
-        if self.lineage is None or not is_main_process():
+        lineage = self.services.lineage
+        if lineage is None or not is_main_process():
             return
         steps_per_iteration = self.env_steps_per_iteration
         for record in self.last_pbt_records:
-            self.lineage.write(record, record["iteration"] * steps_per_iteration)
+            lineage.write(record, record["iteration"] * steps_per_iteration)
 
     def params_finite(self, state: State) -> np.ndarray:
         """Whether each agent's parameters and observation statistics are finite: bool ``[N]``
@@ -305,7 +310,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
     def alive_agents(self) -> np.ndarray | None:
         """Which agents of a population still train (bool ``[N]``); None when no agent is ever
         frozen (one agent, or an executor without ``freeze``)."""
-        if not self.population or getattr(self.executor, "freeze", None) is None:
+        if not self.population or self.executor.freeze is None:
             return None
         return np.reshape(self.executor.alive, (self.num_agents,))
 
@@ -347,7 +352,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         metrics = {k: v for k, v in metrics.items() if k != ENV_FAULTS}  # checked (check_health), not logged
         if not self.population:
             return {k: float(v) for k, v in metrics.items()}
-        self.last_metrics_per_agent = {**getattr(self, "last_metrics_per_agent", {}), **metrics}
+        self.last_metrics_per_agent = {**self.last_metrics_per_agent, **metrics}
         # under PBT the hyperparameters evolve: no per-variant means labelled by their initial values
         pbt = self.config.pbt.enabled
         variants, seeds = ([{}], self.num_agents) if pbt else (self.variants, self.config.training.num_seeds)
@@ -389,17 +394,18 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
     def learn(self, state: State) -> State:
         """Trains from ``state`` to ``training.num_iterations``, in compiled chunks of
         ``training.eval_interval`` iterations; after each chunk: the health check, a greedy
-        evaluation, the recorders' line and a checkpoint (with a ``checkpointer``). Returns the
-        final state; a stop request ends it after the current compiled call (a few seconds: the
-        partial chunk is evaluated, logged and checkpointed) with ``TrainingInterrupted``."""
-        tc = self.config.training
+        evaluation, the recorders' line and a checkpoint (with the services' ``checkpointer``).
+        Returns the final state; a stop request ends it after the current compiled call (a few
+        seconds: the partial chunk is evaluated, logged and checkpointed) with ``TrainingInterrupted``."""
+        tc, services = self.config.training, self.services
+        checkpointer, run_dir, stop = services.checkpointer, services.run_dir, services.stop
         done = int(np.max(to_host(state.iteration)))
         if self.compile_seconds is None:
             self.report_progress(done * self.env_steps_per_iteration, compiling=True)
             self.compile(state)
         self.report_progress(done * self.env_steps_per_iteration)  # compiled: the bar leaves "compiling..."
         self.last_metrics: dict[str, float] = {}
-        self._last_finite = LastFinite(self.checkpointer, self.run_dir, state, done)
+        self._last_finite = LastFinite(checkpointer, run_dir, state, done)
         with self.executor.running(state):
             while done < tc.num_iterations:
                 # to the next logging point (a run stopped inside a chunk and resumed realigns)
@@ -407,20 +413,19 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
                 try:
                     state, done, saved = self._chunk(state, done, n)
                 except ActorLearnerError as e:  # keep what the learner reached, then fail with the actor's error
-                    if self.checkpointer is not None and e.state is not None:
+                    if checkpointer is not None and e.state is not None:
                         reached = int(to_host(e.state.iteration))
-                        if reached not in self.checkpointer.steps():
-                            self.checkpointer.save(e.state, reached)
+                        if reached not in checkpointer.steps():
+                            checkpointer.save(e.state, reached)
                         after = "\n" if "\n" in e.args[0] else " "  # a traceback, or one line
                         e.args = (f"{e.args[0]}{after}The learner's state at iteration {reached} is checkpointed: "
-                                  f"continue with {resume_argument(self.run_dir)}.",)
+                                  f"continue with {resume_argument(run_dir)}.",)
                     raise
-                if self.stop_requested is not None and done < tc.num_iterations:
+                if stop.reason is not None and done < tc.num_iterations:
                     # (a stop that came just after a saved chunk's end runs no iteration: nothing new to save)
-                    if self.checkpointer is not None and not saved and done not in self.checkpointer.steps():
-                        self.checkpointer.save(state, done)
-                    raise TrainingInterrupted(self.stop_requested, done, checkpointed=self.checkpointer is not None,
-                                              run_dir=self.run_dir)
+                    if checkpointer is not None and not saved and done not in checkpointer.steps():
+                        checkpointer.save(state, done)
+                    raise TrainingInterrupted(stop.reason, done, checkpointed=checkpointer is not None, run_dir=run_dir)
         return state
 
     def _chunk(self, state: State, done: int, n: int) -> tuple[State, int, bool]:
@@ -430,7 +435,7 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         steps_per_iteration = self.env_steps_per_iteration
         start = time.perf_counter()
         state, per_agent = self.executor.run(
-            state, n, stop=lambda: self.stop_requested is not None,
+            state, n, stop=lambda: self.services.stop.reason is not None,
             progress=lambda k: self.report_progress((done + k) * steps_per_iteration))
         self.write_lineage()
         n = int(np.max(to_host(state.iteration))) - done
@@ -451,7 +456,8 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
         metrics.update(iteration=done, env_steps=done * steps_per_iteration, steps_per_s=steps_taken / elapsed)
         self.last_metrics = metrics
         self.write_metrics(metrics, done * steps_per_iteration)
-        saved = self.checkpointer is not None and self.checkpointer.maybe_save(state, done)
+        checkpointer = self.services.checkpointer
+        saved = checkpointer is not None and checkpointer.maybe_save(state, done)
         self._last_finite.passed(state, done, saved)
         return state, done, saved
 
@@ -485,7 +491,7 @@ def chunk_health(state: TrainingState) -> dict:
 
 
 class TrainingInterrupted(Exception):
-    """``learn`` stopped early on request (``stop_requested``), at the end of a chunk."""
+    """``learn`` stopped early on request (the services' ``stop``), at the end of a chunk."""
 
     def __init__(self, reason: str, iteration: int, checkpointed: bool, run_dir: Path | str | None = None):
         self.reason, self.iteration = reason, iteration

@@ -29,10 +29,9 @@ from evorl.engine.pbt import check_pbt_config
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.agent import Agent
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
-from evorl.rl.off_policy import (
-    ENV_AXES, FROZEN_FIELDS, OffPolicyState, PBT_COPIED_FIELDS, init_state, make_iteration, make_learner_update,
-)
+from evorl.rl.off_policy import OffPolicyState, init_state, make_iteration, make_learner_update
 from evorl.rl.on_policy import make_optimizer
+from evorl.rl.state_roles import buffer_field
 
 
 def iterations_before_learning(tc: OffPolicyTrainingConfig, state: OffPolicyState) -> int:
@@ -62,7 +61,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     #: population may give each agent its own; PBT may evolve them).
     training_hparams = ("gamma", "tau")
     training_config_cls = OffPolicyTrainingConfig
-    replay_buffer_field = "buffer"
+    replay_buffer_field = buffer_field(OffPolicyState)
     #: The fused runner's iterations before the learning start run as a program of their own
     #: (:func:`iterations_before_learning`); False: every iteration runs the full one.
     warmup_program = True
@@ -70,12 +69,12 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def config_notes(self) -> list[str]:
         return self.config.training.run_length_notes("training")
 
-    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config: ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)
         self.placement = Placement(self.num_agents, None) if self.asynchronous else \
             Placement.create(self.num_agents, enable_multi_devices, config.distributed.layout)
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
         # actors act with the behaviour policy; the learner runs the fused iteration's update. A
@@ -84,12 +83,10 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         population_axis = self.placement.population_axis_name
         self.build_runner(config, env, eval_env, agent,
                           functools.partial(make_iteration, population_axis=population_axis),
-                          functools.partial(make_learner_update, population_axis=population_axis), ENV_AXES,
+                          functools.partial(make_learner_update, population_axis=population_axis), OffPolicyState,
                           actor_devices=learner_placement(False, None)[1] if self.asynchronous else None,
                           acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
                                              functools.partial(acting_state, tc=tc)),
-                          frozen_fields=FROZEN_FIELDS,
-                          pbt_fields={"copied": PBT_COPIED_FIELDS, "kept": ("env_state", "buffer", "fitness_episodes")},
                           warmup_iterations=functools.partial(iterations_before_learning, tc)
                           if self.warmup_program else None)
 

@@ -1,5 +1,5 @@
 """``OnPolicyWorkflow``, the one training loop PPO, A2C and IMPALA share, on top of
-``RLWorkflow`` (config, env, agent, recorders; :mod:`evorl.engine.rl_base`).
+``RLWorkflow`` (config, env, agent, services; :mod:`evorl.engine.rl_base`).
 
 The workflow is the glue of three parts:
 
@@ -30,7 +30,7 @@ from evorl.engine.execution import DEVICE_AXIS, Placement
 from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.pbt import check_pbt_config
 from evorl.rl.on_policy import (
-    ENV_FIELDS, OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
+    OnPolicyState, check_minibatches, init_state, make_iteration, make_learner_update, make_optimizer,
 )
 
 
@@ -45,7 +45,7 @@ class OnPolicyWorkflow(ChunkedWorkflow):
     #: keep ``training.num_epochs = num_minibatches = 1``.
     one_gradient_step: bool = False
 
-    def __init__(self, config, env, agent, enable_multi_devices=False, recorders=None):
+    def __init__(self, config, env, agent, enable_multi_devices=False, services=None):
         tc = config.training
         eval_env, env = self.runner_and_envs(config, env)  # evaluation: whole episodes
         learner_mesh = actor_devices = None
@@ -58,10 +58,10 @@ class OnPolicyWorkflow(ChunkedWorkflow):
             axis_name = self.placement.step_axis_name
         if axis_name is not None:
             agent = agent.with_axis_name(axis_name)
-        super().__init__(config, env, agent, recorders)
+        super().__init__(config, env, agent, services)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, ENV_FIELDS,
+        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, OnPolicyState,
                           learner_mesh=learner_mesh, actor_devices=actor_devices, deterministic=tc.eval_deterministic)
 
     @classmethod

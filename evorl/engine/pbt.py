@@ -59,6 +59,7 @@ from evorl.engine.evaluator import each_agent
 from evorl.engine.population import with_variant
 from evorl.rl.evolution import Evolving, cso_draw, cso_step, draw, exploit_explore, explore, replace_diverged
 from evorl.rl.rollout import EpisodeStats
+from evorl.rl.state_roles import fields_with_role
 
 
 def evolving_hyperparameters(config: Any, workflow_cls: type) -> tuple[Evolving, ...]:
@@ -118,12 +119,6 @@ def check_pbt_config(config: Any, workflow_cls: type, num_agents: int, asynchron
 
 
 # --- the step, on the training state ----------------------------------------------------
-#: The state fields a replaced agent copies from its source (its env state, PRNG key,
-#: iteration counter and episode sums stay its own): an on-policy state's.
-COPIED_FIELDS = ("agent_state", "opt_state", "learning_rate", "lagged_params")
-#: The per-agent fields that stay where they are, outside the population's exchange: the
-#: environments, the policy's state of their episodes, the episode sums (reset after a step).
-KEPT_FIELDS = ("env_state", "policy_state", "fitness_episodes")
 #: Folded into agent 0's key for the step's random numbers, and into each agent's for its evaluation.
 DRAW_TAG, EVAL_TAG = 0x9B7, 0xE7A1
 
@@ -158,13 +153,12 @@ class PBT:
 
     ``evaluate(agent_state, key) -> (returns [E], lengths [E])`` is the greedy evaluator of
     ``fitness: eval``: a JAX env's, traced into the step, or (``evaluates_on_host``) a host
-    env's, which :meth:`host_fitness` runs outside it. ``copied``: the state fields a replaced agent takes from its source;
-    ``kept``: the fields that stay each agent's own (an off-policy state keeps its replay
-    buffer there, see :mod:`evorl.rl.off_policy`); ``store``: where the state holds the
-    evolving hyperparameters (an ES state: in its search's state)."""
+    env's, which :meth:`host_fitness` runs outside it. ``store``: where the state holds the
+    evolving hyperparameters (an ES state: in its search's state). A replaced agent takes the
+    state's ``pbt_copy`` fields from its source; its ``pbt_keep`` fields (environments, an
+    off-policy replay buffer, the episode sums) stay its own (:mod:`evorl.rl.state_roles`)."""
 
     def __init__(self, config: PBTConfig, evolving: tuple[Evolving, ...], num_agents: int, evaluate=None,
-                 copied: tuple[str, ...] = COPIED_FIELDS, kept: tuple[str, ...] = KEPT_FIELDS,
                  evaluates_on_host: bool = False, store: HyperparameterStore = AgentHyperparameters()):
         self.config = config
         #: ``fitness: eval`` with a host env's evaluator: the fitness is computed by
@@ -174,8 +168,6 @@ class PBT:
         self.num_agents = num_agents
         self.num_replaced = int(num_agents * config.exploit_fraction)  # strategy: truncation
         self.evaluate = evaluate
-        self.copied = copied
-        self.kept = kept
         self.store = store
 
     # --- the execution layer's population step (evorl.engine.execution.PopulationStep) ---
@@ -218,8 +210,8 @@ class PBT:
         local_agents = state.iteration.shape[0]
         fitness = jnp.where(alive, self.fitness(state) if fitness is None else fitness, jnp.nan)  # [n] own agents
         # each agent's environments (and its policy's state of their episodes, its buffer) stay where they are
-        kept = {name: getattr(state, name) for name in self.kept}
-        population = state.replace(**{name: None for name in self.kept})
+        kept = {name: getattr(state, name) for name in fields_with_role(state, "pbt_keep")}
+        population = state.replace(**dict.fromkeys(kept))
         everyone_alive = alive
         if axis_name is not None:
             gather = lambda x: lax.all_gather(x, axis_name, tiled=True)  # noqa: E731
@@ -292,7 +284,7 @@ class PBT:
                                                      self.config.resample_probability), after)
         if self.config.strategy == "cso":
             state = state.replace(pbt_velocity=jnp.where(diverged[:, None], 0.0, state.pbt_velocity))
-        state = copy_agents(state, source, self.copied)
+        state = copy_agents(state, source)
         state = self.with_values(state, after)
         record = {"source": source.astype(jnp.int32), "fitness": fitness, "before": before, "after": after,
                   "diverged": ~alive}
@@ -316,6 +308,8 @@ class PBT:
         return source, jnp.where(moved, jnp.where(log_scale, jnp.exp(y), y), values), velocity
 
 
-def copy_agents(state, source: jax.Array, fields: tuple[str, ...] = COPIED_FIELDS):
-    """``state`` with each agent ``i``'s ``fields`` taken from agent ``source[i]``."""
+def copy_agents(state, source: jax.Array, fields: tuple[str, ...] | None = None):
+    """``state`` with each agent ``i``'s ``fields`` (default: the state's ``pbt_copy`` fields)
+    taken from agent ``source[i]``."""
+    fields = fields_with_role(state, "pbt_copy") if fields is None else fields
     return state.replace(**{name: jax.tree.map(lambda x: x[source], getattr(state, name)) for name in fields})

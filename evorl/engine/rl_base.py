@@ -8,11 +8,12 @@ the agent. The training loop itself is :class:`~evorl.engine.on_policy_workflow.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -29,6 +30,7 @@ from evorl.engine.memory_estimate import check_memory, on_policy_terms, sizes_fr
 from evorl.engine.population import with_variant
 from evorl.engine.processes import initialize as initialize_distributed, is_main_process
 from evorl.engine.recording import ConsoleRecorder, Recorder, report_progress
+from evorl.engine.services import RunServices
 from evorl.engine.workflow import WORKFLOWS, Workflow
 from evorl.envs import VectorEnv, create_env, step_size_before_building
 from evorl.envs.multi_agent import is_multi_agent
@@ -127,6 +129,7 @@ class RLWorkflow(Workflow):
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
     #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.
+    #: Read from the state's fields (:func:`~evorl.rl.state_roles.buffer_field`).
     replay_buffer_field: ClassVar[str | None] = None
     #: The ``training:`` section's dataclass (off-policy workflows have their own).
     training_config_cls: ClassVar[type] = TrainingConfig
@@ -142,10 +145,9 @@ class RLWorkflow(Workflow):
     multi_agent: ClassVar[bool] = False
     #: What a multi-agent algorithm's refusal of a single-agent env suggests instead.
     single_agent_alternative: ClassVar[str] = "PPOWorkflow"
-    #: Declared: the workflow writes each logging point's Pareto front to ``front_recorder``
-    #: (set by ``evorl.app.experiment``), drawn as ``pareto.png`` (:func:`evorl.app.pareto_plot.plot_pareto`).
+    #: Declared: the workflow writes each logging point's Pareto front to its services'
+    #: ``front_recorder``, drawn as ``pareto.png`` (:func:`evorl.app.pareto_plot.plot_pareto`).
     pareto_plot: ClassVar[bool] = False
-    front_recorder = None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -155,17 +157,22 @@ class RLWorkflow(Workflow):
                 exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams, *cls.section_hparams),
             )
 
-    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, recorders: list[Recorder] | None = None):
+    def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, services: RunServices | None = None):
         self.config = config
         self.env = env
         self.agent = agent
-        self.recorders: list[Recorder] = [ConsoleRecorder(prefix=f"[{self.name()}] ")] if recorders is None else recorders
-        #: Set by ``evorl.app.experiment`` to an ``evorl.app.checkpoint.Checkpointer``: ``learn`` calls
-        #: its ``maybe_save(state, iteration)`` after each chunk.
-        self.checkpointer = None
-        #: Set to a reason (e.g. ``"SIGTERM"``, by ``evorl.app.experiment``'s signal handler) to make
-        #: ``learn`` stop after its current compiled call (seconds), checkpoint and raise ``TrainingInterrupted``.
-        self.stop_requested: str | None = None
+        services = RunServices() if services is None else services
+        recorders = (ConsoleRecorder(prefix=f"[{self.name()}] "),) if services.recorders is None else services.recorders
+        #: The run's recorders, checkpointer, run folder and stop request (:class:`~evorl.engine.services.RunServices`).
+        self.services = dataclasses.replace(services, recorders=tuple(recorders))
+
+    def with_services(self, services: RunServices) -> "RLWorkflow":
+        """This workflow holding ``services``: a copy that shares its env, agent and compiled
+        programs (``init``'s state fits both). A run folder's checkpointer and recorders exist
+        only once the initial state is restored, after the workflow is built."""
+        serviced = copy.copy(self)
+        RLWorkflow.__init__(serviced, self.config, self.env, self.agent, services)
+        return serviced
 
     @classmethod
     def name(cls) -> str:
@@ -303,10 +310,18 @@ class RLWorkflow(Workflow):
         return config
 
     @classmethod
-    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, **kwargs) -> "RLWorkflow":
+    def build_from_config(cls, cfg: Any, enable_multi_devices: bool = False, *, services: RunServices | None = None,
+                          recorders: Sequence[Recorder] | None = None) -> "RLWorkflow":
         """Validates ``cfg`` and builds the workflow. With ``enable_multi_devices`` (or
         ``distributed.multi_devices``, or several processes) training is data-parallel over
-        every device of every process."""
+        every device of every process. ``services`` are the run's recorders, checkpointer and
+        run folder (:class:`~evorl.engine.services.RunServices`; default: a console recorder
+        and nothing else); ``recorders`` alone is short for ``RunServices(recorders=...)``."""
+        if recorders is not None:
+            if services is not None:
+                raise TypeError("build_from_config takes recorders or services, not both: put the recorders "
+                                "in services (RunServices(recorders=...)).")
+            services = RunServices(recorders=tuple(recorders))
         config = cls.parse_config(cfg)
         multi_process = initialize_distributed(config.distributed)  # before any JAX computation
         enable_multi_devices = enable_multi_devices or config.distributed.multi_devices or multi_process
@@ -322,7 +337,7 @@ class RLWorkflow(Workflow):
         cls.check_config(config, agent, num_devices=num_devices)
         check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
                      config.runner.max_memory_gb, num_devices)
-        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, **kwargs)
+        return cls(config, env, agent, enable_multi_devices=enable_multi_devices, services=services)
 
     @classmethod
     def check_env_agents(cls, env: VectorEnv, config: ExperimentConfig) -> None:
@@ -350,7 +365,7 @@ class RLWorkflow(Workflow):
     def write_metrics(self, metrics: dict[str, float], step: int) -> None:
         if not is_main_process():
             return
-        for recorder in self.recorders:
+        for recorder in self.services.recorders:
             recorder.write(metrics, step)
 
     def report_progress(self, step: int, compiling: bool = False) -> None:
@@ -358,4 +373,4 @@ class RLWorkflow(Workflow):
         ``step``: when its program starts compiling (``compiling``), when it starts, after each
         learner update and after each compiled chunk."""
         if is_main_process():
-            report_progress(self.recorders, step, compiling)
+            report_progress(self.services.recorders, step, compiling)

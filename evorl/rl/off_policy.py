@@ -78,6 +78,7 @@ from evorl.rl.on_policy import (
     acting_state as lagged_agent_state, episode_metrics, init_lagged_params, scheduled_learning_rate,
 )
 from evorl.rl.rollout import Trajectory, rollout_with_policy_state
+from evorl.rl.state_roles import role_field
 
 
 
@@ -97,33 +98,29 @@ class UpdateGroup:
 @struct.dataclass
 class OffPolicyState:
     key: jax.Array
-    agent_state: AgentState
-    opt_state: Any  # {group key: that group's optimiser state}
-    target_params: Any  # {target key: the target network's parameters} (the bootstrap values' networks)
-    buffer: replay.ReplayBuffer
-    env_state: EnvState | None  # leading axis [B]; None in the asynchronous learner's state (its actors hold the envs)
-    learning_rate: jax.Array  # [] base learning rate
+    agent_state: AgentState = role_field("frozen", "pbt_copy")
+    opt_state: Any = role_field("frozen", "pbt_copy")  # {group key: that group's optimiser state}
+    #: {target key: the target network's parameters} (the bootstrap values' networks)
+    target_params: Any = role_field("frozen", "pbt_copy")
+    #: Split over the devices (``distributed.layout=envs``) by its columns, the environments' axis;
+    #: its rows stay whole on each device.
+    buffer: replay.ReplayBuffer = role_field("env", "pbt_keep", "buffer",
+                                             env_axis=replay.ReplayBuffer(data=1, position=None, size=None))
+    #: Leading axis [B]; None in the asynchronous learner's state (its actors hold the envs).
+    env_state: EnvState | None = role_field("env", "actor", "pbt_keep")
+    learning_rate: jax.Array = role_field("pbt_copy")  # [] base learning rate
     iteration: jax.Array  # [] int32, completed iterations
     gradient_steps: jax.Array  # [] int32, gradient steps taken (the target update period counts them)
     #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
     #: train``); None without PBT (see :mod:`evorl.engine.pbt`).
-    fitness_episodes: Any = None
+    fitness_episodes: Any = role_field("pbt_keep", default=None)
     #: The agent's parameters at the start of the last ``training.actor_lag`` iterations,
     #: oldest first (leaves ``[actor_lag, ...]``); the rollout acts with the oldest. None
     #: without lag (see :func:`evorl.rl.on_policy.acting_state`).
-    lagged_params: Any = None
+    lagged_params: Any = role_field("frozen", "pbt_copy", default=None)
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (see
     #: :mod:`evorl.engine.pbt`); None otherwise.
     pbt_velocity: Any = None
-
-
-#: What a diverged agent of a population keeps from its last finite iteration.
-FROZEN_FIELDS = ("agent_state", "opt_state", "target_params", "lagged_params")
-#: The state's parts that ``distributed.layout=envs`` splits over the devices, by their
-#: environments' axis: the envs, and the buffer's columns (its rows stay whole on each device).
-ENV_AXES = {"env_state": 0, "buffer": replay.ReplayBuffer(data=1, position=None, size=None)}
-#: What an agent replaced by PBT takes from its source (its buffer and environments stay its own).
-PBT_COPIED_FIELDS = ("agent_state", "opt_state", "target_params", "learning_rate", "lagged_params")
 
 
 def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_envs: int, actor_lag: int,

@@ -38,34 +38,31 @@ from evorl.rl import metrics as M
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.collectives import agent_gradient_update, axis_index
 from evorl.rl.rollout import EpisodeStats, Trajectory, rollout_with_policy_state
+from evorl.rl.state_roles import role_field
 
 
 @struct.dataclass
 class OnPolicyState:
     key: jax.Array
-    agent_state: AgentState
-    opt_state: Any
+    agent_state: AgentState = role_field("frozen", "pbt_copy")
+    opt_state: Any = role_field("frozen", "pbt_copy")
     #: Leading axis [B] (split across devices when the envs are); None in the asynchronous
     #: learner's state (its actors hold the environments).
-    env_state: EnvState | None
-    learning_rate: jax.Array  # [] base learning rate (annealed per iteration)
+    env_state: EnvState | None = role_field("env", "actor", "pbt_keep")
+    learning_rate: jax.Array = role_field("pbt_copy")  # [] base learning rate (annealed per iteration)
     iteration: jax.Array  # [] int32, completed iterations
     #: Parameters at the start of the last ``actor_lag`` iterations, oldest first (leaves
     #: ``[actor_lag, ...]``); the rollout acts with the oldest. None when ``actor_lag = 0``.
-    lagged_params: Any = None
+    lagged_params: Any = role_field("frozen", "pbt_copy", default=None)
     #: Sums over the training episodes that ended since the last PBT step (its ``fitness:
     #: train``); None without PBT (see :mod:`evorl.engine.pbt`).
-    fitness_episodes: Any = None
+    fitness_episodes: Any = role_field("pbt_keep", default=None)
     #: A recurrent agent's state of each environment's episode in progress (leaves ``[B, ...]``,
     #: carried from one rollout to the next); None for a feed-forward agent.
-    policy_state: Any = None
+    policy_state: Any = role_field("env", "actor", "pbt_keep", default=None)
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (in the
     #: coordinates the swarm moves in, see :mod:`evorl.engine.pbt`); None otherwise.
     pbt_velocity: Any = None
-
-
-#: The fields of :class:`OnPolicyState` whose leading axis is the environments ``[B]``.
-ENV_FIELDS = ("env_state", "policy_state")
 
 
 def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:

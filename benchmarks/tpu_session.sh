@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One TPU call's checks in one command, for a chip lent for minutes (one process at a time may
+# hold it, so the parts run one after another). Each part has its own time limit and writes as
+# it goes, so a cut-short call keeps what it measured. Parts:
+#   minatar_<game>  benchmarks/minatar_published.py: PPO, MinAtar's rules, 10M env steps, 8 agents
+#                   of seed 66001 in one program (game: breakout asterix freeway space_invaders)
+#   check           benchmarks/device_check.sh --cases minatar-cnn ant (the CartPole cases ran)
+#   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
+#   populations     benchmarks/config_speed.py: ES (CartPole, brax hopper) and PBT populations
+#   scale           benchmarks/tpu_scale.py: 16384 seeds, and the shipped path at 256 and 4096
+#
+#   PARTS="minatar_asterix ant_phases" OUT=$OUT benchmarks/tpu_session.sh 560
+#
+# Wheels the chip's machine lacks: .whl-tpu/ (evorl's dependencies) and .whl-brax/ (brax, MJX),
+# carried with the call and installed into /tmp/site (see docs/tpu.md).
+set -u
+cd "$(dirname "$0")/.."
+budget="${1:-560}"
+out="${OUT:-benchmarks/results/tpu_session}"
+mkdir -p "$out"
+start=$(date +%s)
+left() { echo $(( budget - ($(date +%s) - start) )); }
+if [ -d /opt/pypi/simple ]; then  # the chip's machine's own index: what evorl's plots and checkpoints need
+  PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --only-binary=:all: --index-url file:///opt/pypi/simple \
+    --target /tmp/site0 matplotlib pandas tensorstore msgpack pyyaml pillow protobuf psutil >/dev/null 2>&1
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/site0"
+fi
+if compgen -G ".whl*/*.whl" >/dev/null; then
+  PIP_CONFIG_FILE=/dev/null python3 -m pip install --isolated -q --no-index --no-deps --no-compile --no-cache-dir \
+    --upgrade --target /tmp/site .whl*/*.whl >/dev/null 2>&1
+  export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/site"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+parts=" ${PARTS:-minatar_asterix} "
+has() { [[ "$parts" == *" $1 "* ]]; }
+limit() { local l=$(( $(left) - ${1:-5} )); (( l > 0 )) && echo "$l" || echo 1; }
+for game in breakout asterix freeway space_invaders; do
+  if has "minatar_$game"; then
+    timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --seeds 8 --first-seed 66001 \
+      --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+  fi
+done
+if has ant_phases; then
+  timeout -k 5 "$(limit)" python3 benchmarks/brax_phases.py --config ppo_brax_ant --out "$out/brax_phases.jsonl"
+fi
+if has check; then
+  OUT="$out" DEVICE_CHECK_TIMEOUT="$(limit)" benchmarks/device_check.sh --cases minatar-cnn ant --timeout 200
+fi
+if has populations; then
+  timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 150 --out "$out/config_speed.jsonl" \
+    es_openes_cartpole es_openes_hopper pbt_ppo_cartpole
+fi
+if has scale; then
+  timeout -k 5 "$(limit)" python3 benchmarks/tpu_scale.py --out "$out/v5e.jsonl" --rows evorl:16384 evorl:256 evorl:4096
+fi
+echo "tpu session: $(( $(date +%s) - start )) s of $budget"
