@@ -44,6 +44,11 @@ def test_train_with_overrides_from_any_directory_then_resume_and_evaluate(tmp_pa
         "training.num_iterations=2", "checkpoint.save_interval=1", "logging.recorders=[console,csv,tensorboard]",
         "env.env_name=Acrobot-v1", f"hydra.run.dir={run_dir}"], cwd=tmp_path, cache_dir=cache_dir)
     assert "[PPO] iter=2 " in out and "final evaluation over 2 episodes" in out
+    # a line before JAX's import, the env build, the state's initialisation and the compilation
+    starts = ["[evorl] importing JAX and the workflows...", "[PPO] building the env (gymnax Acrobot-v1) and the agent...",
+              "[PPO] initialising the training state", "[PPO] compiling the training program..."]
+    lines = out.splitlines()
+    assert [next(i for i, line in enumerate(lines) if line.startswith(start)) for start in starts] == [0, 2, 4, 6], out
     config = (run_dir / "config.yaml").read_text()
     assert "env_name: Acrobot-v1" in config and "num_iterations: 2" in config and "rollout_length: 16" in config
     info = json.loads((run_dir / "run.json").read_text())

@@ -2,7 +2,9 @@
 learner update of the asynchronous runner (a slow host env) and every chunk of the fused one,
 with steps/s and an ETA; a resumed run's bar starts at the step it resumed from. Without a
 terminal the console prints the same in lines: when the training program compiles, then at
-most every ``progress_seconds``. Every steps/s figure shown has one format."""
+most every ``progress_seconds``. Before that, each phase of a run's start (the env build, the
+state's initialisation) says when it begins and how long it took. Every steps/s figure shown
+has one format."""
 
 import copy
 import io
@@ -15,7 +17,7 @@ import pytest
 from conftest import TINY
 
 from evorl.app.experiment import run_experiment
-from evorl.engine.recording import ConsoleRecorder, ProgressRecorder
+from evorl.engine.recording import ConsoleRecorder, ProgressRecorder, StartupLines
 from evorl.engine.recording import format_steps_per_s
 
 
@@ -193,14 +195,56 @@ def test_steps_per_s_has_one_format_at_every_magnitude():
         bar.close()
 
 
-def test_a_run_piped_to_a_file_says_it_compiles_before_its_first_line(capsys):
+def test_a_run_piped_to_a_file_says_what_it_does_from_its_start_before_the_env_build_and_compilation(
+        capsys, monkeypatch):
+    """Every phase of the start says so when it begins: the env build (brax's took 46 s on a
+    loaded machine), the state's initialisation, the compilation; each line is printed before
+    the phase's work starts, not after it."""
+    import evorl.engine.rl_base as rl_base
+    from evorl.engine.on_policy_workflow import OnPolicyWorkflow
+
+    shown_before = {}
+    create_env = rl_base.create_env
+
+    def seen_at(name, work):
+        def wrapped(*args, **kwargs):
+            shown_before[name] = capsys.readouterr().out
+            print(shown_before[name], end="")  # back into the captured output
+            return work(*args, **kwargs)
+        return wrapped
+
+    monkeypatch.setattr(rl_base, "create_env", seen_at("env build", create_env))
+    monkeypatch.setattr(OnPolicyWorkflow, "init", seen_at("init", OnPolicyWorkflow.init))
     cfg = bar_config({"env_name": "CartPole-v1", "env_type": "gymnax"}, "fused", 2, 2)
     cfg["logging"]["console"] = "auto"  # pytest's captured stdout is not a terminal
     run_experiment(cfg)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[:1] == ["[PPO] compiling the training program..."]
-    assert re.fullmatch(r"\[PPO\] compiled in \d+\.\d s", lines[1])
-    assert lines[2].startswith("[PPO] iter=2 env_steps=64 train_steps/s=")
+    assert shown_before["env build"].splitlines() == ["[PPO] building the env (gymnax CartPole-v1) and the agent..."]
+    assert shown_before["init"].splitlines()[-1] == \
+        "[PPO] initialising the training state (envs reset, networks and buffers created)..."
+    assert lines[0] == "[PPO] building the env (gymnax CartPole-v1) and the agent..."
+    assert re.fullmatch(r"\[PPO\] built in \d+\.\d s", lines[1])
+    assert lines[2] == "[PPO] initialising the training state (envs reset, networks and buffers created)..."
+    assert re.fullmatch(r"\[PPO\] initialised in \d+\.\d s", lines[3])
+    assert lines[4] == "[PPO] compiling the training program..."
+    assert re.fullmatch(r"\[PPO\] compiled in \d+\.\d s", lines[5])
+    assert lines[6].startswith("[PPO] iter=2 env_steps=64 train_steps/s=")
+
+
+def test_startup_lines_time_each_phase_and_print_no_end_for_a_phase_that_failed_or_without_a_console():
+    clock = FakeClock()
+    stream = io.StringIO()
+    startup = StartupLines(prefix="[TD3] ", stream=stream, clock=clock)
+    with startup.phase("building the env (brax inverted_pendulum) and the agent", "built"):
+        clock.now = 46.04
+    with pytest.raises(ValueError), startup.phase("initialising the training state", "initialised"):
+        raise ValueError("bad")
+    with StartupLines(prefix="[TD3] ", enabled=False, stream=stream, clock=clock).phase("compiling", "compiled"):
+        clock.now = 60.0
+    assert stream.getvalue().splitlines() == [
+        "[TD3] building the env (brax inverted_pendulum) and the agent...", "[TD3] built in 46.0 s",
+        "[TD3] initialising the training state...",
+    ]
 
 
 def test_the_two_rates_are_labelled_apart():

@@ -38,6 +38,8 @@ from evorl.app.cli_errors import (
 from evorl.app.config_groups import CONFIG_DIR as _CONFIG_PATH
 from evorl.config import ConfigError
 from evorl.config.experiment import check_resume_folder, check_resume_value
+from evorl.config.logging import LoggingConfig
+from evorl.engine.recording import StartupLines
 from evorl.engine.processes import EXIT_PEER_LOST
 from evorl.log_noise import quiet_third_party_logs
 
@@ -99,6 +101,13 @@ def train(cfg: Any) -> dict[str, float]:
         flush=True,
     )
     return final
+
+
+def shows_console(cfg: Any) -> bool:
+    """Whether the run of the composed config ``cfg`` (not validated yet) prints to the console:
+    it names the ``console`` recorder (the default does) and is process 0 (or one process)."""
+    logging, distributed = cfg.get("logging") or {}, cfg.get("distributed") or {}
+    return "console" in logging.get("recorders", LoggingConfig.recorders) and distributed.get("process_id") in (None, 0)
 
 
 #: The run folder of the run this process trains (for a lost peer noticed by another thread).
@@ -346,6 +355,10 @@ def train_main() -> None:
     def main(cfg) -> None:
         started.append(True)
         print_untuned_note()
+        # the first line comes before JAX's seconds of importing (nothing imported it so far)
+        with StartupLines(prefix="[evorl] ", enabled=shows_console(cfg)).phase("importing JAX and the workflows",
+                                                                             "imported"):
+            import evorl.app.experiment  # noqa: F401
         with exit_on_config_error():
             train(cfg)
 

@@ -67,6 +67,7 @@ from evorl.config.experiment import check_experiment_mapping, check_names_workfl
 from evorl.engine.processes import PeerLost, is_main_process, peer_lost
 from evorl.engine.processes import watching_run
 from evorl.engine.processes import resume_argument
+from evorl.engine.recording import StartupLines
 from evorl.engine.services import RunServices
 from evorl.hardware import imports_frozen  # gc.freeze during a run (evorl.hardware)
 
@@ -137,8 +138,15 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
         print(f"evorl: {note}", file=sys.stderr, flush=True)
     check_names_workflow(cfg)
     check_agent_keys(cfg["workflow_cls"], cfg.get("agent"))
-    workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[])
+    workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
+    parsed = workflow_cls.parse_config(cfg)  # a bad key is reported before any line
+    # before the build (which starts jax.distributed) the process index is the config's
+    startup = StartupLines(prefix=f"[{label or workflow_cls.name()}] ",
+                           enabled="console" in parsed.logging.recorders and parsed.distributed.process_id in (None, 0))
+    with startup.phase(f"building the env ({parsed.env.env_type} {parsed.env.env_name}) and the agent", "built"):
+        workflow = workflow_cls.build_from_config(cfg, recorders=[])
     config = workflow.config
+    startup.enabled = startup.enabled and is_main_process()
     check_recorder_packages(config.logging)
     run_dir = _run_dir(config, output_dir)
     if config.resume and not run_dir.is_dir():
@@ -146,7 +154,7 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
     # Only process 0 writes the run folder's files (and locks it); every process takes part in checkpoints.
     files_dir = run_dir if is_main_process() else None
     with _locked(files_dir, config.resume) as lock, imports_frozen():
-        return _run(workflow, run_dir, files_dir, recorders, label or workflow.name(), lock)
+        return _run(workflow, run_dir, files_dir, recorders, label or workflow.name(), startup, lock)
 
 
 @contextlib.contextmanager
@@ -173,7 +181,7 @@ def _locked(files_dir: Path | None, resume: str | None):
 
 
 def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,
-         label: str, lock: RunFolderLock | None = None) -> ExperimentResult:
+         label: str, startup: StartupLines, lock: RunFolderLock | None = None) -> ExperimentResult:
     from evorl.engine.host_loop import TrainingInterrupted
 
     config = workflow.config
@@ -205,7 +213,9 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
     if is_main_process():
         for note in workflow.config_notes():
             print(f"evorl: note: {note}", file=sys.stderr, flush=True)
-    state = workflow.init(jax.random.PRNGKey(config.seed))  # compiles while those imports run
+    with startup.phase("initialising the training state (envs reset, networks and buffers created)", "initialised"):
+        # compiles while those imports run; computed here, not in learn()'s first read of it, which waited for it unannounced
+        state = jax.block_until_ready(workflow.init(jax.random.PRNGKey(config.seed)))
     checkpointer = None
     if use_checkpoints:
         checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,

@@ -1,11 +1,13 @@
 """What the host loop writes metrics to: the :class:`Recorder` protocol, :class:`RecorderChain`
 (several behind one), :func:`report_progress`, and the console recorders (plain lines, or a
-live progress bar (rich) on a terminal), a workflow's default. The file and service recorders
+live progress bar (rich) on a terminal), a workflow's default; and :class:`StartupLines`, the
+console's lines while a run starts, before its recorders exist. The file and service recorders
 a run folder adds are :mod:`evorl.app.recorders`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
@@ -83,6 +85,39 @@ def eta_text(remaining_steps: float, steps_per_s: float | None) -> str:
         return "-:--:--"
     seconds = max(0, round(remaining_steps / steps_per_s))
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+class StartupLines:
+    """The console's lines while a run starts, before its recorders exist (they are made for the
+    built workflow): each phase says when it begins and, once it ends, how long it took::
+
+        [TD3] building the env (brax inverted_pendulum) and the agent...
+        [TD3] built in 19.9 s
+        [TD3] initialising the training state (compiles the env's reset and the networks' init)...
+        [TD3] initialised in 16.1 s
+
+    and then the console recorder's ``compiling the training program...`` (:class:`ConsoleRecorder`),
+    so that no phase of a start, which can take minutes on a loaded machine, is silent. A phase
+    that raises prints no end line. Nothing is printed when ``enabled`` is false (the run has no
+    console recorder, or this is not process 0)."""
+
+    def __init__(self, prefix: str = "", enabled: bool = True, stream=None,
+                 clock: Callable[[], float] = time.perf_counter):
+        self.prefix = prefix
+        self.enabled = enabled
+        self.stream = stream
+        self.clock = clock
+
+    @contextlib.contextmanager
+    def phase(self, begins: str, ends: str):
+        """``PREFIX{begins}...`` now, ``PREFIX{ends} in 1.2 s`` when the ``with`` block ends."""
+        if not self.enabled:
+            yield
+            return
+        print(f"{self.prefix}{begins}...", file=self.stream or sys.stdout, flush=True)
+        start = self.clock()
+        yield
+        print(f"{self.prefix}{ends} in {self.clock() - start:.1f} s", file=self.stream or sys.stdout, flush=True)
 
 
 class ConsoleRecorder:
