@@ -9,6 +9,8 @@ env step budget, ``--generations`` x 32 episodes x 200 steps:
   as a child), ``G`` generations of 32 episodes;
 * ``nsga2_mean``: ``nsga2.rescore_survivors=mean`` (the population re-scored each generation,
   the running mean of every episode a member played), ``G / 2`` generations of 64 episodes;
+* ``nsga2_never_e2`` (``--sides never:2``): scored once, each child over 2 episodes (the
+  remedy EvoRL's NSGA-II takes, with 16), ``G / 2`` generations of 64 episodes;
 * ``weighted_es``: OpenES (es_openes_hopper's settings otherwise) once per weight vector
   ``(1, w)`` of ``--weights``, each for ``G / k`` generations of 32 episodes on the fitness
   ``reward_run + w reward_ctrl``.
@@ -69,9 +71,12 @@ def hypervolume(points, reference) -> float:
     return float(hypervolume_2d(jnp.asarray(points, jnp.float32), jnp.asarray(reference, jnp.float32)))
 
 
-def run_nsga2(seed, mode, budget, args):
+def run_nsga2(seed, side, budget, args):
+    """``side``: a ``rescore_survivors`` value, ``:E`` after it for ``E`` episodes per member."""
+    mode, _, episodes = side.partition(":")
     cfg = load_config(CONFIG)
     cfg["nsga2"]["rescore_survivors"] = mode
+    cfg["nsga2"]["episodes_per_member"] = int(episodes or cfg["nsga2"]["episodes_per_member"])
     workflow = build(cfg, recorders=[])
     per_generation = workflow.env_steps_per_iteration
     generations = budget // per_generation
@@ -93,7 +98,9 @@ def run_nsga2(seed, mode, budget, args):
                           "front_episodes": float(np.asarray(metrics["front_episodes"])),
                           "front_held_out": points.tolist(),
                           "front_stored": np.asarray(state.objectives)[front].tolist()})
-    return {"side": f"nsga2_{mode}", "generations": generations, "env_steps_per_generation": per_generation,
+    label = f"nsga2_{mode}" + (f"_e{episodes}" if episodes else "")
+    return {"side": label, "episodes_per_member": cfg["nsga2"]["episodes_per_member"], "generations": generations,
+            "env_steps_per_generation": per_generation,
             "stored_hypervolume_per_generation": stored, "curve": curve,
             "seconds": round(time.perf_counter() - start, 1)}
 
@@ -139,7 +146,7 @@ def plot(records: list[dict], figure: str) -> None:
     import matplotlib.pyplot as plt
 
     colours = {"nsga2_never": "tab:red", "nsga2_mean": "tab:blue", "nsga2_latest": "tab:purple",
-               "weighted_es": "tab:grey"}
+               "nsga2_never_e2": "tab:orange", "weighted_es": "tab:grey"}
     fig, (held_out, stored) = plt.subplots(1, 2, figsize=(11, 4))
     for side, colour in colours.items():
         rows = [r for r in records if r["side"] == side]
@@ -176,7 +183,8 @@ def main():
     parser.add_argument("--episodes", type=int, default=4, help="held-out episodes per member and point")
     parser.add_argument("--checkpoints", type=int, default=5, help="held-out points along the budget")
     parser.add_argument("--sides", nargs="+", default=["never", "mean", "weighted_es"],
-                        choices=["never", "mean", "latest", "weighted_es"])
+                        help="weighted_es, or NSGA-II's rescore_survivors (never, mean, latest), ':E' after it "
+                             "for E episodes per member (never:2: every child scored over 2 episodes)")
     parser.add_argument("--out", default=None, help="JSON lines, appended")
     parser.add_argument("--plot", default=None, help="draw --out's records to this PNG and exit")
     args = parser.parse_args()
