@@ -36,7 +36,8 @@ from evorl.algorithms.es import (
 from evorl.config import (
     config_mapping, extract_sweeps, num_agents, parse_section, section_data, sweep_variants,
 )
-from evorl.config.runs import check_es_placement, check_es_runner, check_es_training_keys
+from evorl.config.runs import check_es_placement, check_es_runner
+from evorl.config.training import check_training_keys
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.health import TrainingDiverged
@@ -179,7 +180,8 @@ class ESWorkflow(ChunkedWorkflow):
         search = parse_section(cls.section_cls, data, where)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
-        check_es_training_keys(training, name, where, keys, cls.section_cls.__dataclass_fields__)
+        check_training_keys(training, name, keys, section=where, section_holds="the search's",
+                            section_keys=cls.section_cls.__dataclass_fields__)
         base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
         check_es_runner(name, base["runner"].mode)
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})

@@ -46,8 +46,9 @@ from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, section_data
 from evorl.config.population import (  # noqa: F401  (the sections are importable from here too)
     EVOSAX_OPTIMISERS, OPTIMISERS, PopulationRLConfig, PopulationRLTrainingConfig, check_buffer_holds_generation,
-    check_population_placement, check_population_run, check_training_keys,
+    check_population_placement, check_population_run,
 )
+from evorl.config.training import check_training_keys
 from evorl.engine.evaluator import make_evaluator
 from evorl.engine.execution import Executor, Placement
 from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
@@ -331,7 +332,9 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         section.validate(cls.section)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(PopulationRLTrainingConfig.__dataclass_fields__)
-        check_training_keys(training, cls.__name__, cls.section, cls.section_cls)
+        check_training_keys(training, cls.__name__, keys, section=cls.section,
+                            section_holds="the population's, the buffer's and the gradient steps'",
+                            section_keys=cls.section_cls.__dataclass_fields__)
         base = vars(super().parse_config(cfg))
         check_population_run(cls.__name__, base["sweep"], base["runner"], base["pbt"], base["distributed"],
                              base["agent"].normalize_obs)
