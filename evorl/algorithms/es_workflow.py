@@ -38,10 +38,9 @@ from evorl.config import (
 )
 from evorl.config.runs import check_es_placement, check_es_runner
 from evorl.config.training import check_training_keys
-from evorl.engine.evaluator import make_evaluator
-from evorl.engine.execution import Executor, Placement
+from evorl.engine.execution import Placement
 from evorl.engine.health import TrainingDiverged
-from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import es_terms
 from evorl.engine.pbt import check_pbt_config
 from evorl.engine.population import with_variant
@@ -123,10 +122,7 @@ class ESWorkflow(ChunkedWorkflow):
         self.pbt = self.make_pbt(config, env, agent, SearchHyperparameters(self.search))
         if self.pbt is not None:
             step = self.pbt.summing_fitness_episodes(step)
-        self.executor = Executor(step, self.placement, final_metrics=chunk_health, population_step=self.pbt)
-        self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._evaluation_compiled = True
+        self.build_generation_runner(step, env, agent, config.training.eval_episodes)
 
     @property
     def num_params(self) -> int:

@@ -49,9 +49,8 @@ from evorl.config.population import (  # noqa: F401  (the sections are importabl
     check_population_placement, check_population_run,
 )
 from evorl.config.training import check_training_keys
-from evorl.engine.evaluator import make_evaluator
-from evorl.engine.execution import Executor, Placement
-from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.execution import Placement
+from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import Term, transition_words
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
@@ -289,10 +288,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         #: The population optimiser (``optimiser`` of the section).
         self.search = make_optimiser(self.section_config, actor)
         generation = type(self).generation_builder(env, agent, self.optimizer, self.search, self.section_config)
-        self.executor = Executor(generation, self.placement, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(env, agent, tc.eval_episodes)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._evaluation_compiled = True
+        self.build_generation_runner(generation, env, agent, tc.eval_episodes)
 
     def config_notes(self) -> list[str]:
         cfg, steps = self.section_config, self.config.training.num_iterations * self.env_steps_per_iteration
