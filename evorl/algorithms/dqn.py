@@ -19,7 +19,6 @@ from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.off_policy import UpdateGroup
-from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
 from evorl.rl.targets import Transition, double_q_targets
 
 
@@ -128,8 +127,7 @@ class DQNAgent(Agent):
     hparams_defaults: Any = None
 
     def init(self, key: jax.Array) -> AgentState:
-        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
-        return AgentState(params={"q": self.q_network.init(key)}, obs_stats=obs_stats,
+        return AgentState(params={"q": self.q_network.init(key)}, obs_stats=self.init_obs_statistics(),
                           hparams=hparams_as_arrays(self.hparams_defaults))
 
     #: The parameters with a target network (the bootstrap values' network).
@@ -146,17 +144,10 @@ class DQNAgent(Agent):
     def q_values(self, agent_state: AgentState, params: Any, obs: jax.Array) -> jax.Array:
         """``Q(obs, .)`` ``[..., num_actions]`` with the parameters ``params`` (online or target),
         observations normalised by ``agent_state``'s statistics (when it keeps them)."""
-        if agent_state.obs_stats is not None:
-            obs = normalize(agent_state.obs_stats, obs)
-        return self.q_network.apply(params["q"], obs)
+        return self.q_network.apply(params["q"], self.normalized_obs(agent_state, obs))
 
     def evaluate_actions(self, agent_state, obs):
         return jnp.argmax(self.q_values(agent_state, agent_state.params, obs), axis=-1).astype(jnp.int32)
-
-    def update_obs_statistics(self, agent_state, obs, axis_name=None):
-        if agent_state.obs_stats is None:
-            return agent_state
-        return agent_state.replace(obs_stats=update_running_statistics(agent_state.obs_stats, obs, axis_name))
 
     def compute_actions(self, agent_state, obs, key):
         """Epsilon-greedy at the end of the schedule (``epsilon_end``), for one observation."""

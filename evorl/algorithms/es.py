@@ -49,7 +49,7 @@ from evorl.rl import optimisers
 from evorl.rl.evolution import centered_rank, mirror  # noqa: F401  (importable from here too)
 from evorl.rl.on_policy import episode_metrics
 from evorl.rl.rollout import EpisodeStats
-from evorl.rl.running_statistics import init_running_statistics, merge_moments, moments_from_shifted_sums
+from evorl.rl.running_statistics import merge_moments, moments_from_shifted_sums
 from evorl.rl.state_roles import role_field
 
 
@@ -115,8 +115,8 @@ class ESAgent(ActorCriticAgent):
     greedy actions; ES optimises it without gradients, so it has no loss."""
 
     def init(self, key: jax.Array) -> AgentState:
-        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
-        return AgentState(params={"policy": self.policy_network.init(key)}, obs_stats=obs_stats, hparams=None)
+        return AgentState(params={"policy": self.policy_network.init(key)}, obs_stats=self.init_obs_statistics(),
+                          hparams=None)
 
 
 def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,

@@ -36,11 +36,11 @@ from evorl.algorithms.es import (
 from evorl.config import (
     config_mapping, extract_sweeps, num_agents, parse_section, section_data, sweep_variants,
 )
-from evorl.config.runs import check_es_placement, check_es_runner, check_es_training_keys
-from evorl.engine.evaluator import make_evaluator
-from evorl.engine.execution import Executor, Placement
+from evorl.config.runs import check_es_placement, check_es_runner
+from evorl.config.training import check_training_keys
+from evorl.engine.execution import Placement
 from evorl.engine.health import TrainingDiverged
-from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import es_terms
 from evorl.engine.pbt import check_pbt_config
 from evorl.engine.population import with_variant
@@ -122,10 +122,7 @@ class ESWorkflow(ChunkedWorkflow):
         self.pbt = self.make_pbt(config, env, agent, SearchHyperparameters(self.search))
         if self.pbt is not None:
             step = self.pbt.summing_fitness_episodes(step)
-        self.executor = Executor(step, self.placement, final_metrics=chunk_health, population_step=self.pbt)
-        self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._evaluation_compiled = True
+        self.build_generation_runner(step, env, agent, config.training.eval_episodes)
 
     @property
     def num_params(self) -> int:
@@ -179,7 +176,8 @@ class ESWorkflow(ChunkedWorkflow):
         search = parse_section(cls.section_cls, data, where)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(ESTrainingConfig.__dataclass_fields__)
-        check_es_training_keys(training, name, where, keys, cls.section_cls.__dataclass_fields__)
+        check_training_keys(training, name, keys, section=where, section_holds="the search's",
+                            section_keys=cls.section_cls.__dataclass_fields__)
         base = vars(super().parse_config(cfg))  # training keys checked as TrainingConfig's
         check_es_runner(name, base["runner"].mode)
         training = ESTrainingConfig(**{key: getattr(base["training"], key) for key in keys})

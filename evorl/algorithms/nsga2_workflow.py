@@ -28,10 +28,9 @@ from evorl.algorithms.es import make_mlp_es_agent
 from evorl.algorithms.es_workflow import ESWorkflow
 from evorl.algorithms.nsga2 import NSGA2Config, NSGA2State, front_mask, init_nsga2_state, make_generation
 from evorl.config import require
-from evorl.engine.evaluator import make_evaluator
-from evorl.engine.execution import Executor, Placement
+from evorl.engine.execution import Placement
 from evorl.engine.health import TrainingDiverged
-from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import Term
 from evorl.engine.processes import is_main_process
 from evorl.engine.rl_base import ExperimentConfig
@@ -57,10 +56,7 @@ class NSGA2Workflow(ESWorkflow):
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         ChunkedWorkflow.__init__(self, config, env, agent, services)
         step = make_generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
-        self.executor = Executor(step, self.placement, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(env, agent, config.training.eval_episodes)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._evaluation_compiled = True
+        self.build_generation_runner(step, env, agent, config.training.eval_episodes)
         self._front = jax.jit(lambda objectives: (objectives, front_mask(objectives)))
 
     @classmethod

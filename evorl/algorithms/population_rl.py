@@ -46,11 +46,11 @@ from evorl.algorithms.td3 import TD3Agent, TD3HParams, make_mlp_td3_agent
 from evorl.config import config_mapping, parse_section, section_data
 from evorl.config.population import (  # noqa: F401  (the sections are importable from here too)
     EVOSAX_OPTIMISERS, OPTIMISERS, PopulationRLConfig, PopulationRLTrainingConfig, check_buffer_holds_generation,
-    check_population_placement, check_population_run, check_training_keys,
+    check_population_placement, check_population_run,
 )
-from evorl.engine.evaluator import make_evaluator
-from evorl.engine.execution import Executor, Placement
-from evorl.engine.host_loop import ChunkedWorkflow, chunk_health
+from evorl.config.training import check_training_keys
+from evorl.engine.execution import Placement
+from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import Term, transition_words
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
@@ -288,10 +288,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         #: The population optimiser (``optimiser`` of the section).
         self.search = make_optimiser(self.section_config, actor)
         generation = type(self).generation_builder(env, agent, self.optimizer, self.search, self.section_config)
-        self.executor = Executor(generation, self.placement, final_metrics=chunk_health)
-        self.evaluator = make_evaluator(env, agent, tc.eval_episodes)
-        self._evaluate = self.executor.map_agents(self.evaluator.evaluate)
-        self._evaluation_compiled = True
+        self.build_generation_runner(generation, env, agent, tc.eval_episodes)
 
     def config_notes(self) -> list[str]:
         cfg, steps = self.section_config, self.config.training.num_iterations * self.env_steps_per_iteration
@@ -331,7 +328,9 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         section.validate(cls.section)
         training = section_data(cfg.get("training", {}), "training")
         keys = tuple(PopulationRLTrainingConfig.__dataclass_fields__)
-        check_training_keys(training, cls.__name__, cls.section, cls.section_cls)
+        check_training_keys(training, cls.__name__, keys, section=cls.section,
+                            section_holds="the population's, the buffer's and the gradient steps'",
+                            section_keys=cls.section_cls.__dataclass_fields__)
         base = vars(super().parse_config(cfg))
         check_population_run(cls.__name__, base["sweep"], base["runner"], base["pbt"], base["distributed"],
                              base["agent"].normalize_obs)

@@ -105,12 +105,12 @@ class SACAgent(ContinuousQAgent):
 
     def sample(self, agent_state, actor_params, obs: jax.Array, key: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Reparameterised actions ``tanh(u) [N, d]`` and their log-probabilities ``[N]``."""
-        dist_params = self.actor.apply(actor_params, self.normalized(agent_state, obs))  # [N, 2d]
+        dist_params = self.actor.apply(actor_params, self.normalized_obs(agent_state, obs))  # [N, 2d]
         u = self.distribution.sample(dist_params, key)
         return jnp.tanh(u), self.distribution.log_prob(dist_params, u)
 
     def actor_actions(self, agent_state, actor_params, obs):
-        return jnp.tanh(self.distribution.mode(self.actor.apply(actor_params, self.normalized(agent_state, obs))))
+        return jnp.tanh(self.distribution.mode(self.actor.apply(actor_params, self.normalized_obs(agent_state, obs))))
 
     def explore(self, agent_state, obs, keys):
         return jax.vmap(lambda o, k: self.sample(agent_state, agent_state.params["actor"], o[None], k)[0][0])(obs, keys)

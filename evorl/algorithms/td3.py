@@ -85,7 +85,7 @@ class TD3Agent(ContinuousQAgent):
         return (UpdateGroup("critic", self.critic_loss), UpdateGroup("actor", self.actor_loss, self.policy_delay))
 
     def actor_actions(self, agent_state, actor_params, obs):
-        return self.actor.apply(actor_params, self.normalized(agent_state, obs))
+        return self.actor.apply(actor_params, self.normalized_obs(agent_state, obs))
 
     def explore(self, agent_state, obs, keys):
         actions = self.actor_actions(agent_state, agent_state.params["actor"], obs)  # [B, *action_shape]

@@ -5,14 +5,12 @@ rules of such a run that read other sections or the built env."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from evorl.config.env import HOST_ENV_TYPES
 from evorl.config.errors import require
 from evorl.config.es import OPTIMIZERS as ES_OPTIMIZERS
-from evorl.config.training import no_env_step_budget
 
 
 #: ``optimiser`` names of the evosax strategies (:data:`evorl.algorithms.es.STRATEGIES`).
@@ -222,18 +220,6 @@ class CEMRLConfig(PopulationRLConfig):
         super().validate(where)
         require(0 <= self.learners <= self.population_size,
                 f"{where}.num_learning={self.learners} must be in [0, population_size={self.population_size}].")
-
-
-def check_training_keys(training: Iterable[str], name: str, section: str, section_cls: type) -> None:
-    """The ``training:`` keys of an evolution-guided run are :class:`PopulationRLTrainingConfig`'s;
-    the population's, the buffer's and the gradient steps' keys are in its own ``section``."""
-    keys = tuple(PopulationRLTrainingConfig.__dataclass_fields__)
-    for key in training:
-        require(key != "total_env_steps", no_env_step_budget(name))
-        require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
-                             f"{', '.join(keys)} (one iteration is one generation); the population's, the "
-                             f"buffer's and the gradient steps' keys are in {section}: "
-                             f"({', '.join(section_cls.__dataclass_fields__)}).")
 
 
 def check_population_run(name: str, sweep: tuple, runner: Any, pbt: Any, distributed: Any, normalize_obs: bool) -> None:

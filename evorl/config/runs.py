@@ -5,12 +5,10 @@ before anything is compiled; the layers below trust what passed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.config.errors import ConfigError, require, unknown_key_error
-from evorl.config.training import no_env_step_budget
+from evorl.config.errors import ConfigError, require
 
 
 # --- every RL workflow ----------------------------------------------------------------------
@@ -81,17 +79,6 @@ def check_minibatches(num_minibatches: int, rollout_length: int, envs_per_device
 
 
 # --- off-policy -----------------------------------------------------------------------------
-def check_off_policy_training_keys(training: Iterable[str], name: str, own: list[str],
-                                   on_policy_only: tuple[str, ...]) -> None:
-    """An off-policy workflow's ``training:`` keys are ``own``; an on-policy key is named as such."""
-    for key in training:
-        if key in on_policy_only:
-            raise ConfigError(f"'training.{key}' does not apply to {name} (an off-policy workflow: "
-                              f"its training keys are {', '.join(own)}).")
-        if key not in own:
-            raise unknown_key_error(str(key), own, "training")
-
-
 def check_off_policy_run(name: str, asynchronous: bool, distributed: Any) -> None:
     """An off-policy run's learner keeps its buffer on one device, in one process."""
     # (an async learner given enable_multi_devices by the caller runs on one device all the same: its Placement
@@ -117,16 +104,6 @@ def check_off_policy_placement(num_devices: int, layout: str, agents: int, num_e
 
 
 # --- evolution strategies -------------------------------------------------------------------
-def check_es_training_keys(training: Iterable[str], name: str, where: str, keys: tuple[str, ...],
-                           section_keys: Iterable[str]) -> None:
-    """An ES run's ``training:`` keys are ``keys``; the search's are in its ``where`` section."""
-    for key in training:
-        require(key != "total_env_steps", no_env_step_budget(name))
-        require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
-                             f"{', '.join(keys)} (one iteration is one generation); the search's keys "
-                             f"are in {where}: ({', '.join(section_keys)}).")
-
-
 def check_es_runner(name: str, mode: str) -> None:
     require(mode != "async",
             f"runner.mode=async: {name} has no actors and learner, it plays its episodes inside compiled "

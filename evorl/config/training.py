@@ -4,10 +4,10 @@ every off-policy one's (:class:`OffPolicyTrainingConfig`)."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from evorl.config.errors import ConfigError, require
+from evorl.config.errors import ConfigError, require, unknown_key_error
 from evorl.config.parsing import INT32_MAX, coerce
 
 #: The two keys that set a run's length: one replaces the other.
@@ -125,6 +125,28 @@ def no_env_step_budget(workflow: str) -> str:
     return (f"'training.total_env_steps' does not apply to {workflow}: one iteration is a generation of whole "
             f"episodes, which end early when they terminate, so a budget in env steps is no fixed number of "
             f"generations; set training.num_iterations (generations). Its env steps are logged on the step axis.")
+
+
+def check_training_keys(training: Iterable[str], name: str, keys: Sequence[str], *, section: str | None = None,
+                        section_holds: str = "", section_keys: Iterable[str] = (),
+                        on_policy_only: Iterable[str] = ()) -> None:
+    """Every key of ``training`` (workflow ``name``'s ``training:`` section) is one of ``keys``.
+
+    A workflow whose iteration is a generation names its own ``section``, which holds its
+    other keys (``section_holds``: whose they are; ``section_keys``), and has no env-step
+    budget. Any other names a key of ``on_policy_only`` as such, and an unknown key with the
+    valid keys closest to it."""
+    for key in training:
+        if section is not None:
+            require(key != "total_env_steps", no_env_step_budget(name))
+            require(key in keys, f"'training.{key}' does not apply to {name}: its training keys are "
+                                 f"{', '.join(keys)} (one iteration is one generation); {section_holds} keys "
+                                 f"are in {section}: ({', '.join(section_keys)}).")
+        elif key in on_policy_only:
+            raise ConfigError(f"'training.{key}' does not apply to {name} (an off-policy workflow: "
+                              f"its training keys are {', '.join(keys)}).")
+        elif key not in keys:
+            raise unknown_key_error(str(key), list(keys), "training")
 
 
 

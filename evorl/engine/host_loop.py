@@ -69,7 +69,8 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
     health, evaluates greedily, logs and checkpoints (see the module docstring).
 
     A subclass's ``__init__`` sets what the loop runs (an RL workflow with
-    :meth:`runner_and_envs` and :meth:`build_runner`): ``variants``, ``num_agents``,
+    :meth:`runner_and_envs` and :meth:`build_runner`, one whose iteration is a compiled
+    generation with :meth:`build_generation_runner`): ``variants``, ``num_agents``,
     ``asynchronous``, ``placement``, ``executor`` (a :class:`~evorl.engine.execution.Runner`),
     ``pbt``, ``evaluator`` and ``_evaluate`` (greedy episodes of ``state.agent_state``),
     ``_evaluation_compiled`` (True when ``_evaluate`` is one jitted program, which ``compile``
@@ -153,12 +154,26 @@ class ChunkedWorkflow(RLWorkflow, Generic[State]):
             warmup = Warmup(steps["warmup"], warmup_iterations) if warmup_iterations is not None else None
             self.executor = Executor(steps["step"], self.placement, env_axes(state_cls), final_metrics=chunk_health,
                                      freeze=freeze, population_step=self.pbt, warmup=warmup)
-        self.evaluator = make_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
+        self.build_evaluator(eval_env, agent, tc.eval_episodes, deterministic, self.host_step_timeout(config))
+        #: A population's agents alive at the last report, and each frozen agent's bad metrics.
+        self._reported_alive, self._frozen_metrics = None, {}
+
+    def build_generation_runner(self, step, env, agent, eval_episodes: int) -> None:
+        """Sets what ``learn`` runs for a workflow whose iteration is one compiled generation
+        (``step``, on a JAX ``env``), once ``placement`` and ``pbt`` are: ``executor``, the fused
+        :class:`~evorl.engine.execution.Executor` over ``step`` (with PBT's population step when
+        ``pbt`` is set), and the evaluator of ``eval_episodes`` greedy episodes."""
+        self.executor = Executor(step, self.placement, final_metrics=chunk_health, population_step=self.pbt)
+        self.build_evaluator(env, agent, eval_episodes)
+
+    def build_evaluator(self, eval_env, agent, eval_episodes: int, deterministic: bool = True,
+                        step_timeout: float | None = None) -> None:
+        """Sets ``evaluator`` (``eval_episodes`` episodes of ``eval_env``), ``_evaluation_compiled``
+        and ``_evaluate`` (:meth:`evaluation_function`)."""
+        self.evaluator = make_evaluator(eval_env, agent, eval_episodes, deterministic, step_timeout)
         # a host evaluator steps its envs in Python (with a jitted policy); a JAX one is compiled whole
         self._evaluation_compiled = not eval_env.on_host
         self._evaluate = self.evaluation_function()
-        #: A population's agents alive at the last report, and each frozen agent's bad metrics.
-        self._reported_alive, self._frozen_metrics = None, {}
 
     def make_pbt(self, config, eval_env, agent, store: HyperparameterStore | None = None) -> PBT | None:
         """With ``pbt.enabled``, PBT's step on this population (``store``: where the state holds

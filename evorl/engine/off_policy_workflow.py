@@ -20,8 +20,8 @@ from evorl.config import (
     TrainingConfig, config_mapping, num_agents, section_data,
 )
 from evorl.config.env import HOST_ENV_TYPES
-from evorl.config.runs import check_off_policy_placement, check_off_policy_run, check_off_policy_training_keys
-from evorl.config.training import OffPolicyTrainingConfig
+from evorl.config.runs import check_off_policy_placement, check_off_policy_run
+from evorl.config.training import OffPolicyTrainingConfig, check_training_keys
 from evorl.engine.actor_learner import ActorPolicy, check_async_config, learner_placement
 from evorl.engine.execution import Placement, to_host
 from evorl.engine.host_loop import ChunkedWorkflow
@@ -105,8 +105,8 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         ``training:`` section, :class:`OffPolicyTrainingConfig`."""
         cfg = config_mapping(cfg)
         training = section_data(cfg.get("training", {}), "training")
-        check_off_policy_training_keys(training, cls.name(), list(OffPolicyTrainingConfig.__dataclass_fields__),
-                                       ON_POLICY_ONLY)
+        check_training_keys(training, cls.name(), list(OffPolicyTrainingConfig.__dataclass_fields__),
+                            on_policy_only=ON_POLICY_ONLY)
         base = vars(super().parse_config(cfg))  # sweeps of learning_rate, gamma, tau
         asynchronous = base["runner"].asynchronous(env_on_host=base["env"].env_type in HOST_ENV_TYPES)
         check_off_policy_run(cls.name(), asynchronous, base["distributed"])

@@ -100,8 +100,26 @@ class Agent(ABC):
     def to_env_action(self, actions: jax.Array) -> jax.Array:
         return actions
 
-    def update_obs_statistics(self, agent_state, obs, axis_name=None) -> AgentState:
-        return agent_state
+    # --- observation normalisation ------------------------------------------------------
+    #: Keep running statistics of the observations (``AgentState.obs_stats``) and feed the
+    #: networks the normalised observations (:func:`~evorl.rl.running_statistics.normalize`).
+    normalize_obs: bool = False
+
+    def init_obs_statistics(self) -> RunningStatistics | None:
+        """Empty statistics of one observation ``obs_space.shape`` with ``normalize_obs``, else None."""
+        return init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
+
+    def normalized_obs(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
+        """``obs`` normalised by ``agent_state.obs_stats``; as it is without statistics."""
+        return obs if agent_state.obs_stats is None else normalize(agent_state.obs_stats, obs)
+
+    def update_obs_statistics(self, agent_state: AgentState, obs: jax.Array, axis_name: str | None = None
+                              ) -> AgentState:
+        """``agent_state`` with the observations ``obs [..., *obs_shape]`` (every device's with
+        ``axis_name``) merged into its statistics; unchanged without statistics."""
+        if agent_state.obs_stats is None:
+            return agent_state
+        return agent_state.replace(obs_stats=update_running_statistics(agent_state.obs_stats, obs, axis_name))
 
     def compute_targets(self, agent_state: AgentState, trajectory: Trajectory) -> Trajectory:
         """Adds what the loss needs (advantages, value targets) to ``trajectory.extras``."""
@@ -284,19 +302,14 @@ class ActorCriticAgent(Agent):
             params["torso"] = self.torso_network.init(jax.random.fold_in(key, 2))
         if self.core_network is not None:
             params["core"] = self.core_network.init(jax.random.fold_in(key, 3))
-        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
-        return AgentState(params=params, obs_stats=obs_stats, hparams=hparams_as_arrays(self.default_hparams()))
+        return AgentState(params=params, obs_stats=self.init_obs_statistics(),
+                          hparams=hparams_as_arrays(self.default_hparams()))
 
     # --- networks -------------------------------------------------------------------
-    def preprocess(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
-        if agent_state.obs_stats is None:
-            return obs
-        return normalize(agent_state.obs_stats, obs)
-
     def features(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
-        """What the policy and value networks read: the preprocessed observations, through the
+        """What the policy and value networks read: the normalised observations, through the
         shared torso where there is one."""
-        x = self.preprocess(agent_state, obs)
+        x = self.normalized_obs(agent_state, obs)
         return x if self.torso_network is None else self.torso_network.apply(agent_state.params["torso"], x)
 
     def policy_output(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
@@ -385,11 +398,6 @@ class ActorCriticAgent(Agent):
 
     def to_env_action(self, actions):
         return self.distribution.to_env_action(actions)
-
-    def update_obs_statistics(self, agent_state, obs, axis_name=None):
-        if agent_state.obs_stats is None:
-            return agent_state
-        return agent_state.replace(obs_stats=update_running_statistics(agent_state.obs_stats, obs, axis_name))
 
     # --- learning -------------------------------------------------------------------
     def compute_targets(self, agent_state, trajectory):

@@ -27,7 +27,6 @@ from evorl.config.agents import check_continuous_options, check_obs_space_given
 from evorl.envs.spaces import Box, Space
 from evorl.networks import MLP, Network, get_activation
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
-from evorl.rl.running_statistics import init_running_statistics, normalize, update_running_statistics
 
 
 @dataclass(frozen=True)
@@ -139,9 +138,9 @@ class ContinuousQAgent(Agent):
 
     def init(self, key: jax.Array) -> AgentState:
         actor_key, critic_key = jax.random.split(key)
-        obs_stats = init_running_statistics(self.obs_space.shape) if self.normalize_obs else None
         params = {"actor": self.actor.init(actor_key), "critic": self.critic.init(critic_key), **self.extra_params()}
-        return AgentState(params=params, obs_stats=obs_stats, hparams=hparams_as_arrays(self.hparams_defaults))
+        return AgentState(params=params, obs_stats=self.init_obs_statistics(),
+                          hparams=hparams_as_arrays(self.hparams_defaults))
 
     def extra_params(self) -> dict:
         """Trained parameters beside the actor and the critics (SAC's temperature)."""
@@ -150,12 +149,9 @@ class ContinuousQAgent(Agent):
     def default_hparams(self):
         return self.hparams_defaults
 
-    def normalized(self, agent_state: AgentState, obs: jax.Array) -> jax.Array:
-        return obs if agent_state.obs_stats is None else normalize(agent_state.obs_stats, obs)
-
     def q_values(self, agent_state: AgentState, critic_params: Any, obs: jax.Array, action: jax.Array) -> jax.Array:
         """The critics ``[num_critics, ...]`` with ``critic_params`` (online or target)."""
-        return self.critic.apply(critic_params, self.normalized(agent_state, obs), action)
+        return self.critic.apply(critic_params, self.normalized_obs(agent_state, obs), action)
 
     def evaluate_actions(self, agent_state, obs):
         return self.actor_actions(agent_state, agent_state.params["actor"], obs)
@@ -178,11 +174,6 @@ class ContinuousQAgent(Agent):
         low, high = self.action_space.low.reshape(-1), self.action_space.high.reshape(-1)
         env_actions = low + (jnp.clip(actions, -1.0, 1.0) + 1.0) / 2.0 * (high - low)
         return env_actions.reshape(env_actions.shape[:-1] + self.action_space.shape)
-
-    def update_obs_statistics(self, agent_state, obs, axis_name=None):
-        if agent_state.obs_stats is None:
-            return agent_state
-        return agent_state.replace(obs_stats=update_running_statistics(agent_state.obs_stats, obs, axis_name))
 
 
 #: ``network_factory(action_space, obs_space, options) -> (actor, critic)`` for a custom pair.
