@@ -233,6 +233,7 @@ def test_interrupted_and_resumed_es_run_is_bit_identical(uninterrupted, tmp_path
     assert resumed.final_metrics == uninterrupted.final_metrics
 
 
+@pytest.mark.slow
 def test_es_run_folder_works_with_eval_policy_and_plot(uninterrupted, tmp_path):
     import evorl
     from evorl.app.plotting import plot_runs
