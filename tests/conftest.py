@@ -4,6 +4,8 @@ where ``EVORL_TEST_FOOTPRINT_DIR`` says (``benchmarks/test_suite_footprint.py`` 
 
 import contextlib
 import copy
+import ctypes
+import ctypes.util
 import gc
 import io
 import json
@@ -52,6 +54,20 @@ def release_compiled_programs():
 
     jax.clear_caches()
     gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)  # the freed heap back to the system: the worker's memory stays flat
+
+
+def _glibc():
+    """The C library where it is glibc (``malloc_trim``), else None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
 
 
 def pytest_sessionfinish(session):

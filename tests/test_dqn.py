@@ -249,10 +249,11 @@ def test_no_update_before_learning_starts():
     assert int(state.gradient_steps) == 2 and metrics["train/loss"] > 0
 
 
-@pytest.mark.parametrize("training, note", [
+@pytest.mark.parametrize("training, note", [  # each a run of its own: one in the default test set
     ({"learning_starts": 193}, "training.learning_starts=193 exceeds the run's 192 env steps per agent"),
-    ({"warmup_steps": 192}, "training.warmup_steps=192 covers the run's 192 env steps per agent"),
-    ({}, None),
+    pytest.param({"warmup_steps": 192}, "training.warmup_steps=192 covers the run's 192 env steps per agent",
+                 marks=pytest.mark.slow),
+    pytest.param({}, None, marks=pytest.mark.slow),
 ])
 def test_a_run_too_short_to_learn_says_so_before_it_starts(tmp_path, capsys, training, note):
     """6 iterations x 4 envs x 8 steps = 192 env steps: a learning start past them leaves every

@@ -166,6 +166,7 @@ def uninterrupted(tmp_path_factory):
     return run_experiment(copy.deepcopy(TINY), output_dir=tmp_path_factory.mktemp("erl_run"))
 
 
+@pytest.mark.slow
 def test_short_run_end_to_end(uninterrupted):
     """4 generations of 4 actors and the learner x 20 steps: the buffer holds all 400
     transitions, the learner learned from generation 1 on (100 transitions), and load_policy acts

@@ -299,6 +299,7 @@ def test_rl_training_keys_are_refused():
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])
 
 
+@pytest.mark.slow
 def test_steps_per_s_counts_the_steps_the_episodes_took(monkeypatch):
     """A random CartPole policy's episodes end after ~20 of their 500 steps: the logged
     steps/s counts the steps played (their lengths), not the budget (x25 too fast)."""

@@ -101,6 +101,7 @@ def test_hitting_the_wall_terminates_and_keeps_the_final_obs():
     check_bookkeeping(states, env.episode_length)
 
 
+@pytest.mark.slow
 def test_the_time_limit_is_truncation_not_jumanjis_termination():
     """A fully scrambled cube is not solved by 20 random turns: the limit of 3 agent steps
     (action_repeat 2) truncates. RubiksCube's own time limit ends with discount 0 like a solved

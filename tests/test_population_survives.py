@@ -167,6 +167,7 @@ def test_the_checkpoint_a_diverged_run_names_resumes(tiny_cfg, tmp_path):
     assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]
 
 
+@pytest.mark.slow
 def test_a_later_divergence_names_the_newest_save_not_the_start(tiny_cfg, tmp_path):
     """With saves every 2 iterations and a divergence at iteration 3 (a learning rate raised
     on resume is refused, so the divergence is injected: PoisonedPPOWorkflow at iteration 3)."""
