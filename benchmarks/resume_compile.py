@@ -1,5 +1,5 @@
 """How long a resumed run compiles with a warm persistent compilation cache, and whether the
-cache served its training program, appended as JSON lines to ``results/resume_compile.jsonl``.
+cache served its training program, appended as JSON lines to ``results/tooling/resume_compile.jsonl``.
 
 Two resumes of ``ppo_cartpole`` (4 evaluation points of 2 iterations), each after a first run
 that filled a fresh cache (``EVORL_COMPILATION_CACHE``):
@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "resume_compile.jsonl"
+RESULTS = ROOT / "benchmarks" / "results" / "tooling" / "resume_compile.jsonl"
 TRAIN = ["--config-name=ppo_cartpole", "training.eval_interval=2", "logging.console=lines"]
 
 

@@ -1,5 +1,5 @@
 """Wall time and peak memory of the README's test command (``python -m pytest``: the default
-set, two workers), appended as one JSON line to ``results/test_suite_footprint.jsonl``.
+set, two workers), appended as one JSON line to ``results/tooling/test_suite_footprint.jsonl``.
 
 Each pytest process (the controller and each xdist worker) writes its peak resident memory
 at the end of the session (``tests/conftest.py``, under ``EVORL_TEST_FOOTPRINT_DIR``); the
@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "test_suite_footprint.jsonl"
+RESULTS = ROOT / "benchmarks" / "results" / "tooling" / "test_suite_footprint.jsonl"
 
 
 def commit() -> str | None:

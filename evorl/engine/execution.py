@@ -301,7 +301,7 @@ class Executor:
             fn = map_agents_sequentially(init_fn) if self.placement.population else init_fn
             shardings = self.shardings(jax.eval_shape(fn, *args))
             self._init_jit = jit_rarely_run(fn, out_shardings=shardings)
-        return self._init_jit(*args)
+        return strong_types(self._init_jit(*args))
 
     # --- chunks of iterations ---------------------------------------------------------
     def _iterations(self, step: Callable, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):
