@@ -63,7 +63,7 @@ def profile(workflow, reps: int = 50, seed: int = 0) -> list[tuple[str, float]]:
     if workflow.num_agents != 1 or workflow.asynchronous:
         raise ValueError("profile a fused run of one agent (num_seeds 1, runner.mode fused)")
     key = jax.random.PRNGKey(seed)
-    state = init_state(env, agent, optimizer, 0, key, agent.default_hparams(), tc.learning_rate)
+    state = init_state(env, agent, optimizer, tc, key, agent.default_hparams(), tc.learning_rate)
     T, E, M = tc.rollout_length, tc.num_epochs, tc.num_minibatches
     keys = jax.random.split(key, reps)
 

@@ -1,6 +1,17 @@
-"""Shared fixtures: a tiny PPO CartPole config that compiles and runs in seconds."""
+"""Shared fixtures: a tiny PPO CartPole config that compiles and runs in seconds; the
+compiled programs of each test file released after it; each process's peak memory written
+where ``EVORL_TEST_FOOTPRINT_DIR`` says (``benchmarks/test_suite_footprint.py`` reads it)."""
 
+import contextlib
 import copy
+import ctypes
+import ctypes.util
+import gc
+import io
+import json
+import os
+import resource
+import sys
 
 import pytest
 
@@ -31,3 +42,70 @@ def compilation_cache(tmp_path_factory):
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     yield
     jax.config.update("jax_compilation_cache_dir", None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def release_compiled_programs():
+    """After each test file, its compiled programs and traces are dropped: a worker that runs
+    a hundred files would otherwise keep every one of them (gigabytes). Programs compiled
+    again later are read back from the session's compilation cache above."""
+    yield
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)  # the freed heap back to the system: the worker's memory stays flat
+
+
+def _glibc():
+    """The C library where it is glibc (``malloc_trim``), else None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _glibc()
+
+
+def pytest_sessionfinish(session):
+    """With ``EVORL_TEST_FOOTPRINT_DIR`` set: this process's peak resident memory, one JSON
+    file per process (the controller and each xdist worker)."""
+    out = os.environ.get("EVORL_TEST_FOOTPRINT_DIR")
+    if not out:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    with open(os.path.join(out, f"{worker}.json"), "w") as f:
+        json.dump({"process": worker, "peak_rss_mb": round(peak_kib / 1024, 1)}, f)
+
+
+@pytest.fixture
+def train_in_process(monkeypatch):
+    """``train_in_process(args, cwd) -> (status, stdout, stderr)``: ``evorl-train args`` run in
+    this process (no interpreter start and no imports: a second instead of several), for the
+    command's answers to bad input. Tests of what only a process shows (its real exit, signals)
+    start ``scripts/train.py`` instead."""
+    from evorl.app.cli import train_main
+
+    def run(args, cwd):
+        monkeypatch.chdir(cwd)
+        monkeypatch.setattr("sys.argv", ["evorl-train", *args])
+        monkeypatch.setenv("EVORL_COMPILATION_CACHE", "0")  # the session's cache stays as it is
+        monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+        # Hydra's logging setup closes every log handler; absl's closes its stream (pytest's
+        # capture, when absl was imported during collection) unless that is one of sys's own
+        monkeypatch.setattr("sys.__stdout__", sys.stdout)
+        monkeypatch.setattr("sys.__stderr__", sys.stderr)
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                train_main()
+            status = 0
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else 1
+        return status, out.getvalue(), err.getvalue()
+
+    return run

@@ -394,14 +394,34 @@ def assert_cli_config_error(args, key, cwd):
     assert len(errors) == 1 and errors[0].startswith("evorl: config error: ") and key in errors[0], proc.stderr
 
 
-@pytest.mark.parametrize("args, key", list(CLI_CASES.values()), ids=list(CLI_CASES))
-def test_bad_input_through_the_cli_is_exit_2_and_one_line(args, key, config_dir, tmp_path):
+def cli_args(args, config_dir):
+    """Hydra's options, the tiny network, then the case's overrides."""
     args = [a.format(dir=config_dir) for a in args]
     options = [a for a in args if a.startswith("--")]
-    assert_cli_config_error([*options, *TINY_OVERRIDES, *[a for a in args if a not in options]], key, tmp_path)
+    return [*options, *TINY_OVERRIDES, *[a for a in args if a not in options]]
 
 
-def test_es_config_with_the_async_runner_is_exit_2_and_one_line(tmp_path):
+@pytest.mark.parametrize("args, key", list(CLI_CASES.values()), ids=list(CLI_CASES))
+def test_bad_input_through_the_cli_is_exit_2_and_one_line(args, key, config_dir, tmp_path, train_in_process):
+    status, _, err = train_in_process([*cli_args(args, config_dir), f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert status == 2 and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("evorl:")]
+    assert len(errors) == 1 and errors[0].startswith("evorl: config error: ") and key in errors[0], err
+
+
+#: The cases whose command runs as its own process in the default test set (``-m slow``: all).
+CLI_PROCESS_CASES = ("seed_1e3", "yaml_syntax")
+
+
+@pytest.mark.parametrize("args, key", [pytest.param(*CLI_CASES[case], id=case, marks=() if case in CLI_PROCESS_CASES
+                                                    else pytest.mark.slow) for case in CLI_CASES])
+def test_bad_input_to_the_command_is_exit_2_and_one_line(args, key, config_dir, tmp_path):
+    assert_cli_config_error(cli_args(args, config_dir), key, tmp_path)
+
+
+def test_es_config_with_the_async_runner_is_exit_2_and_one_line(tmp_path, train_in_process):
     pytest.importorskip("evosax")
-    assert_cli_config_error(["--config-name=es_openes_cartpole", "runner.mode=async"],
-                            "runner.mode=async: ESWorkflow has no actors and learner", tmp_path)
+    status, _, err = train_in_process(["--config-name=es_openes_cartpole", "runner.mode=async",
+                                       f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    assert status == 2 and err.startswith("evorl: config error: ") and err.count("\n") == 1, err
+    assert "runner.mode=async: ESWorkflow has no actors and learner" in err

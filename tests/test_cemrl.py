@@ -114,6 +114,7 @@ def uninterrupted(tmp_path_factory):
     return run_experiment(copy.deepcopy(TINY), output_dir=tmp_path_factory.mktemp("cemrl_run"))
 
 
+@pytest.mark.slow
 def test_short_run_end_to_end(uninterrupted):
     """4 generations of 4 actors x 20 steps: the buffer holds all 320 transitions, the critic
     learned from generation 1 on, and load_policy acts with the distribution's mean actor."""

@@ -78,6 +78,31 @@ def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tiny_cfg, t
     assert info["status"] == "finished" and info["resumes"][0]["from_iteration"] == 2
 
 
+def chunk_program(workflow, state) -> str:
+    """The workflow's chunk program for ``state``, lowered (StableHLO without source locations:
+    what the persistent compilation cache keys on)."""
+    executor = workflow.executor
+    chunk = executor._build_chunk(executor._jit_step)
+    return chunk.lower(executor.place(state), np.int32(1), executor.alive, executor.zero_totals(state)).as_text()
+
+
+def test_a_longer_resumed_run_anneals_over_its_length_with_the_same_program(uninterrupted, tiny_cfg, tmp_path):
+    """``training.num_iterations`` (T of the learning rate's 1 - t / T) is data in the state, not
+    a constant of the program: a run resumed with another length compiles the program it ran
+    before (found in the persistent compilation cache) and anneals over its new length. The
+    checkpoint does not hold T: a resume takes it from its own config."""
+    shutil.copytree(uninterrupted.run_dir, tmp_path / "run")
+    longer = run_experiment({**tiny_cfg, "training": {**tiny_cfg["training"], "num_iterations": 8},
+                             "resume": str(tmp_path / "run")})
+    state = longer.state
+    assert int(state.iteration) == 8 and int(state.anneal_iterations) == 8
+    rate = float(state.opt_state.hyperparams["learning_rate"])  # set by the last update, at t = 7
+    assert rate == pytest.approx(float(state.learning_rate) * (1 - 7 / 8), rel=1e-6)
+    assert chunk_program(longer.workflow, state) == chunk_program(uninterrupted.workflow, uninterrupted.state)
+    saved = json.loads((tmp_path / "run" / "checkpoints" / "8" / "meta" / "metadata").read_text())
+    assert saved["sha256"] and not any("anneal_iterations" in leaf for leaf in saved["sha256"])
+
+
 def test_chunking_does_not_change_the_trajectory(uninterrupted, tiny_cfg):
     tiny_cfg["training"]["eval_interval"] = 3
     tiny_cfg["checkpoint"]["enabled"] = False

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY_OVERRIDES = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]"]
 
 
-def train(args, cwd):
+def train_process(args, cwd):
     """``scripts/train.py`` with ``args`` in the order given, as a user runs it (evorl puts
     Hydra's options before the overrides itself: ``test_options_after_overrides_keep_their_meaning``)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -23,6 +23,13 @@ def train(args, cwd):
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.run([sys.executable, str(ROOT / "scripts" / "train.py"), *args],
                           cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture
+def train(train_in_process):
+    """``train(args, cwd)``: ``evorl-train args`` run in this test's process, answered as
+    :func:`train_process` answers (a ``CompletedProcess``)."""
+    return lambda args, cwd: subprocess.CompletedProcess(args, *train_in_process(args, cwd))
 
 
 def assert_one_line(proc, *parts, status=2):
@@ -71,16 +78,32 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("args, parts", list(CASES.values()), ids=list(CASES))
-def test_a_mistake_is_one_line_and_exit_2(args, parts, config_dir, tmp_path):
+#: The cases run as a process of their own in the default test set (``-m slow``: every case);
+#: the others run in the test's process there.
+PROCESS_CASES = ("not_utf8_file", "coordinator_address")
+
+
+def check_mistake(run, args, parts, config_dir, tmp_path):
     args = [a.replace("{dir}", str(config_dir)) for a in args]
     run_dir = [] if any(a.startswith("hydra.run.dir=") for a in args) else [f"hydra.run.dir={tmp_path / 'run'}"]
-    assert_one_line(train([*TINY_OVERRIDES, *args, *run_dir], tmp_path), *[p.replace("{dir}", str(config_dir))
-                                                                            for p in parts])
+    assert_one_line(run([*TINY_OVERRIDES, *args, *run_dir], tmp_path), *[p.replace("{dir}", str(config_dir))
+                                                                          for p in parts])
     assert not (tmp_path / "run").exists() and not (tmp_path / "outputs").exists()  # no empty folder left
 
 
-def test_a_missing_extra_names_it(tmp_path):
+@pytest.mark.parametrize("args, parts", [CASES[c] for c in CASES if c not in PROCESS_CASES],
+                         ids=[c for c in CASES if c not in PROCESS_CASES])
+def test_a_mistake_is_one_line_and_exit_2(args, parts, config_dir, tmp_path, train):
+    check_mistake(train, args, parts, config_dir, tmp_path)
+
+
+@pytest.mark.parametrize("args, parts", [pytest.param(*CASES[c], id=c, marks=() if c in PROCESS_CASES else
+                                                      pytest.mark.slow) for c in CASES])
+def test_a_mistake_to_the_command_is_one_line_and_exit_2(args, parts, config_dir, tmp_path):
+    check_mistake(train_process, args, parts, config_dir, tmp_path)
+
+
+def test_a_missing_extra_names_it(tmp_path, train):
     try:
         import mujoco_playground  # noqa: F401
         pytest.skip("mujoco_playground is installed")
@@ -123,12 +146,12 @@ def dead_pid() -> int:
 
 
 @pytest.mark.parametrize("garbled", [b"seed: \xff\xfe\n", b"{not: [yaml\n"])
-def test_a_garbled_config_yaml_is_one_line(run_copy, tmp_path, garbled):
+def test_a_garbled_config_yaml_is_one_line(run_copy, tmp_path, garbled, train):
     (run_copy / "config.yaml").write_bytes(garbled)
     assert_one_line(train([f"resume={run_copy}"], tmp_path), f"config error: {run_copy / 'config.yaml'}")
 
 
-def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afresh(run_copy, tmp_path):
+def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afresh(run_copy, tmp_path, train):
     """Killed during compilation: config.yaml, run.json 'running' (its process dead), run.lock."""
     shutil.rmtree(run_copy / "checkpoints")
     pid = dead_pid()
@@ -143,7 +166,7 @@ def test_a_run_killed_before_its_first_checkpoint_says_so_and_how_to_start_afres
 
 
 @pytest.mark.parametrize("folder_key", ["hydra.run.dir", "output_dir"])
-def test_resume_with_another_folder_is_refused_not_ignored(run_copy, tmp_path, folder_key):
+def test_resume_with_another_folder_is_refused_not_ignored(run_copy, tmp_path, folder_key, train):
     elsewhere = tmp_path / "elsewhere"
     line = assert_one_line(train([f"resume={run_copy}", f"{folder_key}={elsewhere}"], tmp_path),
                            f"config error: resume={run_copy} continues in that run's own folder: {folder_key}=",
@@ -151,7 +174,7 @@ def test_resume_with_another_folder_is_refused_not_ignored(run_copy, tmp_path, f
     assert str(elsewhere) in line and not elsewhere.exists()
 
 
-def test_resume_with_a_config_name_for_another_run_is_refused_not_ignored(run_copy, tmp_path):
+def test_resume_with_a_config_name_for_another_run_is_refused_not_ignored(run_copy, tmp_path, train):
     """The run is PPO on gymnax CartPole-v1: --config-name sac_brax_inverted_pendulum asks for
     another run; ppo_cartpole names the same one (compared by algorithm and env only)."""
     line = assert_one_line(train(["--config-name", "sac_brax_inverted_pendulum", f"resume={run_copy}"], tmp_path),
@@ -167,8 +190,7 @@ def test_resume_with_a_config_name_for_another_run_is_refused_not_ignored(run_co
     assert line
 
 
-@pytest.mark.slow  # ~19 s on 2 cores at load 8-10 (2026-12-03)
-def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy, tmp_path):
+def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(run_copy, tmp_path, train):
     before = (run_copy / "config.yaml").read_bytes()
     assert_one_line(train([f"resume={run_copy}", "training.num_iterations=1"], tmp_path),
                     "config error: ", "training.num_iterations=1", "iteration 2", "nothing")

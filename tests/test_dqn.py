@@ -196,6 +196,7 @@ def tiny(agent=None, **training):
     return {**TINY, "agent": {**TINY["agent"], **(agent or {})}, "training": {**TINY["training"], **training}}
 
 
+@pytest.mark.slow
 def test_rollout_acts_with_params_actor_lag_iterations_old():
     """``training.actor_lag=2`` (the actor-learner's policy lag in the fused runner): the
     iteration that starts after ``i`` iterations acts with the parameters of ``i - 2``. The
@@ -223,6 +224,7 @@ def test_rollout_acts_with_params_actor_lag_iterations_old():
     assert any(differs), "the lag never changed an action: the test would not see a missing lag"
 
 
+@pytest.mark.slow
 def test_population_of_two_seeds_equals_the_solo_runs():
     population = DQNWorkflow.build_from_config(tiny(num_seeds=2), recorders=[])
     state, metrics = population.run_iterations(population.init(jax.random.PRNGKey(3)), 6)
@@ -247,10 +249,11 @@ def test_no_update_before_learning_starts():
     assert int(state.gradient_steps) == 2 and metrics["train/loss"] > 0
 
 
-@pytest.mark.parametrize("training, note", [
+@pytest.mark.parametrize("training, note", [  # each a run of its own: one in the default test set
     ({"learning_starts": 193}, "training.learning_starts=193 exceeds the run's 192 env steps per agent"),
-    ({"warmup_steps": 192}, "training.warmup_steps=192 covers the run's 192 env steps per agent"),
-    ({}, None),
+    pytest.param({"warmup_steps": 192}, "training.warmup_steps=192 covers the run's 192 env steps per agent",
+                 marks=pytest.mark.slow),
+    pytest.param({}, None, marks=pytest.mark.slow),
 ])
 def test_a_run_too_short_to_learn_says_so_before_it_starts(tmp_path, capsys, training, note):
     """6 iterations x 4 envs x 8 steps = 192 env steps: a learning start past them leaves every
@@ -290,6 +293,7 @@ LEAN = {
 }
 
 
+@pytest.mark.slow
 def test_dqn_learns_cartpole_within_50k_steps():
     """DQN (SB3 zoo's CartPole settings, a [64, 64] network) reaches greedy return >= 150 at one
     of its 10 evaluations in 51,200 env steps. Measured (seeds 0, 1, 2; PRNGKey(seed)): best

@@ -29,9 +29,13 @@ def random_actions(env):
     return lambda key: jax.random.uniform(key, (env.num_envs,) + space.shape, minval=space.low, maxval=space.high)
 
 
-# the MinAtar games other than Breakout (3-6 s each to compile) run in the slow set
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n.endswith("-MinAtar") and n != "Breakout-MinAtar"
-                                  else n for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD])
+#: One env of each kind in the default test set (classic control discrete and continuous,
+#: MinAtar, bsuite, misc); every gymnax env with -m slow (each takes seconds to compile).
+DEFAULT_SET_ENVS = ("CartPole-v1", "Pendulum-v1", "Breakout-MinAtar", "DiscountingChain-bsuite", "FrozenLake-misc")
+
+
+@pytest.mark.parametrize("name", [n if n in DEFAULT_SET_ENVS else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in gymnax.registered_envs if n not in NEEDS_DOWNLOAD])
 def test_every_gymnax_env_steps(name):
     env = create_env({"env_name": name, "env_type": "gymnax"}, episode_length=7, parallel=3)
     states = jax.jit(lambda: run_steps(env, random_actions(env), 16))()
@@ -103,6 +107,7 @@ def test_env_config_needs_name_and_type():
         create_env({"env_name": "CartPole-v1"})
 
 
+@pytest.mark.slow
 def test_sticky_actions_against_a_plain_loop():
     # A plain Python loop replays each step with gymnax itself: the game must have executed
     # either the agent's action or the previous executed action (0 after a reset), the latter

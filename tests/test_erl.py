@@ -128,6 +128,7 @@ def test_ga_step_elites_selection_and_variation():
     assert np.all(np.asarray(new[2:]) != np.asarray(population[parents[2:]]))
 
 
+@pytest.mark.slow
 def test_the_learner_is_injected_every_sync_period():
     """sync_period 2: after generation 1 (the learner trained on its 100 transitions) the
     population is the GA's alone; after generation 2 its last row is the trained learner, marked
@@ -145,6 +146,7 @@ def test_the_learner_is_injected_every_sync_period():
     assert state.from_learner.tolist() == [False, False, False, True]
 
 
+@pytest.mark.slow
 def test_deploy_champion_is_the_fittest_actor_that_played():
     """erl.deploy: champion: after one generation the agent's actor is the actor (of the initial
     population and the initial learner) with the best logged return."""
@@ -164,6 +166,7 @@ def uninterrupted(tmp_path_factory):
     return run_experiment(copy.deepcopy(TINY), output_dir=tmp_path_factory.mktemp("erl_run"))
 
 
+@pytest.mark.slow
 def test_short_run_end_to_end(uninterrupted):
     """4 generations of 4 actors and the learner x 20 steps: the buffer holds all 400
     transitions, the learner learned from generation 1 on (100 transitions), and load_policy acts

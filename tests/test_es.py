@@ -233,6 +233,7 @@ def test_interrupted_and_resumed_es_run_is_bit_identical(uninterrupted, tmp_path
     assert resumed.final_metrics == uninterrupted.final_metrics
 
 
+@pytest.mark.slow
 def test_es_run_folder_works_with_eval_policy_and_plot(uninterrupted, tmp_path):
     import evorl
     from evorl.app.plotting import plot_runs
@@ -298,6 +299,7 @@ def test_rl_training_keys_are_refused():
         ESWorkflow.build_from_config({**TINY_ES, "training": {"num_envs": 8}}, recorders=[])
 
 
+@pytest.mark.slow
 def test_steps_per_s_counts_the_steps_the_episodes_took(monkeypatch):
     """A random CartPole policy's episodes end after ~20 of their 500 steps: the logged
     steps/s counts the steps played (their lengths), not the budget (x25 too fast)."""

@@ -150,6 +150,7 @@ def test_evaluate_says_which_actions_it_evaluates(tiny_cfg, tmp_path, capsys):
     assert lines["greedy"].split("return")[1] != lines[None].split("return")[1]
 
 
+@pytest.mark.slow
 def test_evaluate_a_population_says_so_and_gives_each_agent(tiny_cfg, tmp_path, capsys):
     """A run of 2 seeds: one line for the spread across agents, then each agent's episodes
     (the std of the first line is across agents; it used to read as if over episodes)."""

@@ -409,6 +409,7 @@ def user_env_agent(parallel=3):
     return env, agent
 
 
+@pytest.mark.slow
 def test_users_env_trains_through_create_env():
     import optax
 

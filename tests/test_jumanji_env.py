@@ -55,7 +55,8 @@ def test_every_registered_env_is_classified():
 # jumanji's BinPack scatters float32 values into an int32 array (jumanji/tree_utils.py): JAX's
 # FutureWarning about jumanji's code, not ours
 @pytest.mark.filterwarnings("ignore:scatter inputs have incompatible types:FutureWarning")
-@pytest.mark.parametrize("name", sorted(MAPPED))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "BinPack-v2" else n
+                                  for n in sorted(MAPPED)])  # BinPack: seconds to compile
 def test_every_mapped_env_resets_and_steps(name):
     env = jumanji_env(name)
     assert (env.obs_space.shape, env.action_space) == MAPPED[name]
@@ -100,6 +101,7 @@ def test_hitting_the_wall_terminates_and_keeps_the_final_obs():
     check_bookkeeping(states, env.episode_length)
 
 
+@pytest.mark.slow
 def test_the_time_limit_is_truncation_not_jumanjis_termination():
     """A fully scrambled cube is not solved by 20 random turns: the limit of 3 agent steps
     (action_repeat 2) truncates. RubiksCube's own time limit ends with discount 0 like a solved

@@ -39,6 +39,7 @@ def spread_env(num_envs=2):
     return create_env(SPREAD, parallel=num_envs)
 
 
+@pytest.mark.slow
 def test_adapter_steps_as_jaxmarl_does():
     env = spread_env(2)
     direct = jaxmarl.make("MPE_simple_spread_v3")
@@ -111,6 +112,7 @@ def one_step_trajectory(key, truncated, num_envs=2, n_agents=3, obs_dim=18):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("truncated", [True, False])
 def test_truncation_bootstraps_from_the_final_observation(truncated):
     env = spread_env()
@@ -177,6 +179,7 @@ def test_agent_ids_are_appended_one_hot():
     np.testing.assert_array_equal(x[1, :, 18:], np.eye(3))
 
 
+@pytest.mark.slow
 def test_parameters_per_agent_are_separate_and_learn_separately():
     env = spread_env()
     agent = make_mlp_ippo_agent(env.action_space, env.obs_space, share_parameters=False, normalize_gae=False,
@@ -195,6 +198,7 @@ def test_parameters_per_agent_are_separate_and_learn_separately():
     assert any(not np.allclose(a[1], b[1]) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(g_other)))
 
 
+@pytest.mark.slow
 def test_training_without_sharing_updates_each_agent(tmp_path):
     cfg = copy.deepcopy(TINY_IPPO)
     cfg["agent"]["share_parameters"] = False
@@ -210,6 +214,7 @@ def test_training_without_sharing_updates_each_agent(tmp_path):
         assert not np.allclose(after[0], after[1])
 
 
+@pytest.mark.slow
 def test_population_of_seeds_trains():
     cfg = copy.deepcopy(TINY_IPPO)
     cfg["training"].update(num_seeds=2, num_iterations=2)
@@ -242,6 +247,7 @@ def test_unknown_env_name_is_refused():
         create_env({"env_name": "MPE_simple_sprad_v3", "env_type": "jaxmarl"})
 
 
+@pytest.mark.slow
 def test_ippo_interrupted_and_resumed_is_bit_identical(tmp_path):
     uninterrupted = run_experiment(TINY_IPPO, output_dir=tmp_path / "whole")
     with pytest.raises(Interrupted):

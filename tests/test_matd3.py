@@ -196,8 +196,8 @@ def test_the_buffer_stores_joint_transitions_bootstrapping_truncation_not_termin
     agent = make_mlp_matd3_agent(env.action_space, env.obs_space, gamma=0.95, **SMALL)
     tc = OffPolicyTrainingConfig(num_iterations=1, rollout_length=2, num_envs=2, buffer_size=8, batch_size=2,
                                  learning_starts=8, n_step=1)
-    state = init_state(env, agent, make_optimizer(tc), tc.buffer_size, tc.num_envs, 0, jax.random.PRNGKey(0),
-                       agent.default_hparams(), tc.learning_rate)
+    state = init_state(env, agent, make_optimizer(tc), tc, jax.random.PRNGKey(0), agent.default_hparams(),
+                       tc.learning_rate)
     assert state.buffer.data.reward.shape == (4, 2, N_AGENTS)
     assert state.buffer.data.action.shape == (4, 2, N_AGENTS, ACT_DIM)
     k = jax.random.split(jax.random.PRNGKey(1), 4)

@@ -1,11 +1,12 @@
 """The memory estimate (issue 36, item 2): a config that cannot fit is refused in one line
 before anything is built, compiled or allocated; ``runner.max_memory_gb`` overrides the limit."""
 
+import subprocess
 import time
 
 import pytest
 from conftest import TINY
-from test_cli_mistakes import TINY_OVERRIDES, assert_one_line, train
+from test_cli_mistakes import TINY_OVERRIDES, assert_one_line, train_process
 
 from evorl.config import ConfigError
 from evorl.engine.memory_estimate import (
@@ -120,12 +121,25 @@ CLI_CASES = {
 }
 
 
-@pytest.mark.parametrize("args, parts", list(CLI_CASES.values()), ids=list(CLI_CASES))
-def test_the_cli_refuses_in_one_line_within_seconds(args, parts, tmp_path):
-    """Exit 2 and one line; the time is mostly Python and JAX starting (about 4 s)."""
+def cli_overrides(args, tmp_path):
     overrides = [a for a in TINY_OVERRIDES if not any(a.split("=")[0] == b.split("=")[0] for b in args)]
+    return [*overrides, *args, f"hydra.run.dir={tmp_path / 'run'}"]
+
+
+@pytest.mark.parametrize("args, parts", list(CLI_CASES.values()), ids=list(CLI_CASES))
+def test_the_cli_refuses_in_one_line(args, parts, tmp_path, train_in_process):
+    status, out, err = train_in_process(cli_overrides(args, tmp_path), tmp_path)
+    assert_one_line(subprocess.CompletedProcess(args, status, out, err), *parts)
+    assert not (tmp_path / "run").exists()
+
+
+# as a process of its own: one case in the default test set, every case with -m slow
+@pytest.mark.parametrize("args, parts", [pytest.param(*CLI_CASES[c], id=c, marks=() if c == "wide_mlp" else
+                                                      pytest.mark.slow) for c in CLI_CASES])
+def test_the_command_refuses_in_one_line_within_seconds(args, parts, tmp_path):
+    """Exit 2 and one line; the time is mostly Python and JAX starting (about 4 s)."""
     start = time.perf_counter()
-    proc = train([*overrides, *args, f"hydra.run.dir={tmp_path / 'run'}"], tmp_path)
+    proc = train_process(cli_overrides(args, tmp_path), tmp_path)
     elapsed = time.perf_counter() - start
     assert_one_line(proc, *parts)
     assert elapsed < 30, elapsed

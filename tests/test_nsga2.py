@@ -237,6 +237,7 @@ def test_env_without_reward_terms_is_refused():
         NSGA2Workflow.build_from_config(cfg, recorders=[])
 
 
+@pytest.mark.slow
 def test_brax_reward_terms_sum_to_the_reward():
     from evorl.envs.brax_env import BraxEnv
 

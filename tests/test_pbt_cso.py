@@ -86,6 +86,7 @@ def cso_config(**pbt):
                     **pbt}}
 
 
+@pytest.mark.slow
 def test_cso_step_on_the_training_state_copies_winners_and_moves_losers():
     w = PPOWorkflow.build_from_config(cso_config(interval=1000), recorders=[])
     state = w.init(jax.random.PRNGKey(1))  # one seed: the 4 agents start from the same parameters

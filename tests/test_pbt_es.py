@@ -107,6 +107,7 @@ def test_population_starts_each_search_at_its_variant(workflow):
     np.testing.assert_array_equal(state.iteration, np.zeros(8))
 
 
+@pytest.mark.slow
 def test_pbt_step_copies_whole_searches_and_perturbs_their_hyperparameters(workflow):
     """The step on a population after one generation (Adam moments non-zero) against the NumPy
     reference: the worst quarter copy one of the best quarter; a copy's agent and search state

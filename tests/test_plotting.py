@@ -19,15 +19,17 @@ from evorl.app.plotting import (
 from evorl.app.run_folder import CURVE_PNG
 
 
-def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4, config=None):
+def write_run(run_dir, steps, wall_time, eval_return, train_return=None, seed=0, learning_rate=5e-4, config=None,
+              resumed_at=()):
     run_dir.mkdir(parents=True)
     config = config or {"workflow_cls": "evorl.workflows.PPOWorkflow", "seed": seed, "env": {"env_name": "CartPole-v1"},
                         "training": {"learning_rate": learning_rate}}
     (run_dir / "config.yaml").write_text(yaml.safe_dump(config))
     train_return = [None] * len(steps) if train_return is None else train_return
     number = lambda v: None if v is None else float(v)  # noqa: E731
-    lines = [json.dumps({"step": number(s), "wall_time": number(t), EVAL_RETURN: number(e), TRAIN_RETURN: number(r)})
-             for s, t, e, r in zip(steps, wall_time, eval_return, train_return)]
+    lines = [json.dumps({"step": number(s), "wall_time": number(t), **({"resumed": True} if k in resumed_at else {}),
+                         EVAL_RETURN: number(e), TRAIN_RETURN: number(r)})
+             for k, (s, t, e, r) in enumerate(zip(steps, wall_time, eval_return, train_return))]
     (run_dir / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     return run_dir
 
@@ -137,6 +139,33 @@ def test_group_with_non_overlapping_wall_times_keeps_every_group(tmp_path):
     # drawn: no point of the wall-time panel has both seeds, so the whole curve is the faint line
     drawn = [line.get_ydata() for line in plot.figure.axes[1].get_lines()]
     assert any(np.array_equal(y, [10, 20, 30, 15, 35]) for y in drawn)
+
+
+def test_wall_time_line_is_broken_at_a_resume(tmp_path):
+    # resumed before the third record (at 20 s: its 12 s include the resumed process's start
+    # and compilation); the training return is not logged there, so its break is at the fourth
+    run = write_run(tmp_path / "run", [100, 200, 300, 400], [4.0, 8.0, 20.0, 22.0], [10, 20, 30, 40],
+                    train_return=[1, 2, None, 4], resumed_at=(2,))
+    plot = plot_runs([run], tmp_path / "curve.png")
+    by_key = {(c.metric, c.panel): c for c in plot.curves}
+    wall = by_key[EVAL_RETURN, "wall time"]
+    np.testing.assert_allclose(wall.x, [4.0, 8.0, 14.0, 20.0, 22.0])
+    np.testing.assert_allclose(wall.center, [10, 20, np.nan, 30, 40])
+    train = by_key[TRAIN_RETURN, "wall time"]
+    np.testing.assert_allclose(train.x, [4.0, 8.0, 15.0, 22.0])
+    np.testing.assert_allclose(train.center, [1, 2, np.nan, 4])
+    # the drawn line has the gap; the env-steps panel is not broken
+    drawn = [line.get_ydata() for line in plot.figure.axes[1].get_lines()]
+    assert any(len(y) == 5 and np.isnan(y[2]) and np.isfinite(np.delete(y, 2)).all() for y in drawn)
+    np.testing.assert_allclose(by_key[EVAL_RETURN, "env steps"].center, [10, 20, 30, 40])
+
+    # seeds aligned by logging point: broken where either resumed, at the median times
+    seeds = [write_run(tmp_path / f"s{seed}", [100, 200, 300], times, [seed, seed + 1, seed + 2], seed=seed,
+                       resumed_at=resumed)
+             for seed, times, resumed in ((0, [1.0, 2.0, 9.0], (2,)), (1, [1.0, 3.0, 4.0], ()))]
+    wall = next(c for c in plot_runs(seeds, tmp_path / "seeds.png").curves if c.panel == "wall time")
+    np.testing.assert_allclose(wall.x, [1.0, 2.5, 4.5, 6.5])
+    np.testing.assert_array_equal(wall.counts, [2, 2, 0, 2])
 
 
 def test_env_step_ticks_are_short_labels(tmp_path):

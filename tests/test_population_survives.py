@@ -121,6 +121,7 @@ def pbt_cfg(**training):
     return cfg
 
 
+@pytest.mark.slow
 def test_pbt_replaces_the_diverged_agents_and_the_run_goes_on(tmp_path, capsys):
     """Two of four agents diverge in their first iteration; truncation (k = 1) would replace one:
     both copy a good agent at the step, one line says so, the lineage lists both, the run
@@ -144,6 +145,7 @@ def test_pbt_replaces_the_diverged_agents_and_the_run_goes_on(tmp_path, capsys):
 
 
 # --- every stop path names a checkpoint that is on disk and resumes ---------------------------
+@pytest.mark.slow
 def test_a_run_without_a_run_folder_says_nothing_was_checkpointed(tiny_cfg):
     from evorl.workflows import PPOWorkflow
 
@@ -153,6 +155,7 @@ def test_a_run_without_a_run_folder_says_nothing_was_checkpointed(tiny_cfg):
         workflow.learn(workflow.init(jax.random.PRNGKey(0)))
 
 
+@pytest.mark.slow
 def test_the_checkpoint_a_diverged_run_names_resumes(tiny_cfg, tmp_path):
     """Diverged in its first chunk (before any save): the run's start is saved, named, and a
     resume starts from it (and diverges again, at the same iteration, saving nothing new)."""
@@ -165,6 +168,7 @@ def test_the_checkpoint_a_diverged_run_names_resumes(tiny_cfg, tmp_path):
     assert [p.name for p in checkpoint_dir(tmp_path).iterdir()] == ["0"]
 
 
+@pytest.mark.slow
 def test_a_later_divergence_names_the_newest_save_not_the_start(tiny_cfg, tmp_path):
     """With saves every 2 iterations and a divergence at iteration 3 (a learning rate raised
     on resume is refused, so the divergence is injected: PoisonedPPOWorkflow at iteration 3)."""
@@ -180,6 +184,7 @@ def test_a_later_divergence_names_the_newest_save_not_the_start(tiny_cfg, tmp_pa
     assert sorted(p.name for p in checkpoint_dir(tmp_path).iterdir()) == ["2"]
 
 
+@pytest.mark.slow
 def test_erl_whose_critic_diverges_stops_with_its_start_checkpointed(tmp_path):
     cfg = {"workflow_cls": "evorl.workflows.ERLWorkflow", "seed": 0,
            "env": {"env_name": "Pendulum-v1", "env_type": "gymnax", "episode_length": 20},
@@ -233,15 +238,29 @@ MARL_CASES = {
 }
 
 
+@pytest.fixture
+def train(train_in_process):
+    """``train(args, cwd)``: :func:`cli` in this test's process (the command itself: ``-m slow``)."""
+    return lambda args, cwd: subprocess.CompletedProcess(
+        args, *train_in_process([*args, f"hydra.run.dir={cwd / 'run'}"], cwd))
+
+
 @pytest.mark.parametrize("args, fragments", list(MARL_CASES.values()), ids=list(MARL_CASES))
-def test_jaxmarl_bad_input_is_exit_2_and_one_line(args, fragments, tmp_path):
+def test_jaxmarl_bad_input_is_exit_2_and_one_line(args, fragments, tmp_path, train):
     pytest.importorskip("jaxmarl")
+    assert_one_config_error(train(["--config-name=ippo_mpe_simple_spread", *args], tmp_path), *fragments)
+
+
+@pytest.mark.slow
+def test_jaxmarl_bad_input_to_the_command_is_exit_2_and_one_line(tmp_path):
+    pytest.importorskip("jaxmarl")
+    args, fragments = MARL_CASES["agents_zero"]
     assert_one_config_error(cli(["--config-name=ippo_mpe_simple_spread", *args], tmp_path), *fragments)
 
 
-def test_mappo_without_its_centralised_critic_is_refused(tmp_path):
+def test_mappo_without_its_centralised_critic_is_refused(tmp_path, train):
     pytest.importorskip("jaxmarl")
-    assert_one_config_error(cli(["--config-name=mappo_mpe_simple_spread", "agent.centralised_critic=false"], tmp_path),
+    assert_one_config_error(train(["--config-name=mappo_mpe_simple_spread", "agent.centralised_critic=false"], tmp_path),
                             "that is IPPO", "ippo_mpe_simple_spread", "IPPOWorkflow")
 
 

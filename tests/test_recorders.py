@@ -50,9 +50,12 @@ def test_jsonl_continues_wall_time_and_truncates_on_resume(tmp_path):
     recorder = JsonlRecorder(path)
     recorder.init(None)
     recorder.write({"iteration": 2}, 1024)
+    recorder.write({"iteration": 3}, 1536)
     recorder.close()
     records = read_jsonl(path)
-    assert [r["step"] for r in records] == [512, 1024] and records[1]["wall_time"] >= 10.0
+    assert [r["step"] for r in records] == [512, 1024, 1536] and records[1]["wall_time"] >= 10.0
+    # the first record after the resume says so (a plot breaks its wall-time line there), only it
+    assert [r.get("resumed") for r in records] == [None, True, None]
 
 
 def test_csv_table(tmp_path):

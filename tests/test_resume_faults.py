@@ -41,6 +41,7 @@ def dead_pid() -> int:
                               text=True).stdout)
 
 
+@pytest.mark.slow
 def test_resume_takes_a_file_of_the_run_folder_as_the_folder(run_copy):
     resumed = run_experiment({**tiny(4), "resume": str(run_copy / "run.json")})
     assert resumed.run_dir == run_copy and int(resumed.state.iteration) == 4

@@ -60,6 +60,7 @@ def test_td3_critic_loss_against_numpy():
     assert float(loss) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_a_group_step_moves_only_its_own_parameters():
     """One optimiser step of a group changes that group's parameters only (the actor loss
     reads the critics, but as constants), as TD3's and SAC's separate optimisers do."""

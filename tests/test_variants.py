@@ -137,6 +137,7 @@ def run(workflow_cls, cfg, generations):
     return workflow, state, metrics
 
 
+@pytest.mark.slow
 def test_erl_eda_puts_the_trained_learner_into_the_mean():
     """erl.injection: mean, OpenES, sync_period 1, step 1: after the first generation that learns,
     the distribution's mean is the trained learner, and the whole next generation descends from it."""
@@ -151,6 +152,7 @@ def test_erl_eda_puts_the_trained_learner_into_the_mean():
     assert not np.array_equal(half.search.mean, ravel_pytree(half.learner_actor)[0])
 
 
+@pytest.mark.slow
 def test_erl_es_runs_canonical_es_with_the_learner_as_a_sample():
     """erl.optimiser: vanilla_es (ERL-ES): the learner, trained from generation 1, joins generation
     2's samples as the last one; the mean stays finite and es_sigma is logged."""

@@ -24,6 +24,7 @@ skipped, and nothing in the run folder is changed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import logging
 import shutil
@@ -39,6 +40,7 @@ from evorl.app.run_folder import checkpoint_dir  # noqa: F401  (its old home)
 from evorl.app.run_folder import NoSpaceLeft, is_disk_full, writing
 from evorl.config.checkpoint import CheckpointConfig
 from evorl.engine.processes import host_copy
+from evorl.rl.state_roles import fields_with_role
 
 #: 2: the hyperparameters in the state are named as in the config (``gamma``, IMPALA's
 #: ``gae_lambda``; version 1 had ``discount`` and ``vtrace_lambda``). 3: a replay buffer's
@@ -68,6 +70,21 @@ def _on_disk(leaf: Any) -> jax.ShapeDtypeStruct:
 
 def _refill(leaf: Any, restored: Any) -> Any:
     return np.zeros(leaf.shape, leaf.dtype) if leaf.size == 0 else restored
+
+
+def config_fields(state: Any) -> tuple[str, ...]:
+    """The fields of the state dataclass ``state`` with the ``from_config`` role: set from the
+    run's config at every start, so a checkpoint neither holds nor restores them (a resumed
+    run's may differ, see :data:`RESUMABLE_CHANGES`)."""
+    if not dataclasses.is_dataclass(state):
+        return ()
+    return fields_with_role(state, "from_config")
+
+
+def without_config_fields(state: Any) -> Any:
+    """``state`` with its :func:`config_fields` left out (None)."""
+    names = config_fields(state)
+    return state.replace(**dict.fromkeys(names)) if names else state
 
 
 def leaf_checksums(tree: Any) -> dict[str, str]:
@@ -202,6 +219,7 @@ class Checkpointer:
 
         with_buffer = self.save_buffer if with_buffer is None else with_buffer
         run_config = self.run_config
+        state = without_config_fields(state)
         if not with_buffer:
             state = self.without_buffer(state)
             run_config = {**run_config, "checkpoint": {**(run_config.get("checkpoint") or {}), "save_buffer": False}}
@@ -271,7 +289,7 @@ class Checkpointer:
             raise CheckpointError(f"No checkpoint {step} in {self.directory}; complete checkpoints: {steps}.")
         meta = self.read_meta(step)
         self.check_compatible(meta, step)
-        full_template = template
+        full_template, template = template, without_config_fields(template)
         if not self.buffer_saved(meta):  # refilled below with the template's empty buffer
             template = self.without_buffer(template)
         abstract = jax.tree.map(_on_disk, template)
@@ -285,8 +303,11 @@ class Checkpointer:
         restored = jax.tree.map(_refill, template, restored)
         _check_same_structure(template, restored, self.directory / str(step))
         self._check_iteration(meta, restored, step)
-        if template is not full_template:
+        if not self.buffer_saved(meta):
             restored = self.refill_buffer(restored, full_template)
+        names = config_fields(full_template)  # this run's, from its config
+        if names:
+            restored = restored.replace(**{name: getattr(full_template, name) for name in names})
         return restored, meta
 
     @staticmethod

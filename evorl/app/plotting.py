@@ -14,6 +14,10 @@ the band is drawn only where at least 2 do. So runs whose wall-time ranges do no
 (wall time counts from each run's own start, compilation included) are all drawn, one
 after another, instead of being cut to their common range.
 
+A resumed run's wall time goes on from its last record before the resume, and the resumed
+process's start and compilation fall between that record and the next: on the wall-time
+panel the line is broken there (the first record after a resume has ``"resumed": true``).
+
 The band is a percentile bootstrap of the runs' values: every resampled IQM is a mean of
 some of those values, so the band never leaves [min, max] over runs at that point.
 """
@@ -115,6 +119,14 @@ class Curve:
     steps: np.ndarray  # [N] env steps
     wall_time: np.ndarray  # [N] seconds since the run started
     values: np.ndarray  # [N]
+    #: [N] whether a resume lies between record ``k - 1`` and record ``k``
+    resumed: np.ndarray | None = None
+
+    def gaps(self) -> np.ndarray:
+        """[N] bool: the records a resume lies before (the first is never one)."""
+        gaps = np.zeros(len(self.steps), bool) if self.resumed is None else np.asarray(self.resumed, bool).copy()
+        gaps[:1] = False
+        return gaps
 
 
 @dataclass(frozen=True)
@@ -149,18 +161,32 @@ def aggregate(group: str, label: str, metric: str, panel: str, curves: Sequence[
     if panel == "wall time" and len(curves) > 1 and all(np.array_equal(c.steps, curves[0].steps) for c in curves):
         runs = np.stack([c.values for c in curves])  # [R, G]
         grid = np.median(np.stack([c.wall_time for c in curves]), axis=0)  # [G], non-decreasing
+        grid, runs = broken_at(grid, runs, np.any([c.gaps() for c in curves], axis=0))
         low, high = bootstrap_ci(runs)
         return GroupCurve(group, label, metric, panel, grid, runs, iqm(runs), low, high)
     xs, ys = [], []
     for curve in curves:
         x = PANELS[panel](curve)
         order = np.argsort(x, kind="stable")
-        xs.append(x[order])
-        ys.append(curve.values[order])
+        x, y = x[order], curve.values[order]
+        if panel == "wall time":
+            x, y = broken_at(x, y, curve.gaps()[order])
+        xs.append(x)
+        ys.append(y)
     grid = common_grid(xs, max_points)
     runs = np.stack([on_grid(grid, x, y) for x, y in zip(xs, ys)])  # [R, G]
     low, high = bootstrap_ci(runs) if len(curves) > 1 else (np.full(len(grid), np.nan),) * 2
     return GroupCurve(group, label, metric, panel, grid, runs, iqm(runs), low, high)
+
+
+def broken_at(x: np.ndarray, y: np.ndarray, gaps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``x [G]`` and ``y [..., G]`` with a NaN point inserted halfway before each point ``k``
+    where ``gaps[k]``: a line drawn (or interpolated) through them is broken there."""
+    at = np.flatnonzero(gaps[1:]) + 1
+    if not len(at):
+        return x, y
+    mid = (x[at - 1] + x[at]) / 2
+    return np.insert(x, at, mid), np.insert(np.asarray(y, float), at, np.nan, axis=-1)
 
 
 def load_curve(run_dir: Path | str, metric: str) -> Curve:
@@ -168,11 +194,17 @@ def load_curve(run_dir: Path | str, metric: str) -> Curve:
     path = run_dir / METRICS_JSONL
     if not path.is_file():
         raise FileNotFoundError(f"{run_dir} has no {METRICS_JSONL}: not an evorl run folder (or nothing logged yet).")
-    records = [r for r in read_jsonl(path) if r.get(metric) is not None]
+    records, resumed, since_last = [], [], False
+    for record in read_jsonl(path):
+        since_last = since_last or bool(record.get("resumed"))  # kept for the next record with a value
+        if record.get(metric) is not None:
+            records.append(record)
+            resumed.append(since_last)
+            since_last = False
     if not records:
         raise ValueError(f"{path} has no values of metric {metric!r}.")
     column = lambda key: np.asarray([float(r.get(key) or 0.0) for r in records])  # noqa: E731
-    return Curve(run_dir, column("step"), column("wall_time"), column(metric))
+    return Curve(run_dir, column("step"), column("wall_time"), column(metric), np.asarray(resumed))
 
 
 #: The config keys that say which algorithm and which environment a run trained, in a label's order.

@@ -67,7 +67,7 @@ from evorl.engine.actors import (
 )
 from evorl.engine.evaluator import HostEnvFault
 from evorl.engine.execution import (
-    DEVICE_AXIS, POPULATION_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, to_host,
+    DEVICE_AXIS, POPULATION_AXIS, PopulationStep, jit_rarely_run, map_agents_sequentially, strong_types, to_host,
 )
 from evorl.rl import metrics as M
 from evorl.rl.rollout import EpisodeStats, rollout_with_policy_state
@@ -206,7 +206,7 @@ class ActorLearnerExecutor:
         return self.place(state.replace(**dict.fromkeys(fields_with_role(state, "actor"))))
 
     def place(self, state: Any) -> Any:
-        return jax.device_put(state, self._state_sharding)
+        return jax.device_put(strong_types(state), self._state_sharding)
 
     def map_agents(self, fn: Callable) -> Callable:
         return jax.jit(self._agents(fn))

@@ -101,6 +101,14 @@ def map_agents_sequentially(fn: Callable) -> Callable:
     return mapped
 
 
+def strong_types(tree: Any) -> Any:
+    """``tree`` with its weakly typed arrays made strong (same dtype, same values). An env's
+    state can hold a weakly typed counter (gymnax's ``time``, made from a Python ``0``), which a
+    restored checkpoint (NumPy arrays) holds strongly typed: the compiled programs, and the keys
+    of the persistent compilation cache, would differ between a fresh run and its resume."""
+    return jax.tree.map(lambda x: x.astype(x.dtype) if getattr(x, "weak_type", False) else x, tree)
+
+
 @dataclasses.dataclass(frozen=True)
 class Placement:
     """Where the training state lives: ``num_agents`` (1: no population axis), and a mesh
@@ -281,8 +289,9 @@ class Executor:
                               for f in dataclasses.fields(state)})
 
     def place(self, state: Any) -> Any:
-        """``state`` on the devices the compiled programs expect (a no-op when it already is)."""
-        return jax.device_put(state, self.shardings(state))
+        """``state`` on the devices the compiled programs expect, with the types they expect
+        (:func:`strong_types`); a no-op when it already is."""
+        return jax.device_put(strong_types(state), self.shardings(state))
 
     def init(self, init_fn: Callable, *args) -> Any:
         """``init_fn(*args)`` (mapped over the leading agent axis of ``args`` for a
@@ -292,7 +301,7 @@ class Executor:
             fn = map_agents_sequentially(init_fn) if self.placement.population else init_fn
             shardings = self.shardings(jax.eval_shape(fn, *args))
             self._init_jit = jit_rarely_run(fn, out_shardings=shardings)
-        return self._init_jit(*args)
+        return strong_types(self._init_jit(*args))
 
     # --- chunks of iterations ---------------------------------------------------------
     def _iterations(self, step: Callable, state: Any, num_iterations: jax.Array, alive: jax.Array, totals: dict):

@@ -95,8 +95,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
         return self.init_agents(
-            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training.buffer_size,
-                              self.config.training.num_envs, self.config.training.actor_lag), key)
+            functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training), key)
 
     # --- config ---------------------------------------------------------------------------
     @classmethod

@@ -90,4 +90,4 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
         env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
         return self.init_agents(
-            functools.partial(init_state, env, self.agent, self.optimizer, self.config.training.actor_lag), key)
+            functools.partial(init_state, env, self.agent, self.optimizer, self.config.training), key)

@@ -75,7 +75,8 @@ from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
 from evorl.rl.collectives import agent_gradient_update, axis_index, population_cond
 from evorl.rl.on_policy import (
-    acting_state as lagged_agent_state, episode_metrics, init_lagged_params, scheduled_learning_rate,
+    acting_state as lagged_agent_state, anneal_iterations, episode_metrics, init_lagged_params,
+    scheduled_learning_rate,
 )
 from evorl.rl.rollout import Trajectory, rollout_with_policy_state
 from evorl.rl.state_roles import role_field
@@ -121,14 +122,18 @@ class OffPolicyState:
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (see
     #: :mod:`evorl.engine.pbt`); None otherwise.
     pbt_velocity: Any = None
+    #: ``[]`` int32, the iterations the learning rate anneals over; None without annealing
+    #: (as :class:`evorl.rl.on_policy.OnPolicyState`'s: set from the config, never restored).
+    anneal_iterations: Any = role_field("from_config", default=None)
 
 
-def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_envs: int, actor_lag: int,
+def init_state(env: VectorEnv, agent: Agent, optimizer, tc: OffPolicyTrainingConfig,
                key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OffPolicyState:
     """A fresh training state: agent with ``hparams``, one optimiser state per update group,
-    targets = online parameters, an empty buffer of ``buffer_size`` transitions in rows of one
-    per environment (``num_envs`` wide, the axis several devices split), reset environments
-    (none for a host env: the actors that own them reset them)."""
+    targets = online parameters, an empty buffer of ``tc.buffer_size`` transitions in rows of
+    one per environment (``tc.num_envs`` wide, the axis several devices split), reset
+    environments (none for a host env: the actors that own them reset them), the annealing's
+    length."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
     env_state = None if env.on_host else env.reset(env_key)  # a host env's actors reset their own
@@ -141,9 +146,10 @@ def init_state(env: VectorEnv, agent: Agent, optimizer, buffer_size: int, num_en
     return OffPolicyState(
         key=key, agent_state=agent_state,
         opt_state={group.key: optimizer.init(agent_state.params[group.key]) for group in agent.update_groups},
-        target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, buffer_size, num_envs), env_state=env_state,
+        target_params={k: agent_state.params[k] for k in agent.target_keys}, buffer=replay.init(example, tc.buffer_size, tc.num_envs), env_state=env_state,
         learning_rate=jnp.asarray(learning_rate, jnp.float32), iteration=jnp.zeros((), jnp.int32),
-        gradient_steps=jnp.zeros((), jnp.int32), lagged_params=init_lagged_params(agent_state.params, actor_lag),
+        gradient_steps=jnp.zeros((), jnp.int32), lagged_params=init_lagged_params(agent_state.params, tc.actor_lag),
+        anneal_iterations=anneal_iterations(tc),
     )
 
 
@@ -251,7 +257,7 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
 
         # each group's optimiser at the agent's own (annealed) rate: a sweep's or PBT's value
-        opt_state = {k: scheduled_learning_rate(o, state.learning_rate, state.iteration, tc)
+        opt_state = {k: scheduled_learning_rate(o, state.learning_rate, state.iteration, state.anneal_iterations)
                      for k, o in state.opt_state.items()}
         carry = (agent_state, opt_state, state.target_params, state.gradient_steps)
         metric_shapes = jax.eval_shape(learn, carry, buffer, key)[1]

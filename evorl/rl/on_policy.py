@@ -63,6 +63,11 @@ class OnPolicyState:
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (in the
     #: coordinates the swarm moves in, see :mod:`evorl.engine.pbt`); None otherwise.
     pbt_velocity: Any = None
+    #: ``[]`` int32, the iterations the learning rate anneals over (``training.num_iterations``
+    #: with ``training.anneal_lr``; None without annealing). Data, not a constant of the
+    #: compiled program, so a run resumed with another length runs the program it compiled
+    #: (and cached) before; set from the run's config at every start, never from a checkpoint.
+    anneal_iterations: Any = role_field("from_config", default=None)
 
 
 def make_optimizer(tc: TrainingConfig) -> optax.GradientTransformation:
@@ -87,22 +92,30 @@ def set_learning_rate(opt_state, learning_rate: jax.Array):
     return opt_state._replace(hyperparams=hyperparams)
 
 
-def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.Array, tc: TrainingConfig):
+def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.Array,
+                            anneal_iterations: jax.Array | None):
     r"""``opt_state`` with this iteration's learning rate: the agent's own base rate
     ``learning_rate`` (data in its training state: a population's sweep, PBT's explore), times
-    :math:`\max(1 - t / T, 0)` with ``tc.anneal_lr`` (linear decay to 0 at ``T =
-    tc.num_iterations``, never negative), else times 1. Every learner update sets it, so the
-    rate the optimiser applies is always the agent's. The one annealing of the on- and
-    off-policy learners (``optax.linear_schedule`` computes the same line with other roundings:
-    a few of its rates differ in the last bit, which would change every run's numbers)."""
-    frac = jnp.maximum(1.0 - iteration.astype(jnp.float32) / tc.num_iterations, 0.0) if tc.anneal_lr else 1.0
+    :math:`\max(1 - t / T, 0)` with ``T = anneal_iterations`` (``training.num_iterations``
+    under ``training.anneal_lr``: linear decay to 0, never negative), else (None) times 1.
+    Every learner update sets it, so the rate the optimiser applies is always the agent's. The
+    one annealing of the on- and off-policy learners (``optax.linear_schedule`` computes the
+    same line with other roundings: a few of its rates differ in the last bit, which would
+    change every run's numbers)."""
+    frac = 1.0 if anneal_iterations is None else \
+        jnp.maximum(1.0 - iteration.astype(jnp.float32) / anneal_iterations.astype(jnp.float32), 0.0)
     return set_learning_rate(opt_state, learning_rate * frac)
 
 
-def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
+def anneal_iterations(tc: TrainingConfig) -> jax.Array | None:
+    """The state's ``anneal_iterations``: ``training.num_iterations`` with ``anneal_lr``, else None."""
+    return jnp.asarray(tc.num_iterations, jnp.int32) if tc.anneal_lr else None
+
+
+def init_state(env: VectorEnv | None, agent: Agent, optimizer, tc: TrainingConfig,
                key: jax.Array, hparams: Any, learning_rate: jax.Array) -> OnPolicyState:
     """A fresh training state: agent with ``hparams``, optimiser, reset environments (none
-    with ``env=None``: a learner whose actors own their environments)."""
+    with ``env=None``: a learner whose actors own their environments), the annealing's length."""
     key, agent_key, env_key = jax.random.split(key, 3)
     agent_state = agent.init(agent_key).replace(hparams=hparams_as_arrays(hparams))
     return OnPolicyState(
@@ -112,8 +125,9 @@ def init_state(env: VectorEnv | None, agent: Agent, optimizer, actor_lag: int,
         env_state=None if env is None else env.reset(env_key),
         learning_rate=jnp.asarray(learning_rate, jnp.float32),
         iteration=jnp.zeros((), jnp.int32),
-        lagged_params=init_lagged_params(agent_state.params, actor_lag),
+        lagged_params=init_lagged_params(agent_state.params, tc.actor_lag),
         policy_state=None if env is None else agent.initial_policy_state(env.num_envs),
+        anneal_iterations=anneal_iterations(tc),
     )
 
 
@@ -131,7 +145,8 @@ def make_learner_update(agent: Agent, optimizer: optax.GradientTransformation, t
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
         trajectory = agent.compute_targets(agent_state, trajectory)
 
-        opt_state = scheduled_learning_rate(state.opt_state, state.learning_rate, state.iteration, tc)
+        opt_state = scheduled_learning_rate(state.opt_state, state.learning_rate, state.iteration,
+                                            state.anneal_iterations)
         agent_state, opt_state, loss_metrics = update_epochs(
             agent, gradient_update, tc.num_epochs, tc.num_minibatches, axis_name,
             agent_state, opt_state, trajectory, key,

@@ -18,7 +18,9 @@ The roles (:data:`ROLES`):
 * ``frozen``: what a diverged agent of a population keeps from its last finite iteration;
 * ``pbt_copy``: what an agent that PBT replaces takes from its source;
 * ``pbt_keep``: what stays each agent's own, outside PBT's exchange;
-* ``buffer``: the replay buffer, which ``checkpoint.save_buffer: false`` leaves out of checkpoints.
+* ``buffer``: the replay buffer, which ``checkpoint.save_buffer: false`` leaves out of checkpoints;
+* ``from_config``: set from the run's config at every start (the learning rate's annealing
+  length), so a checkpoint neither holds nor restores it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from flax import struct
 
-ROLES = ("env", "actor", "frozen", "pbt_copy", "pbt_keep", "buffer")
+ROLES = ("env", "actor", "frozen", "pbt_copy", "pbt_keep", "buffer", "from_config")
 
 
 def role_field(*roles: str, env_axis: Any = 0, **kwargs: Any) -> Any:

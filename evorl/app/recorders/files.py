@@ -15,13 +15,16 @@ class JsonlRecorder:
     JSON (a non-finite value, e.g. a NaN return when no episode ended, is ``null``).
 
     ``wall_time`` counts seconds since the recorder was created, continuing from the last
-    record of an existing file (a resumed run).
+    record of an existing file (a resumed run). The first record after a resume says so
+    (``"resumed": true``): the time the resumed process spent before it (its start and
+    compilation) is in its ``wall_time``, and a plot does not join it to the record before.
     """
 
     def __init__(self, path: Path | str):
         self.path = Path(path)
         previous = read_jsonl(self.path) if self.path.exists() else []
         self.time_offset = float(previous[-1].get("wall_time") or 0.0) if previous else 0.0
+        self._resumed = bool(previous)
         self.start = time.perf_counter()
         self._file = None
 
@@ -31,7 +34,9 @@ class JsonlRecorder:
 
     def write(self, metrics: dict[str, float], step: int) -> None:
         wall_time = self.time_offset + time.perf_counter() - self.start
-        record = {"step": step, "wall_time": round(wall_time, 4), **metrics}
+        record = {"step": step, "wall_time": round(wall_time, 4), **({"resumed": True} if self._resumed else {}),
+                  **metrics}
+        self._resumed = False
         with writing(self.path):
             self._file.write(dumps_json(record) + "\n")
             self._file.flush()
