@@ -28,6 +28,7 @@ REFERENCE = {
         "pbt_copy": {"agent_state", "opt_state", "learning_rate", "lagged_params"},
         "pbt_keep": {"env_state", "policy_state", "fitness_episodes"},
         "buffer": NONE,
+        "from_config": {"anneal_iterations"},
     },
     OffPolicyState: {
         "env": {"env_state", "buffer"},
@@ -36,6 +37,7 @@ REFERENCE = {
         "pbt_copy": {"agent_state", "opt_state", "target_params", "learning_rate", "lagged_params"},
         "pbt_keep": {"env_state", "buffer", "fitness_episodes"},
         "buffer": {"buffer"},
+        "from_config": {"anneal_iterations"},
     },
     ESState: {"pbt_copy": {"agent_state", "search"}, "pbt_keep": {"fitness_episodes"}},
     CEMRLState: {"buffer": {"buffer"}},
