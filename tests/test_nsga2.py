@@ -1,6 +1,8 @@
 """NSGA-II: non-dominated sorting and crowding distance against plain-Python references on
 random points (ties, duplicates, non-finite rows), the 2-D hypervolume by hand, tournament and
-selection; bad-input errors; env reward terms; exact resume and a short learning check."""
+selection; survivors re-scored (the running mean against a plain mean, a lucky score on a
+noisy toy objective regressing to its mean); bad-input errors; env reward terms; exact resume
+and a short learning check."""
 
 import copy
 import math
@@ -11,6 +13,8 @@ import numpy as np
 import pytest
 
 from evorl.config import ConfigError
+from evorl.envs.spaces import Box
+from evorl.envs.vec_env import VectorEnv
 from evorl.rl.multi_objective import (
     binary_tournament, crowding_distance, environmental_selection, hypervolume_2d, non_dominated_ranks,
 )
@@ -113,6 +117,103 @@ def test_selection_keeps_whole_fronts_then_the_least_crowded():
     kept = set(np.asarray(environmental_selection(pts, 4)).tolist())
     # crowding: 1: 0.375 + 0.375, 2: 0.5 + 0.5, 3: 0.625 + 0.625; the ends inf
     assert kept == {0, 4, 3, 2}
+
+
+# --- survivors re-scored --------------------------------------------------------------------
+class NoisyTermsEnv(VectorEnv):
+    """One-step episodes whose two reward terms are pure noise ``N(0, 1)``, drawn from the
+    step's key and the action's bits: every policy's expected objectives are ``(0, 0)``, so
+    any stored score above that is luck, and two policies played on the same environment
+    seeds (as one generation plays them) still draw independent noise."""
+
+    reward_terms = ("noise_a", "noise_b")
+    obs_space = Box(low=np.zeros(1), high=np.ones(1))
+    action_space = Box(low=-np.ones(1), high=np.ones(1))
+    env_name = "noisy_terms"
+
+    def __init__(self, num_envs=1):
+        super().__init__(num_envs, episode_length=1)
+
+    def _reset_one(self, key):
+        return jnp.ones((1,)), jnp.zeros((2,))
+
+    def _step_one(self, key, _, action):
+        noise = jax.random.normal(jax.random.fold_in(key, jax.lax.bitcast_convert_type(action[0], jnp.int32)), (2,))
+        return jnp.ones((1,)), noise, jnp.sum(noise), jnp.ones((), bool)
+
+    def _reward_terms_one(self, noise):
+        return noise
+
+
+def noisy_generation(mode, population_size=8):
+    """A jitted generation on :class:`NoisyTermsEnv` and a state whose members are scored, the
+    first of them stored with a lucky score of 6 (six standard deviations) from 1 episode."""
+    from evorl.algorithms.es import make_mlp_es_agent
+    from evorl.algorithms.nsga2 import NSGA2Config, init_nsga2_state, make_generation
+
+    env = NoisyTermsEnv()
+    nsga2 = NSGA2Config(objectives=("noise_a", "noise_b"), reference_point=(-10.0, -10.0),
+                        population_size=population_size, sigma=0.1, rescore_survivors=mode)
+    nsga2.validate("nsga2")
+    agent = make_mlp_es_agent(env.action_space, env.obs_space, actor_hidden_layer_sizes=(4,))
+    generation = jax.jit(make_generation(env, agent, nsga2))
+    state, _ = generation(init_nsga2_state(agent, nsga2, jax.random.PRNGKey(5)))
+    state = state.replace(objectives=state.objectives.at[0].set(6.0), episodes=state.episodes.at[0].set(1))
+    return generation, state
+
+
+def find_member(state, params):
+    """The stored objectives and episode count of the member with these parameters (None if gone)."""
+    rows = np.nonzero(np.all(np.asarray(state.population) == np.asarray(params), axis=1))[0]
+    return (np.asarray(state.objectives)[rows[0]], int(state.episodes[rows[0]])) if len(rows) else None
+
+
+@pytest.mark.parametrize("mode", ["mean", "latest", "never"])
+def test_rescore_equals_the_plain_mean_of_every_episode(mode):
+    from evorl.algorithms.nsga2 import rescore
+
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(6, 4, 2)).astype(np.float32)  # [generations, N, K], E = 3 episodes each
+    objectives, episodes = jnp.full((4, 2), -jnp.inf), jnp.zeros((4,), jnp.int32)
+    objectives, episodes = rescore("mean", objectives, episodes, jnp.asarray(draws[0]), 3)  # first scoring
+    for fresh in draws[1:]:
+        objectives, episodes = rescore(mode, objectives, episodes, jnp.asarray(fresh), 3)
+    expected = {"mean": draws.mean(axis=0), "latest": draws[-1], "never": draws[0]}[mode]
+    np.testing.assert_allclose(np.asarray(objectives), expected, rtol=1e-5, atol=1e-6)
+    assert np.asarray(episodes).tolist() == [{"mean": 18, "latest": 3, "never": 3}[mode]] * 4
+
+
+def test_a_lucky_survivor_regresses_to_its_mean_when_rescored():
+    generations = 4
+    # scored once, the lucky member dominates everything and keeps its score for ever
+    generation, state = noisy_generation("never")
+    lucky = state.population[0]
+    for _ in range(generations):
+        state, metrics = generation(state)
+    score, episodes = find_member(state, lucky)
+    assert score.tolist() == [6.0, 6.0] and episodes == 1
+    frozen = float(metrics["hypervolume"])
+    # re-scored, its stored score is the mean of every episode it played: the lucky one's weight
+    # falls as 1 / (k + 1), the fresh draws' sum stays within 4 standard deviations
+    generation, state = noisy_generation("mean")
+    for k in range(1, generations + 1):
+        state, metrics = generation(state)
+        score, episodes = find_member(state, lucky)
+        assert episodes == 1 + k
+        assert np.all(score <= (6.0 + 4.0 * np.sqrt(k)) / (1 + k))
+    assert 0 < float(metrics["hypervolume"]) < frozen  # the recorder follows the re-measured scores
+    assert float(metrics["front_episodes"]) > 1
+    # re-scored outright, the lucky score is gone after one generation
+    generation, state = noisy_generation("latest")
+    state, _ = generation(state)
+    assert find_member(state, lucky) is None or np.all(find_member(state, lucky)[0] < 6.0)
+
+
+def test_unknown_rescore_mode_is_one_clear_error():
+    from evorl.workflows import NSGA2Workflow
+
+    with pytest.raises(ConfigError, match="Unknown nsga2.rescore_survivors 'sometimes'; valid: mean, latest, never"):
+        NSGA2Workflow.parse_config({**TINY_NSGA2, "nsga2": {**TINY_NSGA2["nsga2"], "rescore_survivors": "sometimes"}})
 
 
 # --- config and env errors ----------------------------------------------------------------

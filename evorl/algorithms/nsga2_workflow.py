@@ -11,8 +11,9 @@ and its objectives, exact resume) runs it unchanged. At every logging point (eve
 members, goes to the services' ``front_recorder`` (``pareto_front.jsonl`` in the run folder, drawn as
 ``pareto.png`` at the end of the run).
 
-The logged ``step`` counts each generation's env step budget, ``population_size x
-episodes_per_member x env.episode_length``.
+The logged ``step`` counts each generation's env step budget, the episodes it plays
+(``population_size x episodes_per_member``, twice that while ``rescore_survivors`` re-scores
+the population) ``x env.episode_length``.
 """
 
 from __future__ import annotations
@@ -81,8 +82,7 @@ class NSGA2Workflow(ESWorkflow):
 
     @property
     def env_steps_per_iteration(self) -> int:
-        nsga2 = self.config.nsga2
-        return nsga2.population_size * nsga2.episodes_per_member * self.env.episode_length
+        return self.config.nsga2.episodes_per_generation * self.env.episode_length
 
     @classmethod
     def build_agent(cls, env, config: NSGA2ExperimentConfig):
@@ -92,13 +92,14 @@ class NSGA2Workflow(ESWorkflow):
     @classmethod
     def memory_terms(cls, config: NSGA2ExperimentConfig, sizes, num_devices: int, asynchronous: bool) -> list:
         nsga2, p = config.nsga2, sizes.num_params
-        players = nsga2.population_size * nsga2.episodes_per_member
+        players = nsga2.episodes_per_generation
         return [
             Term("population", f"{nsga2.population_size:,} members x {p:,} params x 4 (parents, children, pool)",
                  4 * nsga2.population_size * p, "nsga2.population_size, agent.actor_hidden_layer_sizes"),
             Term("episodes", f"{players:,} episodes x ({sizes.obs_size:,} obs + {sizes.activation_width:,} units)",
                  players * (sizes.obs_size + sizes.activation_width),
-                 "nsga2.population_size, nsga2.episodes_per_member, agent.actor_hidden_layer_sizes"),
+                 "nsga2.population_size, nsga2.episodes_per_member, nsga2.rescore_survivors, "
+                 "agent.actor_hidden_layer_sizes"),
         ]
 
     def check_health(self, per_agent_metrics: dict, iteration: int) -> None:
