@@ -142,6 +142,47 @@ def init_erl_state(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, 
 # --------------------------------------------------------------------------------------
 # One generation
 # --------------------------------------------------------------------------------------
+def _select(pred: jax.Array, a: Any, b: Any) -> Any:
+    """``a`` where ``pred``, else ``b``, leaf by leaf."""
+    return jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)
+
+
+def _ask(search: AskTell, cfg: Any, state: ERLState, learner: jax.Array, search_key: jax.Array):
+    """The generation's ``N`` actors ``[N, D]`` and the search's ``asked``; an optimiser that
+    keeps no population (``injection: sample``) has the learner due replace its last sample."""
+    population, asked = search.ask(jax.random.fold_in(search_key, ASK_TAG), state.search)  # [N, D]
+    if not search.keeps_population and cfg.injection == "sample":  # the learner due joins as the last sample
+        due = ((state.iteration % cfg.sync_period == 0) & (state.iteration > 0)
+               & (state.buffer.size >= max(cfg.learning_starts, 1)))
+        due = due & jnp.all(jnp.isfinite(learner))  # a diverged learner joins no generation
+        population = jnp.where(due, population.at[-1].set(learner), population)
+    return population, asked
+
+
+def _tell_and_inject(search: AskTell, cfg: Any, state: ERLState, asked: Any, population: jax.Array,
+                     fitness: jax.Array, trained: Any, learning: jax.Array, random_actions: jax.Array,
+                     search_key: jax.Array):
+    """The search told the generation's ``fitness`` (unchanged while actions are random), and
+    the ``trained`` learner injected every ``sync_period`` generations once learning has started:
+    in place of the last child (a kept population), among the next samples, or as the
+    distribution's new mean (ERL-EDA). Returns ``(searched, from_learner [N], inject)``."""
+    num = cfg.population_size
+    searched = _select(random_actions, state.search, search.tell(search_key, asked, population, fitness))
+    inject = ((state.iteration + 1) % cfg.sync_period == 0) & (learning > 0) \
+        & jnp.all(jnp.isfinite(ravel_pytree(trained)[0]))  # a diverged learner is not injected
+    if search.keeps_population:  # the learner replaces the last child (kept until selection drops it)
+        from_learner = jnp.where(random_actions, state.from_learner, state.from_learner[search.parents(searched)])
+        searched = _select(inject, search.inject(searched, num - 1, ravel_pytree(trained)[0]), searched)
+        from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
+    elif cfg.injection == "sample":  # it joins the next generation's samples
+        from_learner = jnp.zeros((num,), bool).at[-1].set(inject)
+    else:  # ERL-EDA: it moves the distribution's mean, around which the next generation is sampled
+        searched = _select(inject, search.recentre(searched, ravel_pytree(trained)[0], cfg.injection_step),
+                          searched)
+        from_learner = jnp.full((num,), inject)
+    return searched, from_learner, inject
+
+
 def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell, cfg: Any):
     """``generation(state) -> (state, metrics)``, one generation (module docstring) with the
     population optimiser ``search``; ``env`` holds ``episodes_per_actor`` environments."""
@@ -151,17 +192,11 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
     play = make_play(env, agent)
     batched = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731  leaves [1, ...]
     single = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-    select = lambda pred, a, b: jax.tree.map(lambda x, y: jnp.where(pred, x, y), a, b)  # noqa: E731
 
     def generation(state: ERLState) -> tuple[ERLState, dict]:
         key, play_key, learn_key, search_key = jax.random.split(state.key, 4)
         learner, unravel = ravel_pytree(state.learner_actor)
-        population, asked = search.ask(jax.random.fold_in(search_key, ASK_TAG), state.search)  # [N, D]
-        if not search.keeps_population and cfg.injection == "sample":  # the learner due joins as the last sample
-            due = ((state.iteration % cfg.sync_period == 0) & (state.iteration > 0)
-                   & (state.buffer.size >= max(cfg.learning_starts, 1)))
-            due = due & jnp.all(jnp.isfinite(learner))  # a diverged learner joins no generation
-            population = jnp.where(due, population.at[-1].set(learner), population)
+        population, asked = _ask(search, cfg, state, learner, search_key)  # [N, D]
         actors = jnp.concatenate([population, learner[None]])  # [N + 1, D], the learner last
         noise = jnp.zeros((num + 1,)).at[num].set(state.agent_state.hparams.exploration_noise)  # [N + 1]
         random_actions = state.iteration * steps_per_generation < cfg.warmup_steps
@@ -176,20 +211,8 @@ def make_generation(env: VectorEnv, agent: TD3Agent, optimizer, search: AskTell,
             batched(state.actor_opt_state), buffer, learn_key)
         trained, target_actor, actor_opt_state = single(trained), single(target_actor), single(actor_opt_state)
 
-        searched = select(random_actions, state.search, search.tell(search_key, asked, population, fitness))
-        inject = ((state.iteration + 1) % cfg.sync_period == 0) & (metrics["learning"] > 0) \
-            & jnp.all(jnp.isfinite(ravel_pytree(trained)[0]))  # a diverged learner is not injected
-        if search.keeps_population:  # the learner replaces the last child (kept until selection drops it)
-            from_learner = jnp.where(random_actions, state.from_learner, state.from_learner[search.parents(searched)])
-            searched = select(inject, search.inject(searched, num - 1, ravel_pytree(trained)[0]), searched)
-            from_learner = jnp.where(inject, from_learner.at[-1].set(True), from_learner)
-        elif cfg.injection == "sample":  # it joins the next generation's samples
-            from_learner = jnp.zeros((num,), bool).at[-1].set(inject)
-        else:  # ERL-EDA: it moves the distribution's mean, around which the next generation is sampled
-            searched = select(inject, search.recentre(searched, ravel_pytree(trained)[0], cfg.injection_step),
-                              searched)
-            from_learner = jnp.full((num,), inject)
-
+        searched, from_learner, inject = _tell_and_inject(search, cfg, state, asked, population, fitness, trained,
+                                                          metrics["learning"], random_actions, search_key)
         if cfg.deploy == "champion":  # the fittest of the N actors and the learner, as they played
             deployed = unravel(actors[jnp.argmax(ranked(returns))])
         else:

@@ -185,6 +185,27 @@ def front_mask(objectives: jax.Array) -> jax.Array:
     return (non_dominated_ranks(objectives) == 0) & jnp.all(jnp.isfinite(objectives), axis=1)
 
 
+def generation_metrics(returns: jax.Array, lengths: jax.Array, objectives: jax.Array, front: jax.Array,
+                       member_episodes: jax.Array, scored: jax.Array, reference: np.ndarray,
+                       objective_names: tuple[str, ...], axis_name: str | None = None) -> dict:
+    """A generation's metrics: its episodes', the front's hypervolume above ``reference``, size
+    and episodes per member, the children with a non-finite objective (``scored [N, K]``) and
+    each objective's best on the front."""
+    episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
+    metrics = episode_metrics(episodes, axis_name)
+    on_front = jnp.maximum(jnp.sum(front), 1)
+    metrics.update(hypervolume=hypervolume_2d(objectives, jnp.asarray(reference)),
+                   front_size=jnp.sum(front).astype(jnp.float32),
+                   # how many episodes the front's scores rest on: grows while re-scored members survive
+                   front_episodes=jnp.sum(jnp.where(front, member_episodes, 0)).astype(jnp.float32) / on_front,
+                   # a child with a non-finite objective (a diverged policy) ranks last: counted, and warned of
+                   nonfinite_children=M.Metric(
+                       jnp.sum(~jnp.all(jnp.isfinite(scored), axis=1)).astype(jnp.float32), "max"))
+    for k, name in enumerate(objective_names):
+        metrics[f"best_{name}"] = M.Metric(jnp.max(jnp.where(front, objectives[:, k], -jnp.inf)), "max")
+    return metrics
+
+
 def make_generation(env: VectorEnv, agent: ESAgent, nsga2: NSGA2Config, axis_name: str | None = None,
                     num_devices: int = 1) -> Callable[[NSGA2State], tuple[NSGA2State, dict]]:
     """One generation (see the module docstring). ``env`` holds ``episodes_per_member``
@@ -230,18 +251,8 @@ def make_generation(env: VectorEnv, agent: ESAgent, nsga2: NSGA2Config, axis_nam
         best = jnp.argmax(jnp.where(front, jnp.sum(objectives, axis=1), -jnp.inf))
         agent_state = agent_state.replace(params=unravel(population[best]))
 
-        episodes = EpisodeStats(jnp.sum(returns), jnp.sum(lengths), jnp.asarray(returns.size, jnp.float32))
-        metrics = episode_metrics(episodes, axis_name)
-        on_front = jnp.maximum(jnp.sum(front), 1)
-        metrics.update(hypervolume=hypervolume_2d(objectives, jnp.asarray(reference)),
-                       front_size=jnp.sum(front).astype(jnp.float32),
-                       # how many episodes the front's scores rest on: grows while re-scored members survive
-                       front_episodes=jnp.sum(jnp.where(front, member_episodes, 0)).astype(jnp.float32) / on_front,
-                       # a child with a non-finite objective (a diverged policy) ranks last: counted, and warned of
-                       nonfinite_children=M.Metric(
-                           jnp.sum(~jnp.all(jnp.isfinite(scored), axis=1)).astype(jnp.float32), "max"))
-        for k, name in enumerate(nsga2.objectives):
-            metrics[f"best_{name}"] = M.Metric(jnp.max(jnp.where(front, objectives[:, k], -jnp.inf)), "max")
+        metrics = generation_metrics(returns, lengths, objectives, front, member_episodes, scored, reference,
+                                     nsga2.objectives, axis_name)
         state = state.replace(key=key, agent_state=agent_state, population=population, objectives=objectives,
                               episodes=member_episodes, iteration=state.iteration + 1)
         return state, metrics

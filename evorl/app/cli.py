@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from evorl.app.cli_args import (
     allow_new_keys, check_config_name, check_resume_identity, hydra_settings, option_value, overrides_last,
@@ -343,13 +343,21 @@ def train_command() -> None:
 
 def train_main() -> None:
     """``evorl-train [--config-name=NAME] [key=value ...] [-m key=a,b ...]``."""
-    import hydra
-    import yaml
-    from hydra.errors import CompactHydraException, MissingConfigException
-
-    from evorl.app.run_folder import is_disk_full
-
     started = []  # the task runs: Hydra has composed the config and created its run folder
+    main = _hydra_task(started)
+    args = sys.argv[1:]
+    if _answered_help_or_list_envs(args):
+        return
+    check_config_name(args)
+    sys.argv = [sys.argv[0], *overrides_last(allow_new_keys(sys.argv[1:]))]
+    sys.argv += hydra_settings(sys.argv[1:])
+    _run_hydra_task(main, args, started)
+
+
+def _hydra_task(started: list) -> Callable[[], None]:
+    """Hydra's entry point over the composed config: :func:`train` it, its config errors in one
+    line; ``started`` gets an entry once the task runs."""
+    import hydra
 
     @hydra.main(config_path=CONFIG_DIR, config_name="config", version_base=None)
     def main(cfg) -> None:
@@ -362,20 +370,32 @@ def train_main() -> None:
         with exit_on_config_error():
             train(cfg)
 
+    return main
+
+
+def _answered_help_or_list_envs(args: list[str]) -> bool:
+    """``--help`` prints the help (True); ``--list-envs`` lists the envs and exits with its status."""
     from evorl.app.cli_help import LIST_ENVS_OPTION, help_text, list_envs_main
 
-    args = sys.argv[1:]
     with reader_may_stop_early():
         if "--help" in args or "-h" in args:
             print(help_text(), flush=True)
-            return
+            return True
         if LIST_ENVS_OPTION in args:
             status = list_envs_main(args[args.index(LIST_ENVS_OPTION) + 1:])
     if LIST_ENVS_OPTION in args:
         sys.exit(status)
-    check_config_name(args)
-    sys.argv = [sys.argv[0], *overrides_last(allow_new_keys(sys.argv[1:]))]
-    sys.argv += hydra_settings(sys.argv[1:])
+    return False
+
+
+def _run_hydra_task(main: Callable[[], None], args: list[str], started: list) -> None:
+    """Runs Hydra's ``main``; an error composing the config or creating its run folder (before
+    the task starts) is one ``evorl: config error:`` line and exit status 2."""
+    import yaml
+    from hydra.errors import CompactHydraException, MissingConfigException
+
+    from evorl.app.run_folder import is_disk_full
+
     # Hydra prints errors raised while it composes the config (a YAML syntax error in a config
     # file) as tracebacks and exits 1; let them reach us instead, to report them in one line.
     user_full_error = os.environ.get("HYDRA_FULL_ERROR")

@@ -157,11 +157,44 @@ def algorithm_lines() -> list[str]:
                                 algorithm_description(cls, modules.count(cls.__module__) > 1))]
 
 
+def agent_and_training_lines(jobs: dict, default_algo: str, job: Any) -> list[str]:
+    """Each ``algo=`` option's agent keys, and its training keys where they differ from the
+    default ``job``'s."""
+    from evorl.workflows import resolve_workflow_cls
+
+    out = []
+    for option, config in jobs.items():
+        cls = resolve_workflow_cls(config.workflow_cls)
+        keys = ", ".join(f"{f.name}={yaml_text(getattr(config.agent, f.name))}"
+                         for f in dataclasses.fields(cls.agent_config_cls))
+        where = "the default job" if option == default_algo else f"algo={option}"
+        out += textwrap.wrap(f"agent ({cls.name()}, {where}): {keys}", WIDTH, initial_indent="  ",
+                             subsequent_indent="    ")
+        changed = [f"{f.name}={yaml_text(getattr(config.training, f.name))}" for f in dataclasses.fields(config.training)
+                   if getattr(config.training, f.name) != getattr(job.training, f.name, None)]  # DQN: its own keys
+        if changed:
+            out += textwrap.wrap(f"training ({cls.name()}, algo={option}) where it differs: {', '.join(changed)}",
+                                 WIDTH, initial_indent="  ", subsequent_indent="    ")
+    return out
+
+
+def es_lines() -> list[str]:
+    """The ES workflow's agent keys, its ``es:`` section and its training keys."""
+    from evorl.algorithms.es import ESConfig, ESPolicyOptions
+    from evorl.algorithms.es_workflow import ESTrainingConfig
+
+    keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(ESPolicyOptions))
+    out = textwrap.wrap(f"agent (ES): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+    out += ["  es (ESWorkflow: evolution strategies, workflow_cls=evorl.workflows.ESWorkflow; its training: keys",
+            f"    are {', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
+    return out
+
+
 def help_text() -> str:
+    """``evorl-train --help``: usage, config groups, algorithms, env types and every config key."""
     from evorl.config import CheckpointConfig, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig
     from evorl.config.env import ENV_TYPES, EnvConfig
     from evorl.app.config_groups import default_choices
-    from evorl.workflows import resolve_workflow_cls
 
     jobs = default_jobs()
     default_algo, job = next(iter(jobs.items()))
@@ -196,25 +229,8 @@ def help_text() -> str:
         "  env:", *describe_section(EnvConfig, job.env),
         "  training:", *describe_section(TrainingConfig, job.training),
     ]
-    for option, config in jobs.items():
-        cls = resolve_workflow_cls(config.workflow_cls)
-        keys = ", ".join(f"{f.name}={yaml_text(getattr(config.agent, f.name))}"
-                         for f in dataclasses.fields(cls.agent_config_cls))
-        where = "the default job" if option == default_algo else f"algo={option}"
-        out += textwrap.wrap(f"agent ({cls.name()}, {where}): {keys}", WIDTH, initial_indent="  ",
-                             subsequent_indent="    ")
-        changed = [f"{f.name}={yaml_text(getattr(config.training, f.name))}" for f in dataclasses.fields(config.training)
-                   if getattr(config.training, f.name) != getattr(job.training, f.name, None)]  # DQN: its own keys
-        if changed:
-            out += textwrap.wrap(f"training ({cls.name()}, algo={option}) where it differs: {', '.join(changed)}",
-                                 WIDTH, initial_indent="  ", subsequent_indent="    ")
-    from evorl.algorithms.es import ESConfig, ESPolicyOptions
-    from evorl.algorithms.es_workflow import ESTrainingConfig
-
-    keys = ", ".join(f"{f.name}={default_text(f)}" for f in dataclasses.fields(ESPolicyOptions))
-    out += textwrap.wrap(f"agent (ES): {keys}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-    out += ["  es (ESWorkflow: evolution strategies, workflow_cls=evorl.workflows.ESWorkflow; its training: keys",
-            f"    are {', '.join(f.name for f in dataclasses.fields(ESTrainingConfig))}):", *describe_section(ESConfig)]
+    out += agent_and_training_lines(jobs, default_algo, job)
+    out += es_lines()
     for section, cls in (("checkpoint", CheckpointConfig), ("logging", LoggingConfig),
                          ("distributed", DistributedConfig), ("runner", RunnerConfig), ("pbt", PBTConfig)):
         out += [f"  {section}:", *describe_section(cls, getattr(job, section))]

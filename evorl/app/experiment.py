@@ -182,20 +182,58 @@ def _locked(files_dir: Path | None, resume: str | None):
 
 def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders: list | None,
          label: str, startup: StartupLines, lock: RunFolderLock | None = None) -> ExperimentResult:
-    from evorl.engine.host_loop import TrainingInterrupted
-
+    """The run's steps: check the folder, build the state (restored on a resume), open the
+    run's files and services, train, evaluate, plot, and record how it ended in run.json."""
     config = workflow.config
     run_config = resolved_config(config)
+    found = _check_run_folder(config, run_dir, files_dir)  # before anything is compiled or written
+    use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
+    plot = files_dir is not None and config.logging.plot
+    _import_in_background(["orbax.checkpoint"] * use_checkpoints
+                          + ["matplotlib.figure", "matplotlib.backends.backend_agg"] * plot)
+    _print_config_notes(workflow)
+    state = _initial_state(workflow, startup)
+    checkpointer = None
+    if use_checkpoints:
+        checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,
+                                    config.training.num_iterations, run_config, **buffer_parts(workflow))
+    resumed_from = None
+    if config.resume:
+        state, resumed_from = _resume(config, checkpointer, state, run_dir, label)
+    if files_dir is not None:
+        _take_over(run_dir, lock, found.stale, found.unreadable, config.resume)
+    chain = _recorder_chain(workflow, files_dir, run_dir, recorders, label, resumed_from)
+    run_info = None
+    if files_dir is not None:
+        run_info = _start_run_files(workflow, run_dir, run_config, resumed_from, found)
+    services = _run_services(workflow, chain, checkpointer, files_dir, run_dir, run_config)
+    workflow = workflow.with_services(services)
+    state, final, per_agent = _train_and_record(workflow, state, services, checkpointer, run_dir, files_dir,
+                                                run_info, run_config, label, plot)
+    return ExperimentResult(workflow, state, final, run_dir, per_agent)
+
+
+@dataclass
+class _FolderFound:
+    """What a run folder held before the run: its run.json (None if none or unreadable), the
+    error reading it, and the note on a stale 'running' record settled (None if none)."""
+    previous_info: dict | None = None
+    unreadable: UnreadableRunInfo | None = None
+    stale: str | None = None
+
+
+def _check_run_folder(config: Any, run_dir: Path | None, files_dir: Path | None) -> _FolderFound:
+    """What the folder holds, and whether it can be resumed: a new run into a folder with
+    checkpoints, or a resume without a complete one, is a CheckpointError."""
     existing = checkpoint_dir(run_dir) if run_dir is not None else None
     saves = sorted(p.name for p in existing.iterdir()) if existing is not None and existing.is_dir() else []
-    # Before anything is compiled or written: what the folder holds, and whether it can be resumed.
-    previous_info, unreadable, stale = None, None, None
+    found = _FolderFound()
     if files_dir is not None:
         try:
-            previous_info = load_run_info(run_dir)
+            found.previous_info = load_run_info(run_dir)
         except UnreadableRunInfo as e:
-            unreadable = e
-        stale = settle_stale_run(run_dir, previous_info)  # we hold the lock: its last writer has ended
+            found.unreadable = e
+        found.stale = settle_stale_run(run_dir, found.previous_info)  # we hold the lock: its last writer has ended
     if not config.resume and saves:
         if any(name.isdigit() for name in saves):
             raise CheckpointError(f"{run_dir} already holds checkpoints: pass resume={run_dir} to continue "
@@ -204,124 +242,180 @@ def _run(workflow: Any, run_dir: Path | None, files_dir: Path | None, recorders:
                               f"there stopped during its first save and cannot be resumed. Delete {run_dir} or "
                               f"choose another folder.")
     if config.resume:
-        _check_resumable(config, run_dir, saves, stale)
-    use_checkpoints = run_dir is not None and (config.checkpoint.enabled or config.resume is not None)
-    plot = files_dir is not None and config.logging.plot
-    _import_in_background(["orbax.checkpoint"] * use_checkpoints
-                          + ["matplotlib.figure", "matplotlib.backends.backend_agg"] * plot)
+        _check_resumable(config, run_dir, saves, found.stale)
+    return found
 
+
+def _print_config_notes(workflow: Any) -> None:
+    """The workflow's notes on its config, on stderr (process 0 only)."""
     if is_main_process():
         for note in workflow.config_notes():
             print(f"evorl: note: {note}", file=sys.stderr, flush=True)
+
+
+def _initial_state(workflow: Any, startup: StartupLines) -> Any:
+    """The training state from the config's seed, announced as a startup phase."""
     with startup.phase("initialising the training state (envs reset, networks and buffers created)", "initialised"):
         # compiles while those imports run; computed here, not in learn()'s first read of it, which waited for it unannounced
-        state = jax.block_until_ready(workflow.init(jax.random.PRNGKey(config.seed)))
-    checkpointer = None
-    if use_checkpoints:
-        checkpointer = Checkpointer(checkpoint_dir(run_dir), config.checkpoint, config.training.eval_interval,
-                                    config.training.num_iterations, run_config, **buffer_parts(workflow))
-    resumed_from = None
-    if config.resume:
-        if checkpointer is None or not checkpointer.steps():
-            raise CheckpointError(f"resume={config.resume}: no complete checkpoint in {checkpoint_dir(run_dir)}.")
-        state, meta = checkpointer.restore(state)  # validates before anything is written
-        resumed_from = meta["iteration"]
-        done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
-                if resumed_from >= config.training.num_iterations else "")
-        if not checkpointer.buffer_saved(meta):
-            done += ("; its checkpoint has no replay buffer (checkpoint.save_buffer=false): the buffer restarts "
-                     "empty, and learning waits for training.learning_starts transitions")
-        print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
-    if files_dir is not None:
-        _take_over(run_dir, lock, stale, unreadable, config.resume)
+        return jax.block_until_ready(workflow.init(jax.random.PRNGKey(workflow.config.seed)))
 
+
+def _resume(config: Any, checkpointer: Checkpointer | None, state: Any, run_dir: Path, label: str) -> tuple[Any, int]:
+    """The state restored from the newest checkpoint and its iteration, with a line saying so."""
+    if checkpointer is None or not checkpointer.steps():
+        raise CheckpointError(f"resume={config.resume}: no complete checkpoint in {checkpoint_dir(run_dir)}.")
+    state, meta = checkpointer.restore(state)  # validates before anything is written
+    resumed_from = meta["iteration"]
+    done = (f" (already at training.num_iterations={resumed_from}: nothing left to train)"
+            if resumed_from >= config.training.num_iterations else "")
+    if not checkpointer.buffer_saved(meta):
+        done += ("; its checkpoint has no replay buffer (checkpoint.save_buffer=false): the buffer restarts "
+                 "empty, and learning waits for training.learning_starts transitions")
+    print(f"[{label}] resuming {run_dir} from iteration {resumed_from}{done}", flush=True)
+    return state, resumed_from
+
+
+def _recorder_chain(workflow: Any, files_dir: Path | None, run_dir: Path | None, recorders: list | None,
+                    label: str, resumed_from: int | None):
+    """The recorders ``logging`` names, followed by the caller's (process 0 only)."""
+    config = workflow.config
     chain = make_recorders(config.logging, files_dir, prefix=f"[{label}] ",
                            total_steps=config.training.num_iterations * workflow.env_steps_per_iteration,
                            run_name=run_dir.name if run_dir else None,
                            start_step=(resumed_from or 0) * workflow.env_steps_per_iteration)
     chain.recorders += list(recorders or []) if is_main_process() else []
-    if files_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_yaml(run_dir / CONFIG_YAML, run_config)
-        if resumed_from is not None:
-            for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL, PARETO_JSONL):
-                truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
-        run_info = start_run_info(run_dir, config, resumed_from, previous_info if unreadable is None else None)
+    return chain
+
+
+def _start_run_files(workflow: Any, run_dir: Path, run_config: dict, resumed_from: int | None,
+                     found: _FolderFound) -> dict:
+    """Writes config.yaml, cuts a resumed run's records back to its checkpoint, and starts
+    run.json's record (returned)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_yaml(run_dir / CONFIG_YAML, run_config)
+    if resumed_from is not None:
+        for name in (METRICS_JSONL, METRICS_CSV, PBT_LINEAGE_JSONL, PARETO_JSONL):
+            truncate_records(run_dir / name, resumed_from * workflow.env_steps_per_iteration)
+    previous_info = found.previous_info if found.unreadable is None else None
+    return start_run_info(run_dir, workflow.config, resumed_from, previous_info)
+
+
+def _run_services(workflow: Any, chain, checkpointer: Checkpointer | None, files_dir: Path | None,
+                  run_dir: Path | None, run_config: dict) -> RunServices:
+    """The workflow's services: recorders, checkpointer, lineage and Pareto-front records."""
+    config = workflow.config
     lineage = JsonlRecorder(run_dir / PBT_LINEAGE_JSONL) if files_dir is not None and config.pbt.enabled else None
     front_recorder = JsonlRecorder(run_dir / PARETO_JSONL) if files_dir is not None and workflow.pareto_plot else None
     for recorder in filter(None, (lineage, front_recorder)):
         recorder.init(run_config)
-    services = RunServices(recorders=(chain,), checkpointer=checkpointer if config.checkpoint.enabled else None,
-                           lineage=lineage, front_recorder=front_recorder, run_dir=run_dir)
-    workflow = workflow.with_services(services)
+    return RunServices(recorders=(chain,), checkpointer=checkpointer if config.checkpoint.enabled else None,
+                       lineage=lineage, front_recorder=front_recorder, run_dir=run_dir)
 
-    status, error = "failed", None
-    chain.init(run_config)
+
+def _train_and_record(workflow: Any, state: Any, services: RunServices, checkpointer: Checkpointer | None,
+                      run_dir: Path | None, files_dir: Path | None, run_info: dict | None, run_config: dict,
+                      label: str, plot: bool) -> tuple[Any, dict, dict | None]:
+    """Trains, evaluates and plots (:func:`_train_and_evaluate`); run.json records how it
+    ended, whatever the ending. Returns the state, the final metrics and those per agent."""
+    from evorl.engine.host_loop import TrainingInterrupted
+
+    status, error, final, per_agent = "failed", None, None, None
+    for chain in services.recorders:  # the one chain of the run's recorders
+        chain.init(run_config)
     try:
-        with contextlib.ExitStack() as closing:  # closes each, even when one fails (a full disk)
-            if checkpointer is not None:
-                closing.push(_closer(checkpointer))
-            closing.callback(chain.close)
-            for recorder in filter(None, (lineage, front_recorder)):
-                closing.callback(recorder.close)
-            closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
-            with stop_on_signals(services.stop, label, on_stop_now=functools.partial(
-                    _record_stopped_at_once, run_dir, run_info, workflow) if files_dir is not None else None):
-                state = workflow.learn(state)
-            # learn() evaluated the final state at its last logging point; evaluate only if it ran none
-            final = {k: v for k, v in workflow.last_metrics.items() if k.startswith("eval/")}
-            final = final or workflow.evaluate(state)
-            per_agent = final_returns_per_agent(workflow)
-            if plot:  # while the last checkpoint is being written
-                from evorl.app.plotting import plot_runs
-
-                with writing(run_dir / CURVE_PNG):
-                    plot_runs([run_dir], run_dir / CURVE_PNG)
-                if config.pbt.enabled:
-                    from evorl.app.pbt_lineage import plot_lineage
-
-                    with writing(run_dir / PBT_PNG):
-                        plot_lineage(run_dir, run_dir / PBT_PNG)
-                if workflow.population_plot:
-                    from evorl.app.population_plot import plot_population
-
-                    with writing(run_dir / POPULATION_PNG):
-                        plot_population(run_dir, run_dir / POPULATION_PNG)
-                if workflow.pareto_plot:
-                    from evorl.app.pareto_plot import plot_pareto
-
-                    with writing(run_dir / PARETO_PNG):
-                        plot_pareto(run_dir, run_dir / PARETO_PNG)
+        state, final, per_agent = _train_and_evaluate(workflow, state, services, checkpointer, run_dir, files_dir,
+                                                      run_info, label, plot)
         status = "finished"
     except (KeyboardInterrupt, TrainingInterrupted) as e:
         status, error = "interrupted", e
         raise
     except Exception as e:  # e.g. TrainingDiverged, NoSpaceLeft, PeerLost: run.json says why the run failed
-        if isinstance(e, NoSpaceLeft):
-            e.run_dir = run_dir
-        error = peer_lost(e, run_dir) or e
+        error = _run_failure(e, run_dir, files_dir)
         if error is not e:
-            if files_dir is None and run_dir is not None:  # process 0 (which writes run.json) may be the lost one
-                record_peer_lost(run_dir, error)
             raise error from e
         raise
     finally:
         if files_dir is not None:
-            outcome = ({"final_eval": final, **({"final_eval_per_agent": per_agent} if per_agent else {})}
-                       if status == "finished"
-                       else {"reason": f"{type(error).__name__}: {error}"} if error is not None else {})
-            try:
-                finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
-            except NoSpaceLeft as e:  # run.json keeps its previous content ("running")
-                if error is None:
-                    e.run_dir = run_dir
-                    raise
-                if isinstance(error, NoSpaceLeft):
-                    error.unrecorded = True  # said in its message
-                else:  # the run's own error is the one to raise
-                    print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
-                          flush=True)
-    return ExperimentResult(workflow, state, final, run_dir, per_agent)
+            _finish_record(workflow, run_dir, run_info, status, error, final, per_agent)
+    return state, final, per_agent
+
+
+def _train_and_evaluate(workflow: Any, state: Any, services: RunServices, checkpointer: Checkpointer | None,
+                        run_dir: Path | None, files_dir: Path | None, run_info: dict | None, label: str,
+                        plot: bool) -> tuple[Any, dict, dict | None]:
+    """``learn()`` under the signal handlers and the peer watch, the final evaluation and the
+    plots; the checkpointer and recorders are closed on the way out, each even if one fails."""
+    with contextlib.ExitStack() as closing:  # closes each, even when one fails (a full disk)
+        if checkpointer is not None:
+            closing.push(_closer(checkpointer))
+        for recorder in (*services.recorders, *filter(None, (services.lineage, services.front_recorder))):
+            closing.callback(recorder.close)
+        closing.enter_context(watching_run(run_dir, functools.partial(_record_stopped_peer, run_dir)))
+        with stop_on_signals(services.stop, label, on_stop_now=functools.partial(
+                _record_stopped_at_once, run_dir, run_info, workflow) if files_dir is not None else None):
+            state = workflow.learn(state)
+        # learn() evaluated the final state at its last logging point; evaluate only if it ran none
+        final = {k: v for k, v in workflow.last_metrics.items() if k.startswith("eval/")}
+        final = final or workflow.evaluate(state)
+        per_agent = final_returns_per_agent(workflow)
+        if plot:  # while the last checkpoint is being written
+            _plot_run(workflow, run_dir)
+    return state, final, per_agent
+
+
+def _plot_run(workflow: Any, run_dir: Path) -> None:
+    """The run's figures: its learning curve, and its PBT lineage, population and Pareto front
+    where it has them."""
+    from evorl.app.plotting import plot_runs
+
+    with writing(run_dir / CURVE_PNG):
+        plot_runs([run_dir], run_dir / CURVE_PNG)
+    if workflow.config.pbt.enabled:
+        from evorl.app.pbt_lineage import plot_lineage
+
+        with writing(run_dir / PBT_PNG):
+            plot_lineage(run_dir, run_dir / PBT_PNG)
+    if workflow.population_plot:
+        from evorl.app.population_plot import plot_population
+
+        with writing(run_dir / POPULATION_PNG):
+            plot_population(run_dir, run_dir / POPULATION_PNG)
+    if workflow.pareto_plot:
+        from evorl.app.pareto_plot import plot_pareto
+
+        with writing(run_dir / PARETO_PNG):
+            plot_pareto(run_dir, run_dir / PARETO_PNG)
+
+
+def _run_failure(e: Exception, run_dir: Path | None, files_dir: Path | None) -> Exception:
+    """The error a failed run raises: ``e``, or the :class:`PeerLost` it stands for (which a
+    process other than 0 records in run.json, since process 0 may be the one lost)."""
+    if isinstance(e, NoSpaceLeft):
+        e.run_dir = run_dir
+    error = peer_lost(e, run_dir) or e
+    if error is not e and files_dir is None and run_dir is not None:
+        record_peer_lost(run_dir, error)
+    return error
+
+
+def _finish_record(workflow: Any, run_dir: Path, run_info: dict, status: str, error: BaseException | None,
+                   final: dict | None, per_agent: dict | None) -> None:
+    """run.json's record of how the run ended. A full disk that keeps it from being written is
+    raised when the run had no error of its own, else said beside that error."""
+    outcome = ({"final_eval": final, **({"final_eval_per_agent": per_agent} if per_agent else {})}
+               if status == "finished"
+               else {"reason": f"{type(error).__name__}: {error}"} if error is not None else {})
+    try:
+        finish_run_info(run_dir, run_info, status, compile_seconds=workflow.compile_seconds, **outcome)
+    except NoSpaceLeft as e:  # run.json keeps its previous content ("running")
+        if error is None:
+            e.run_dir = run_dir
+            raise
+        if isinstance(error, NoSpaceLeft):
+            error.unrecorded = True  # said in its message
+        else:  # the run's own error is the one to raise
+            print(f"evorl: {run_dir / RUN_JSON} could not record how the run ended: {e}", file=sys.stderr,
+                  flush=True)
 
 
 def _record_stopped_at_once(run_dir: Path, run_info: dict, workflow: Any, signal_name: str) -> None:

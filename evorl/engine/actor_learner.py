@@ -102,6 +102,15 @@ def learner_placement(multi_devices: bool, learner_devices: int | None) -> tuple
     return mesh, devices[n:] or devices[:n]
 
 
+def _shardings(learner_mesh: Mesh | None) -> tuple:
+    """The learner state's sharding (replicated) and the trajectories' (split along ``B``
+    over the mesh); both the first local device without a mesh."""
+    if learner_mesh is None:
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        return device, device
+    return NamedSharding(learner_mesh, P()), NamedSharding(learner_mesh, P(None, DEVICE_AXIS))
+
+
 class ActorLearnerExecutor:
     """Runs the learner update against actor threads; the asynchronous counterpart of
     :class:`~evorl.engine.execution.Executor` with the same methods the workflow uses."""
@@ -148,12 +157,20 @@ class ActorLearnerExecutor:
         self._actors: list[Actor] = []
         self._log = ChunkLog()
         self._host_metrics: dict[str, float] = {}
-        if learner_mesh is None:
-            device = jax.local_devices()[0]
-            self._state_sharding = self._batch_sharding = jax.sharding.SingleDeviceSharding(device)
-        else:
-            self._state_sharding = NamedSharding(learner_mesh, P())
-            self._batch_sharding = NamedSharding(learner_mesh, P(None, DEVICE_AXIS))
+        self._state_sharding, self._batch_sharding = _shardings(learner_mesh)
+        self._compile_step(learner_update, freeze, population_step)
+        self._final = jax.jit(agents(final_metrics)) if final_metrics is not None else None
+        self._population_step = None if population_step is None else jax.jit(population_step.step_population)
+        self._split = jax.jit(agents(lambda k: tuple(jax.random.split(k, 3)[:2])))
+        self._population_acting_state = jax.jit(agents(self.acting.acting_state))
+        self._rollout_fn = None if env.on_host else self._jit_rollout()
+
+    def _compile_step(self, learner_update: Callable, freeze: Callable | None,
+                      population_step: PopulationStep | None) -> None:
+        """The jitted learner step (``_step``): the update on the actors' trajectories joined
+        along ``B``, each agent's freeze on divergence and PBT's fitness episodes, and the
+        metrics summed over the chunk; on the learner's mesh when it has one."""
+        agents, learner_mesh = self._agents, self.learner_mesh
 
         def update(state, trajectories):
             trajectory = jax.tree.map(lambda *xs: jnp.concatenate(xs, axis=1), *trajectories)  # [T, B]
@@ -179,19 +196,16 @@ class ActorLearnerExecutor:
         self._update_shapes = shapes_of  # for the metrics' structure (jax.eval_shape)
         # No donation: the published agent state is read by actors while the next update runs.
         self._step = jax.jit(step)
-        self._final = jax.jit(agents(final_metrics)) if final_metrics is not None else None
-        self._population_step = None if population_step is None else jax.jit(population_step.step_population)
-        self._split = jax.jit(agents(lambda k: tuple(jax.random.split(k, 3)[:2])))
-        self._population_acting_state = jax.jit(agents(self.acting.acting_state))
-        self._rollout_fn = None
-        if not env.on_host:
-            env_k = env.with_num_envs(self.envs_per_actor)
-            length = training.rollout_length
-            policy = self.acting.policy
-            self._rollout_fn = jax.jit(agents(lambda acting_state, env_state, policy_state, key, env_ids:
-                                              rollout_with_policy_state(env_k, policy, acting_state, env_state,
-                                                                        policy_state, key, length, env_ids),
-                                              in_axes=(0, 0, 0, 0, None)))
+
+    def _jit_rollout(self) -> Callable:
+        """A JAX env's jitted rollout of one actor's share of the environments (each agent's)."""
+        env_k = self.env.with_num_envs(self.envs_per_actor)
+        length = self.training.rollout_length
+        policy = self.acting.policy
+        return jax.jit(self._agents(lambda acting_state, env_state, policy_state, key, env_ids:
+                                    rollout_with_policy_state(env_k, policy, acting_state, env_state,
+                                                              policy_state, key, length, env_ids),
+                                    in_axes=(0, 0, 0, 0, None)))
 
     # --- state ----------------------------------------------------------------------------
     def init(self, init_fn: Callable, *args) -> Any:

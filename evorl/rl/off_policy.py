@@ -203,6 +203,49 @@ def gradient_step(steps, opt_state, agent_state, target_params, batch, keys, gra
     return opt_state, agent_state, metrics, applied
 
 
+def add_rollout(buffer, trajectory: Trajectory, gamma: jax.Array, tc: OffPolicyTrainingConfig,
+                axis_name: str | None = None):
+    """Step 2 of the module docstring: the ``[T, B]`` rollout as ``tc.n_step`` transitions
+    (truncation-aware, discounted by ``gamma`` until a termination) added to ``buffer``, T rows
+    of this device's B environments. Returns the buffer."""
+    discounts = gamma * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
+    transitions = replay.n_step_transitions(
+        trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
+        trajectory.terminated | trajectory.truncated, trajectory.next_obs, tc.n_step)  # [T, B]
+    return replay.add(buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), transitions),
+                      axis_name)  # T rows of this device's B environments
+
+
+def make_gradient_steps(steps: list, tc: OffPolicyTrainingConfig, axis_name: str | None = None):
+    """Step 3 of the module docstring once learning has started: ``learn(carry, buffer, key) ->
+    (carry, metrics)``, ``tc.num_updates`` gradient steps (a ``lax.scan``), each on a batch
+    sampled from ``buffer`` (:func:`gradient_step` with :func:`group_step`'s ``steps``), then
+    the targets' Polyak move every ``tc.target_update_period`` steps. ``carry`` is
+    ``(agent_state, opt_state, target_params, gradient_steps)``; each group's metrics are
+    averaged over the steps that applied it."""
+
+    def update_step(buffer, carry, key):
+        agent_state, opt_state, target_params, gradient_steps = carry
+        sample_key, *group_keys = jax.random.split(key, 1 + len(steps))  # one key per group
+        batch = replay.sample(buffer, sample_key, tc.batch_size, axis_name)  # [batch_size, ...], the same on every device
+        opt_state, agent_state, metrics, applied = gradient_step(steps, opt_state, agent_state, target_params, batch,
+                                                                 group_keys, gradient_steps)
+        gradient_steps = gradient_steps + 1
+        move = gradient_steps % tc.target_update_period == 0
+        online = {k: agent_state.params[k] for k in target_params}
+        moved = polyak(agent_state.hparams.tau, online, target_params)  # tau: [] float32
+        target_params = jax.tree.map(lambda new, old: jnp.where(move, new, old), moved, target_params)
+        return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
+
+    def learn(carry, buffer, key):  # the buffer is read, never returned: no copy of it under vmap's select
+        carry, (metrics, applied) = lax.scan(functools.partial(update_step, buffer), carry,
+                                             jax.random.split(key, tc.num_updates))  # [U]
+        return carry, {k: v for group_metrics, weights in zip(metrics, applied)
+                       for k, v in M.over_steps(group_metrics, weights).items()}
+
+    return learn
+
+
 def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, axis_name: str | None = None,
                         population_axis: str | None = None, warmup: bool = False):
     """What the learner does with a rollout ``trajectory [T, B]``: steps 2 and 3 of the module
@@ -227,33 +270,10 @@ def make_learner_update(agent: Agent, optimizer, tc: OffPolicyTrainingConfig, ax
     groups = agent.update_groups
     steps = [group_step(group, optimizer, len(groups) > 1, population_axis) for group in groups]
     policy = BehaviourPolicy(agent, tc.warmup_steps)
-
-    def update_step(buffer, carry, key):
-        agent_state, opt_state, target_params, gradient_steps = carry
-        sample_key, *group_keys = jax.random.split(key, 1 + len(groups))
-        batch = replay.sample(buffer, sample_key, tc.batch_size, axis_name)  # [batch_size, ...], the same on every device
-        opt_state, agent_state, metrics, applied = gradient_step(steps, opt_state, agent_state, target_params, batch,
-                                                                 group_keys, gradient_steps)
-        gradient_steps = gradient_steps + 1
-        move = gradient_steps % tc.target_update_period == 0
-        online = {k: agent_state.params[k] for k in target_params}
-        moved = polyak(agent_state.hparams.tau, online, target_params)  # tau: [] float32
-        target_params = jax.tree.map(lambda new, old: jnp.where(move, new, old), moved, target_params)
-        return (agent_state, opt_state, target_params, gradient_steps), (metrics, applied)
-
-    def learn(carry, buffer, key):  # the buffer is read, never returned: no copy of it under vmap's select
-        carry, (metrics, applied) = lax.scan(functools.partial(update_step, buffer), carry,
-                                             jax.random.split(key, tc.num_updates))  # [U]
-        return carry, {k: v for group_metrics, weights in zip(metrics, applied)
-                       for k, v in M.over_steps(group_metrics, weights).items()}
+    learn = make_gradient_steps(steps, tc, axis_name)
 
     def update(state: OffPolicyState, trajectory: Trajectory, key: jax.Array) -> tuple[OffPolicyState, dict]:
-        discounts = state.agent_state.hparams.gamma * (1.0 - trajectory.terminated.astype(jnp.float32))  # [T, B]
-        transitions = replay.n_step_transitions(
-            trajectory.obs, trajectory.actions, trajectory.rewards, discounts,
-            trajectory.terminated | trajectory.truncated, trajectory.next_obs, tc.n_step)  # [T, B]
-        buffer = replay.add(state.buffer, jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), transitions),
-                            axis_name)  # T rows of this device's B environments
+        buffer = add_rollout(state.buffer, trajectory, state.agent_state.hparams.gamma, tc, axis_name)
         agent_state = agent.update_obs_statistics(state.agent_state, trajectory.obs, axis_name)
 
         # each group's optimiser at the agent's own (annealed) rate: a sweep's or PBT's value

@@ -34,6 +34,24 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     from evorl.log_noise import quiet_third_party_logs
 
     quiet_third_party_logs()  # absl's orbax lines, MJX's and brax's (evorl.log_noise)
+    workflow, state, iteration = load_checkpoint(args)
+    if args.render:  # a missing package or a wrong file type is known now, not after the evaluation
+        check_renderable(workflow, args.render)
+    check_finite(workflow, state, iteration, args.run_dir)
+    metrics = workflow.evaluate(state)
+    print_evaluation(workflow, metrics, iteration, args.episodes)
+    if args.render:
+        from evorl.app.rendering import render_episode
+
+        path = render_episode(workflow, state, args.render, max_steps=args.max_frames)
+        print(f"rendering: {path}")
+    return metrics
+
+
+def load_checkpoint(args: argparse.Namespace):
+    """``(workflow, state, iteration)`` of the run's checkpoint, evaluated as ``args`` ask; an
+    ``--episodes`` below 1, a missing run or checkpoint, or ``--actions`` on a run that evaluates
+    greedy actions exits 2."""
     from evorl.app.checkpoint import CheckpointError
     from evorl.config import ConfigError
     from evorl.app.experiment import load_run
@@ -46,7 +64,7 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
         if args.actions is not None:
             overrides["eval_deterministic"] = args.actions == "greedy"
         try:
-            workflow, state, iteration = load_run(args.run_dir, args.checkpoint, overrides)
+            return load_run(args.run_dir, args.checkpoint, overrides)
         except ConfigError:
             if args.actions is None:
                 raise
@@ -57,24 +75,35 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
     except (CheckpointError, ConfigError) as e:
         print(f"evorl-eval: {e}", file=sys.stderr)
         sys.exit(2)
-    if args.render:  # a missing package or a wrong file type is known now, not after the evaluation
-        from evorl.app.rendering import check_render
 
-        try:
-            check_render(workflow.env, args.render)
-        except (ImportError, NotImplementedError, ValueError) as e:
-            print(f"evorl-eval: cannot render: {e}", file=sys.stderr)
-            sys.exit(2)
+
+def check_renderable(workflow, path: str) -> None:
+    """Exits 2 where ``path`` cannot be rendered (a missing package, a wrong file type)."""
+    from evorl.app.rendering import check_render
+
+    try:
+        check_render(workflow.env, path)
+    except (ImportError, NotImplementedError, ValueError) as e:
+        print(f"evorl-eval: cannot render: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+def check_finite(workflow, state, iteration: int, run_dir: str) -> None:
+    """Exits 2 where an agent's parameters are not finite (its training diverged)."""
     labels = workflow.agent_labels()
     nonfinite = [labels[i] for i, finite in enumerate(workflow.params_finite(state)) if not finite]
     if nonfinite:
-        print(f"evorl-eval: checkpoint {iteration} of {args.run_dir} has non-finite parameters "
+        print(f"evorl-eval: checkpoint {iteration} of {run_dir} has non-finite parameters "
               f"({', '.join(nonfinite)}): the training that wrote it diverged; evaluate an earlier "
               f"checkpoint (--checkpoint).", file=sys.stderr)
         sys.exit(2)
-    metrics = workflow.evaluate(state)
+
+
+def print_evaluation(workflow, metrics: dict, iteration: int, episodes: int) -> None:
+    """One line of returns; a population's spread across agents, then each agent's line."""
+    labels = workflow.agent_labels()
     actions = "greedy" if workflow.evaluator.deterministic else "sampled-action"
-    head = f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {args.episodes} {actions} episodes"
+    head = f"{workflow.name()} {workflow.config.env.env_name}, checkpoint {iteration}, {episodes} {actions} episodes"
     if "eval/episode_return/std" in metrics:  # a population: the spread across agents, then each agent's episodes
         print(f"{head} per agent, {len(labels)} agents: mean return {metrics['eval/episode_return']:.2f} +- "
               f"{metrics['eval/episode_return/std']:.2f} across agents (agents' min "
@@ -84,12 +113,6 @@ def evaluate(args: argparse.Namespace) -> dict[str, float]:
                   flush=True)
     else:
         print(f"{head}: {episode_summary(metrics)}", flush=True)
-    if args.render:
-        from evorl.app.rendering import render_episode
-
-        path = render_episode(workflow, state, args.render, max_steps=args.max_frames)
-        print(f"rendering: {path}")
-    return metrics
 
 
 def episode_summary(metrics: dict) -> str:
