@@ -101,9 +101,11 @@ def scheduled_learning_rate(opt_state, learning_rate: jax.Array, iteration: jax.
     Every learner update sets it, so the rate the optimiser applies is always the agent's. The
     one annealing of the on- and off-policy learners (``optax.linear_schedule`` computes the
     same line with other roundings: a few of its rates differ in the last bit, which would
-    change every run's numbers)."""
+    change every run's numbers). :math:`t / T` is computed as :math:`t \cdot (1 / T)`, what XLA
+    makes of a division by a constant: ``T`` is data in the state (a resume that changes the
+    run's length compiles the same program), and the rates stay those of a compiled-in ``T``."""
     frac = 1.0 if anneal_iterations is None else \
-        jnp.maximum(1.0 - iteration.astype(jnp.float32) / anneal_iterations.astype(jnp.float32), 0.0)
+        jnp.maximum(1.0 - iteration.astype(jnp.float32) * (1.0 / anneal_iterations.astype(jnp.float32)), 0.0)
     return set_learning_rate(opt_state, learning_rate * frac)
 
 
