@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> dict:
         finished.set()
         sampler.join()
         processes = {p.stem: json.loads(p.read_text())["peak_rss_mb"] for p in sorted(Path(peaks).glob("*.json"))}
+        # per worker, the files that raised its peak, largest rise first (tests/conftest.py)
+        raised = {}
+        for p in sorted(Path(peaks).glob("*.files.jsonl")):
+            rows = [json.loads(x) for x in p.read_text().splitlines()]
+            rows.sort(key=lambda r: r["peak_after_mb"] - r["peak_before_mb"], reverse=True)
+            raised[p.name.split(".")[0]] = rows[:5]
     print(done.stdout[-3000:], done.stderr[-2000:], sep="\n")
     workers = {k: v for k, v in processes.items() if k != "controller"}
     record = {
@@ -74,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
         "tests": summary_counts(done.stdout),
         "peak_rss_mb": processes,
         "max_worker_peak_rss_mb": max(workers.values(), default=None),
+        "files_raising_peak": raised,
         "cores": os.cpu_count(),
         "load_1min_before": round(load_before, 2),
         "load_1min_mean": round(sum(loads) / len(loads), 2) if loads else None,

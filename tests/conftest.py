@@ -45,17 +45,32 @@ def compilation_cache(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def release_compiled_programs():
+def release_compiled_programs(request):
     """After each test file, its compiled programs and traces are dropped: a worker that runs
     a hundred files would otherwise keep every one of them (gigabytes). Programs compiled
-    again later are read back from the session's compilation cache above."""
+    again later are read back from the session's compilation cache above. With
+    ``EVORL_TEST_FOOTPRINT_DIR`` set, a file that raises its process's peak memory is recorded
+    (the peak before and after it), so the file behind a worker's peak can be named."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     yield
+    _record_peak_growth(request.module.__name__, before)
     import jax
 
     jax.clear_caches()
     gc.collect()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)  # the freed heap back to the system: the worker's memory stays flat
+
+
+def _record_peak_growth(module: str, before_kib: int) -> None:
+    out = os.environ.get("EVORL_TEST_FOOTPRINT_DIR")
+    after_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if not out or after_kib <= before_kib:
+        return
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    with open(os.path.join(out, f"{worker}.files.jsonl"), "a") as f:
+        f.write(json.dumps({"module": module, "peak_before_mb": round(before_kib / 1024, 1),
+                            "peak_after_mb": round(after_kib / 1024, 1)}) + "\n")
 
 
 def _glibc():
