@@ -47,7 +47,14 @@ def test_jsonl_continues_wall_time_and_truncates_on_resume(tmp_path):
                     + "\n" + '{"step": 15')  # a torn line from a killed process
     truncate_records(path, 512)
     assert read_jsonl(path) == [{"step": 512, "wall_time": 10.0}]
-    recorder = JsonlRecorder(path)
+    other = tmp_path / "lineage.jsonl"
+    other.write_text(path.read_text())
+    recorder = JsonlRecorder(other)  # not the metrics file: its records stay the uninterrupted run's
+    recorder.init(None)
+    recorder.write({"iteration": 2}, 1024)
+    recorder.close()
+    assert "resumed" not in read_jsonl(other)[1]
+    recorder = JsonlRecorder(path, mark_resume=True)
     recorder.init(None)
     recorder.write({"iteration": 2}, 1024)
     recorder.write({"iteration": 3}, 1536)

@@ -35,7 +35,7 @@ def make_recorders(logging: LoggingConfig, run_dir: Path | None, prefix: str = "
     if "console" in names:
         recorders.append(ProgressRecorder(total_steps, prefix=prefix, style=logging.console, start_step=start_step))
     if run_dir is not None:
-        recorders.append(JsonlRecorder(run_dir / METRICS_JSONL))
+        recorders.append(JsonlRecorder(run_dir / METRICS_JSONL, mark_resume=True))
         if "csv" in names:
             recorders.append(CsvRecorder(run_dir / METRICS_CSV))
         if "tensorboard" in names:

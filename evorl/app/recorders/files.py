@@ -15,16 +15,18 @@ class JsonlRecorder:
     JSON (a non-finite value, e.g. a NaN return when no episode ended, is ``null``).
 
     ``wall_time`` counts seconds since the recorder was created, continuing from the last
-    record of an existing file (a resumed run). The first record after a resume says so
-    (``"resumed": true``): the time the resumed process spent before it (its start and
-    compilation) is in its ``wall_time``, and a plot does not join it to the record before.
+    record of an existing file (a resumed run). With ``mark_resume`` (the metrics file), the
+    first record after a resume says so (``"resumed": true``): the time the resumed process
+    spent before it (its start and compilation) is in its ``wall_time``, and a plot does not
+    join it to the record before. Other files (PBT's lineage, NSGA-II's fronts) stay record for
+    record those of the uninterrupted run.
     """
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: Path | str, mark_resume: bool = False):
         self.path = Path(path)
         previous = read_jsonl(self.path) if self.path.exists() else []
         self.time_offset = float(previous[-1].get("wall_time") or 0.0) if previous else 0.0
-        self._resumed = bool(previous)
+        self._resumed = mark_resume and bool(previous)
         self.start = time.perf_counter()
         self._file = None
 
