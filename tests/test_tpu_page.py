@@ -7,22 +7,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_tpu_page_table_is_the_rendered_data():
-    rendered = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tpu_scale.py"), "--render",
-                               str(ROOT / "benchmarks" / "results" / "tpu" / "v5e.jsonl")],
+def rendered_and_page_block(script: str, data: Path, marker: str) -> tuple[str, str]:
+    """What ``script --render data`` prints, and docs/tpu.md's block between ``marker``'s lines."""
+    rendered = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--render", str(data)],
                               capture_output=True, text=True, check=True).stdout
     page = (ROOT / "docs" / "tpu.md").read_text()
-    block = page.split("<!-- tpu-table:start -->\n", 1)[1].split("<!-- tpu-table:end -->", 1)[0]
+    return rendered, page.split(f"<!-- {marker}:start -->\n", 1)[1].split(f"<!-- {marker}:end -->", 1)[0]
+
+
+def test_the_tpu_page_table_is_the_rendered_data():
+    rendered, block = rendered_and_page_block("tpu_scale.py", ROOT / "benchmarks" / "results" / "tpu" / "v5e.jsonl",
+                                              "tpu-table")
     assert block == rendered
     assert "| 1024 x 4 |" in rendered and "PureJaxRL" in rendered  # the headline row is there
 
 
 def test_the_minatar_table_is_the_rendered_data():
-    rendered = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "minatar_published.py"), "--render",
-                               str(ROOT / "benchmarks" / "results" / "minatar" / "published.jsonl")],
-                              capture_output=True, text=True, check=True).stdout
-    page = (ROOT / "docs" / "tpu.md").read_text()
-    block = page.split("<!-- minatar-table:start -->\n", 1)[1].split("<!-- minatar-table:end -->", 1)[0]
+    rendered, block = rendered_and_page_block(
+        "minatar_published.py", ROOT / "benchmarks" / "results" / "minatar" / "published.jsonl", "minatar-table")
     assert block == rendered
     assert "| Breakout-MinAtar | 8 | 10.0M |" in rendered
 
