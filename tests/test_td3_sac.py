@@ -16,6 +16,7 @@ from evorl.algorithms.td3 import (
     smoothed_target_actions,
 )
 from evorl.config import ConfigError
+from evorl.rl.state_roles import fields_with_role
 from evorl.envs.spaces import Box, Discrete
 
 OBS = Box(low=np.full((3,), -1.0, np.float32), high=np.full((3,), 1.0, np.float32))
@@ -233,7 +234,8 @@ def test_pbt_over_sac_copies_networks_and_targets_and_keeps_each_buffer():
     workflow = SACWorkflow.build_from_config(cfg, recorders=[])
     state, _ = workflow.run_iterations(workflow.init(jax.random.PRNGKey(1)), 3)
     pbt = workflow.pbt
-    assert pbt.copied == ("agent_state", "opt_state", "target_params", "learning_rate", "lagged_params")
+    assert fields_with_role(state, "pbt_copy") == ("agent_state", "opt_state", "target_params", "learning_rate",
+                                                   "lagged_params")
     fitness = jnp.array([3.0, 1.0, 4.0, 0.0])  # agents 1 and 3 are replaced by copies of 0 and 2
     new, record = jax.jit(pbt.step)(state.replace(env_state=None, buffer=None, fitness_episodes=None), fitness)
     source = np.asarray(record["source"])
