@@ -9,6 +9,7 @@ import pytest
 
 from evorl.app.cli_help import listing_lines
 from evorl.app.env_catalog import LISTINGS, SUITE_LEFT_OUT, envpool_listing, gymnasium_listing
+from evorl.config import install_hint
 from evorl.envs import create_env
 
 
@@ -29,7 +30,7 @@ def test_gymnasium_lists_ale_and_what_trains_with_its_extra():
     left_out = {name: why for names_, why in listing.left_out for name in names_}
     assert "mujoco-py" in left_out["Ant-v2"] and "Tuple observation" in left_out["Blackjack-v1"]
     text = "\n".join(listing_lines(listing))
-    assert '  MuJoCo (22, pip install -e ".[mujoco]"):' in text and 'Atari (' in text and '.[atari]' in text
+    assert f'  MuJoCo (22, {install_hint("mujoco")}):' in text and 'Atari (' in text and install_hint("atari") in text
     assert "left out, need mujoco-py" in text and "set env.episode_length: CliffWalking-v1" in text
 
 
@@ -69,8 +70,9 @@ def test_jumanji_left_out_are_the_ones_its_adapter_refuses():
 
 
 def test_every_install_hint_names_the_checkout_not_the_package_index():
-    """The package index's ``evorl`` is another project: a hint to install an extra is
-    ``pip install -e ".[extra]"`` (``install_hint``), never the package by its name."""
+    """The package index's ``evorl`` is another project: a hint to install an extra names the
+    checkout evorl runs from, ``pip install -e "ROOT[extra]"`` (``install_hint``: a command that
+    works from any folder), never the package by its name."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
@@ -78,9 +80,8 @@ def test_every_install_hint_names_the_checkout_not_the_package_index():
     named = [f"{f.relative_to(root)}:{i}" for f in files
              for i, line in enumerate(f.read_text().splitlines(), 1) if "evorl[" in line]
     assert not named, f"install hints that name the package index's evorl: {named}"
-    from evorl.config import install_hint
-
-    assert install_hint("atari") == 'pip install -e ".[atari]"'
+    assert install_hint("atari") == f'pip install -e "{root}[atari]"'
+    assert (root / "pyproject.toml").is_file()
 
 
 def test_every_env_type_of_the_help_is_listed():
@@ -104,7 +105,7 @@ def test_list_envs_jaxmarl_lists_what_trains_and_nothing_jaxmarl_prints():
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith('jaxmarl (') and 'pip install -e ".[marl]"' in lines[0], proc.stdout
+    assert lines[0].startswith('jaxmarl (') and install_hint("marl") in lines[0], proc.stdout
     assert "MPE_simple_spread_v3" in proc.stdout and "IPPO" in proc.stdout
     assert "left out, agents whose observation spaces differ" in proc.stdout
     assert "Submoduled" not in proc.stdout + proc.stderr  # JaxMARL's own import lines

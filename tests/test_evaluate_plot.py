@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from evorl.app.rendering import FFMPEG_PLAIN_START, render_episode
+from evorl.config import install_hint
 from evorl.workflows import PPOWorkflow
 
 
@@ -69,7 +70,7 @@ def _tiny_cartpole_run(tiny_cfg, tmp_path):
 
 
 @pytest.mark.parametrize("out_name, message", [
-    ("episode.gif", "cannot render: Rendering CartPole-v1 needs pygame: pip install -e \".[render]\"."),
+    ("episode.gif", f"cannot render: Rendering CartPole-v1 needs pygame: {install_hint('render')}."),
     ("episode.png", "cannot render: Rendering CartPole-v1 writes .gif or .mp4 files, not 'episode.png'."),
 ])
 def test_evaluate_checks_the_rendering_before_evaluating(tiny_cfg, tmp_path, monkeypatch, capsys, out_name, message):

@@ -5,6 +5,7 @@ the import graph (every layer imports it, it imports nothing of evorl)."""
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
 
 
 class ConfigError(ValueError):
@@ -43,11 +44,25 @@ def unknown_key_error(key: str, valid: list[str], where: str) -> ConfigError:
     return ConfigError(f"Unknown config key '{full}'.{hint} Valid keys{' of ' + where if where else ''}: {', '.join(sorted(valid))}.")
 
 
+def checkout_root() -> str | None:
+    """The folder of the checkout evorl runs from (the one holding its ``pyproject.toml``), or
+    None for an install without one (a wheel)."""
+    root = Path(__file__).resolve().parents[2]
+    pyproject = root / "pyproject.toml"
+    if pyproject.is_file() and 'name = "evorl"' in pyproject.read_text(errors="replace"):
+        return str(root)
+    return None
+
+
 def install_hint(extra: str) -> str:
-    """The command that installs evorl's pip extra ``extra``, run in the root folder of the
-    checkout (the one that holds ``pyproject.toml``): ``pip install -e ".[extra]"``. A hint never
-    names the package by its name: the package index's ``evorl`` is another project."""
-    return f'pip install -e ".[{extra}]"'
+    """The command that installs evorl's pip extra ``extra``: ``pip install -e "ROOT[extra]"``
+    with ``ROOT`` the checkout evorl runs from, a command that works from any folder. Without
+    a checkout (a wheel install), ``pip install -e ".[extra]"`` run in evorl's checkout. A hint
+    never names the package by its name: the package index's ``evorl`` is another project."""
+    root = checkout_root()
+    if root is None:
+        return f'pip install -e ".[{extra}]" (in the root folder of evorl\'s checkout)'
+    return f'pip install -e "{root}[{extra}]"'
 
 
 def require(condition: bool, message: str) -> None:
