@@ -260,7 +260,7 @@ def summary_line(configs, measured: dict[str, Measurement]) -> str:
     not_judged = len(with_data) - len(judged)
     return (f"{len(configs)} shipped configs and presets: {len(with_data)} measured on untuned seeds, "
             f"{len(judged)} of them judged by the margin rule and {sum(m.passes for m in judged)} pass"
-            + (f", {not_judged} not judged (its note says why)" if not_judged else "")
+            + (f", {not_judged} not judged (the notes below say why)" if not_judged else "")
             + f"; {sum(reasons.values())} not measured: "
             + ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])) + ".")
 

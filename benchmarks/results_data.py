@@ -290,7 +290,9 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
             m.best = [x["best"] for x in v]
             m.first_reach = [None if x["first_reach"] is None else round(x["first_reach"] * budget) for x in v]
             m.passed_reported = f"{sum(x['passed'] for x in v)}/{len(v)}"
-        elif target is not None:
+        elif target is None:
+            m.note = "not judged: the config's header states no target"
+        else:
             m.note = ("not judged: its periodic evaluations were recorded as the mean, min and max over the agents, "
                       "not per agent, so neither first reach nor collapse can be read per agent")
         out[name] = m

@@ -238,3 +238,6 @@ def test_minatar_runs_judged_only_with_every_agent_s_evaluations():
     pooled = {**row, "curve": [{"env_steps": 500, "mean": 15.0, "min": 5.0, "max": 25.0}]}
     m = results_data.from_minatar([pooled])["ppo_minatar_breakout"]
     assert not m.judged and not m.passes and m.note.startswith("not judged")
+    untargeted = {**row, "game": "seaquest", "env": "Seaquest-MinAtar", "target": None}
+    m = results_data.from_minatar([untargeted])["ppo_minatar_seaquest"]
+    assert m.target is None and not m.judged and m.note == "not judged: the config's header states no target"
