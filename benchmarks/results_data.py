@@ -285,16 +285,17 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
             machine={"name": r.get("machine"), "jax_backend": r.get("backend")},
             final_stderr=[r.get("eval_standard_error")] * len(finals), eval_episodes=[r.get("eval_episodes")] * len(finals),
             seeds_label=f"{len(finals)} agents, keys split from seed {r['seed']}")
-        if target is not None and r["curve"] and "per_agent" in r["curve"][0]:
+        judged = target is not None and r["curve"] and "per_agent" in r["curve"][0]
+        if judged:
             v = verdicts({**r, "target": target, "budget_env_steps": budget})
             m.best = [x["best"] for x in v]
             m.first_reach = [None if x["first_reach"] is None else round(x["first_reach"] * budget) for x in v]
             m.passed_reported = f"{sum(x['passed'] for x in v)}/{len(v)}"
-        elif target is None:
-            m.note = "not judged: the config's header states no target"
-        else:
-            m.note = ("not judged: its periodic evaluations were recorded as the mean, min and max over the agents, "
-                      "not per agent, so neither first reach nor collapse can be read per agent")
+        why = ("" if judged else "not judged: the config's header states no target; " if target is None else
+               "not judged: its periodic evaluations were recorded as the mean, min and max over the agents, not per "
+               "agent, so neither first reach nor collapse can be read per agent; ")
+        m.note = why + ("its s.e. is one figure for the run: the agents' mean standard deviation over the "
+                        "square root of the episodes")
         out[name] = m
     return out
 
