@@ -6,7 +6,9 @@ and its figures under ``docs/results/``.
 
 The page: the protocol; per family of configs a table (target, seeds passed, first reach of
 the target as a share of the budget, the IQM of the normalised final score with its 95%
-stratified bootstrap interval, a published peer's figure); learning curves of every seed of
+stratified bootstrap interval, the final evaluation's standard error beside the collapse
+rule's band, a published peer's figure), every shipped config in it, measured or not and why;
+the published peers beside evorl's figure at the same budget; learning curves of every seed of
 the runs recorded with every evaluation; the aggregate over configs (IQM with its interval,
 performance profiles: ``docs/results/aggregate.png``); and the comparisons beside peer
 libraries. Rendering is deterministic (fixed bootstrap seed, PNGs without a timestamp), so
@@ -28,8 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import rl_stats  # noqa: E402
 from results_data import (  # noqa: E402
-    FAMILIES, Measurement, from_summaries, load_records, measurement_per_config, shipped_configs,
+    FAMILIES, Measurement, from_summaries, load_minatar, load_records, measurement_per_config, shipped_configs,
+    unmeasured_reason,
 )
+from results_peers import peer_lines, peer_rows  # noqa: E402
 from run import COLLAPSE_FRACTION, MARGIN_FRACTION, REQUIRED_SEED_FRACTION  # noqa: E402
 
 TAUS = np.linspace(0.0, 2.0, 81)
@@ -45,6 +49,40 @@ def seeds_text(seeds: list[int]) -> str:
     if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[0] + len(seeds))):
         return f"{seeds[0]}-{seeds[-1]}"
     return ", ".join(str(s) for s in seeds)
+
+
+def measurement_seeds(m: Measurement) -> str:
+    return m.seeds_label or seeds_text(m.seeds)
+
+
+def value_range(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.3g}" if f"{lo:.3g}" == f"{hi:.3g}" else f"{lo:.3g}-{hi:.3g}"
+
+
+def stderr_text(m: Measurement) -> str:
+    """The final evaluation's standard error over the seeds (range) and its episodes."""
+    recorded = [(se, n) for se, n in zip(m.final_stderr or [], m.eval_episodes or []) if se is not None and n]
+    if not recorded:
+        return "not recorded"
+    episodes = sorted({n for _, n in recorded})
+    text = f"{value_range([se for se, _ in recorded])} ({'/'.join(str(n) for n in episodes)} episodes)"
+    missing = len(m.final) - len(recorded)
+    return text + (f"; not recorded on {missing}" if missing else "")
+
+
+def band_text(m: Measurement) -> str:
+    """The collapse rule's band over the seeds (range), and on how many seeds it is wider
+    than the final evaluation's standard error."""
+    band = m.collapse_band()
+    if band is None:
+        return "no random return recorded" if m.random_return is None else "no best return recorded"
+    known = [b for b in band if b is not None]
+    if not known:
+        return "none: no seed scored above the random policy"
+    text = value_range(known)
+    pairs = [(b, se) for b, se in zip(band, m.final_stderr or []) if b is not None and se is not None]
+    return text + (f"; wider than the s.e. on {sum(b > se for b, se in pairs)}/{len(pairs)}" if pairs else "")
 
 
 def first_reach_text(m: Measurement) -> str:
@@ -85,6 +123,10 @@ class Sources:
 
 
 def source_text(m: Measurement) -> str:
+    if m.source == "minatar_published.py data":
+        commit = m.commit or "unknown"
+        return (f"`benchmarks/minatar_published.py` data in `benchmarks/results/minatar/published.jsonl`, commit "
+                f"{commit[:7]}{'+dirty' if commit.endswith('dirty') else ''}, {m.machine['name']} (JAX on {m.machine['jax_backend']})")
     if m.source == "run.py data":
         machine = m.machine or {}
         return (f"`benchmarks/run.py` data in `benchmarks/results/`, commit {(m.commit or 'unknown')[:7]}, "
@@ -103,21 +145,23 @@ def load_text(m: Measurement) -> str:
 def family_table(title: str, configs, measured: dict[str, Measurement], published: list[dict], sources: Sources,
                  earlier: dict[str, Measurement]) -> list[str]:
     lines = [f"### {title}", "",
-             "| config | env | target | seeds | passed | first reach, % of budget | IQM of score [95% CI] | published peer |",
-             "|---|---|---:|---|:-:|---|---|---|"]
+             "| config | env | target | seeds | passed | first reach, % of budget | IQM of score [95% CI] "
+             "| final eval s.e. (episodes) | collapse band | published peer |",
+             "|---|---|---:|---|:-:|---|---|---|---|---|"]
     for c in configs:
         peers = "; ".join(f"{p['peer']}: {p['figure']} {sources.cite(p['source'])}"
                           for p in published if c.name in p["configs"])
         m = measured.get(c.name)
         if m is None:
             target = "none stated" if c.target is None else f"{c.target:g}"
-            lines.append(f"| `{c.name}` | | {target} | | not measured | | | {peers} |")
+            lines.append(f"| `{c.name}` | | {target} | | not measured: {unmeasured_reason(c)} | | | | | {peers} |")
             continue
-        verdict = "pass" if m.passes else "**miss**"
+        verdict = (f"{m.passed_text} pass" if m.passes else f"{m.passed_text} **miss**") if m.judged else "not judged"
         who = f" ({m.score_of})" if m.score_of else ""
+        target = "none stated" if m.target is None else f"{m.target:g}{who}"
         lines.append(
-            f"| `{c.name}` | {m.env} | {m.target:g}{who} | {seeds_text(m.seeds)} {sources.cite(source_text(m))}{load_text(m)} "
-            f"| {m.passed_text} {verdict} | {first_reach_text(m)} | {score_text(m)} | {peers} |")
+            f"| `{c.name}` | {m.env} | {target} | {measurement_seeds(m)} {sources.cite(source_text(m))}{load_text(m)} "
+            f"| {verdict} | {first_reach_text(m)} | {score_text(m)} | {stderr_text(m)} | {band_text(m)} | {peers} |")
     notes = [f"* `{c.name}`: {measured[c.name].note}." for c in configs if c.name in measured and measured[c.name].note]
     for c in configs:
         e = earlier.get(c.name)
@@ -196,26 +240,52 @@ def methods_lines() -> list[str]:
         "made before it did are transcribed with their source (`benchmarks/results/*_transcribed.jsonl`).",
         "This page is rendered from those files by `python benchmarks/render_results.py`.",
         "",
+        "Each row also gives the final evaluation's standard error (the episodes' standard deviation over",
+        "the square root of their count; per seed, range over the seeds) and the collapse rule's band in",
+        f"return units, `(1 - {COLLAPSE_FRACTION}) x (R_best - R_random)`: how far a seed's final return may fall",
+        "below its best before the run counts as collapsed. A band wider than the standard error means the",
+        "rule judges more than the evaluation's noise.",
+        "",
     ]
 
 
-def render_markdown(records: list[dict], figures: dict[str, str]) -> str:
-    measured = measurement_per_config(records)
+def summary_line(configs, measured: dict[str, Measurement]) -> str:
+    """How many shipped configs were measured, judged, passed, and why the rest were not."""
+    with_data = [measured[c.name] for c in configs if c.name in measured]
+    judged = [m for m in with_data if m.judged]
+    reasons: dict[str, int] = {}
+    for c in configs:
+        if c.name not in measured:
+            reasons[unmeasured_reason(c)] = reasons.get(unmeasured_reason(c), 0) + 1
+    not_judged = len(with_data) - len(judged)
+    return (f"{len(configs)} shipped configs and presets: {len(with_data)} measured on untuned seeds, "
+            f"{len(judged)} of them judged by the margin rule and {sum(m.passes for m in judged)} pass"
+            + (f", {not_judged} not judged (the notes below say why)" if not_judged else "")
+            + f"; {sum(reasons.values())} not measured: "
+            + ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda x: -x[1])) + ".")
+
+
+def render_markdown(records: list[dict], figures: dict[str, str], minatar_rows: list[dict] = ()) -> str:
+    measured = measurement_per_config(records, minatar_rows)
     configs = shipped_configs()
     families = {title: [c for c in configs if c.family == title] for title, _, _ in FAMILIES}
     published = [r for r in records if r["kind"] == "published"]
     comparisons = [r for r in records if r["kind"] == "comparison"]
     sources = Sources()
-    shipped = {c.name for c in configs}
-    with_data = [n for n in measured if n in shipped]
     lines = ["# Results", "", "<!-- Rendered by `python benchmarks/render_results.py` from `benchmarks/results/*.jsonl`: edit the data, not this page. -->", "",
              "## Protocol", "", *methods_lines(),
              "## Held-out pass rate per config", "",
-             f"{len(with_data)} of the {len(configs)} shipped configs and presets have a measurement on untuned seeds; "
-             f"{sum(measured[n].passes for n in with_data)} of them pass. \"seeds\" names the seeds and the source "
+             summary_line(configs, measured) + " \"seeds\" names the seeds and the source "
              "(numbered below); a target with a note in brackets scores that policy.", ""]
     for title, family in families.items():
         lines += family_table(title, family, measured, published, sources, from_summaries(records))
+    lines += ["## Beside published peers at the same budget", "",
+              "Each published figure for a shipped config's task beside evorl's own figure for that config: the "
+              "interquartile mean over seeds with its 95% bootstrap interval, taken at the peer's budget where "
+              "evorl's periodic evaluations were recorded there. The two figures' evaluations differ where the "
+              "peer's text says so (training episodes, sampled actions).", "",
+              *peer_lines(peer_rows(published, measured, [c.name for c in configs], sources.cite, measurement_seeds,
+                                  comparisons))]
     lines += ["## Learning curves", "",
               "Every periodic greedy evaluation of every seed, for the runs recorded by `benchmarks/run.py` "
               "(the dashed line is the target).", ""]
@@ -308,7 +378,8 @@ def plot_aggregate(measured: dict[str, Measurement], families: dict[str, list], 
 def render(results_dir: Path, out: Path, figures_dir: Path) -> list[Path]:
     """Writes the page and its figures; returns the figure paths written."""
     records = load_records(results_dir)
-    measured = measurement_per_config(records)
+    minatar_rows = load_minatar(results_dir)
+    measured = measurement_per_config(records, minatar_rows)
     configs = shipped_configs()
     families = {title: [c for c in configs if c.family == title] for title, _, _ in FAMILIES}
     figures_dir.mkdir(parents=True, exist_ok=True)
@@ -324,7 +395,7 @@ def render(results_dir: Path, out: Path, figures_dir: Path) -> list[Path]:
     plot_aggregate(measured, families, figures_dir / AGGREGATE_FIGURE)
     written.append(figures_dir / AGGREGATE_FIGURE)
     figures["aggregate"] = f"{link}/{AGGREGATE_FIGURE}"
-    out.write_text(render_markdown(records, figures))
+    out.write_text(render_markdown(records, figures, minatar_rows))
     return written
 
 

@@ -10,12 +10,19 @@ Four kinds of record, one JSON object a line (``"kind"``):
   be (per seed: final and best return, first reach; the verdict as it was reported), with its
   source section and commit.
 * ``comparison``: evorl beside a peer library, both sides' settings, machine and load.
-* ``published``: a peer's published figure for a config's task, with its source.
+* ``published``: a peer's published figure for a config's task, with its source, and where
+  the figure states them its budget (``budget_env_steps``) and its value (``value``).
+
+Beside them, ``minatar/published.jsonl`` holds the MinAtar runs of
+``benchmarks/minatar_published.py`` (many agents of one config in one program, one line a
+game); :func:`from_minatar` reads them into measurements of the same shape.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -90,6 +97,12 @@ class Measurement:
     curves: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
     loads: list[float] = field(default_factory=list)
     machine: dict | None = None
+    #: Per seed: the final evaluation's standard error (std over its episodes / sqrt(episodes))
+    #: and its episode count; None where the source did not record them.
+    final_stderr: list[float | None] | None = None
+    eval_episodes: list[int | None] | None = None
+    #: How the seeds are named where they are not a list of PRNGKey seeds.
+    seeds_label: str | None = None
 
     def scores(self, returns: list[float]) -> list[float] | None:
         """``returns`` normalised (0: random policy, 1: target); None without a random return."""
@@ -112,6 +125,22 @@ class Measurement:
         late = [x is None or x > MARGIN_FRACTION * self.budget for x in self.first_reach]
         return [r >= self.target and not c and not lt for r, c, lt in zip(self.final, collapsed, late)]
 
+    def collapse_band(self) -> list[float | None] | None:
+        """Per seed, in return units, how far the final return may fall below the seed's best
+        before run.py's rule calls the run collapsed: final score < ``COLLAPSE_FRACTION`` x best
+        score is ``R_best - R_final > (1 - COLLAPSE_FRACTION) (R_best - R_random)``. None
+        without a random return or a best per seed; None for a seed whose best scores <= 0
+        (the rule does not apply to it)."""
+        if self.random_return is None or self.best is None or self.target == self.random_return:
+            return None
+        return [(1 - COLLAPSE_FRACTION) * (b - self.random_return) if score > 0 else None
+                for b, score in zip(self.best, self.scores(self.best))]
+
+    @property
+    def judged(self) -> bool:
+        """Whether the record holds what run.py's rule needs (or the verdict as reported)."""
+        return self.passed_text != ""
+
     @property
     def passed_text(self) -> str:
         """``"4/5"``: computed for run.py data, as reported for a transcribed record."""
@@ -122,7 +151,9 @@ class Measurement:
 
     @property
     def passes(self) -> bool:
-        """At least ``REQUIRED_SEED_FRACTION`` of the seeds passed."""
+        """At least ``REQUIRED_SEED_FRACTION`` of the seeds passed (False when not judged)."""
+        if not self.judged:
+            return False
         passed, total = (int(x) for x in self.passed_text.split("/"))
         return passed >= REQUIRED_SEED_FRACTION * total - 1e-9
 
@@ -166,11 +197,22 @@ def from_evaluations(records: list[dict]) -> dict[str, Measurement]:
         m.first_reach.append(next((e["env_steps"] for e in periodic if e["return_mean"] >= target), None))
         m.curves[seed] = [(e["env_steps"], e["return_mean"]) for e in periodic]
         m.loads.append(final["machine"]["load_1min"])
+        m.final_stderr = (m.final_stderr or []) + [final_stderr(final)]
+        m.eval_episodes = (m.eval_episodes or []) + [final.get("eval_episodes")]
         if final["random_return"] is not None:
             randoms.setdefault(name, []).append(final["random_return"])
     for name, values in randoms.items():
         measurements[name].random_return = statistics.fmean(values)
     return measurements
+
+
+def final_stderr(record: dict) -> float | None:
+    """An evaluation record's standard error: as recorded, else its episodes' std over the
+    square root of their count; None where either is missing."""
+    if record.get("return_stderr") is not None:
+        return record["return_stderr"]
+    std, episodes = record.get("return_std"), record.get("eval_episodes")
+    return None if std is None or not episodes else std / math.sqrt(episodes)
 
 
 def from_summaries(records: list[dict]) -> dict[str, Measurement]:
@@ -210,6 +252,73 @@ def shipped_configs() -> list[ShippedConfig]:
     return sorted(out, key=lambda c: ([f[0] for f in FAMILIES].index(c.family), c.name))
 
 
-def measurement_per_config(records: list[dict]) -> dict[str, Measurement]:
-    """Per config: its run.py data if any (the newest), else its transcribed measurement."""
-    return {**from_summaries(records), **from_evaluations(records)}
+MINATAR_FILE = Path("minatar") / "published.jsonl"
+
+
+def load_minatar(results_dir: Path) -> list[dict]:
+    """The lines of ``results_dir/minatar/published.jsonl`` (none if the file is absent)."""
+    path = Path(results_dir) / MINATAR_FILE
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
+    """Per config, the last finished run of its game (``benchmarks/minatar_published.py``'s
+    lines). Its agents' keys are split from one seed. It is judged by run.py's rule (on raw
+    returns, as that script judges: a random policy scores ~0 on MinAtar) only where every
+    agent's periodic evaluations were recorded and the config states a target."""
+    from minatar_published import verdicts
+
+    last = {f"ppo_minatar_{r['game']}": r for r in rows if "final_returns" in r}
+    out = {}
+    for name, r in last.items():
+        target = r.get("target")
+        if target is None:
+            header = config_target(target_file(name))
+            target = None if header is None else header.value
+        finals = [float(x) for x in r["final_returns"]]
+        budget = r.get("budget_env_steps") or r["env_steps_per_agent"]
+        m = Measurement(
+            name=name, env=f"gymnax/{r['env']}", algorithm="PPO", seeds=list(range(len(finals))), budget=budget,
+            final=finals, target=target, source="minatar_published.py data", commit=r.get("git_commit") or r.get("commit"),
+            machine={"name": r.get("machine"), "jax_backend": r.get("backend")},
+            final_stderr=[r.get("eval_standard_error")] * len(finals), eval_episodes=[r.get("eval_episodes")] * len(finals),
+            seeds_label=f"{len(finals)} agents, keys split from seed {r['seed']}")
+        judged = target is not None and r["curve"] and "per_agent" in r["curve"][0]
+        if judged:
+            v = verdicts({**r, "target": target, "budget_env_steps": budget})
+            m.best = [x["best"] for x in v]
+            m.first_reach = [None if x["first_reach"] is None else round(x["first_reach"] * budget) for x in v]
+            m.passed_reported = f"{sum(x['passed'] for x in v)}/{len(v)}"
+        why = ("" if judged else "not judged: the config's header states no target; " if target is None else
+               "not judged: its periodic evaluations were recorded as the mean, min and max over the agents, not per "
+               "agent, so neither first reach nor collapse can be read per agent; ")
+        m.note = why + ("its s.e. is one figure for the run: the agents' mean standard deviation over the "
+                        "square root of the episodes")
+        out[name] = m
+    return out
+
+
+def measurement_per_config(records: list[dict], minatar_rows: list[dict] = ()) -> dict[str, Measurement]:
+    """Per config: its run.py data if any (the newest), else its MinAtar run, else its
+    transcribed measurement."""
+    return {**from_summaries(records), **from_minatar(list(minatar_rows)), **from_evaluations(records)}
+
+
+#: Why a shipped config has no measurement, read from its header's target line: (category, pattern).
+UNMEASURED_REASONS = (
+    ("no return target", re.compile(r"no return target")),
+    ("GPU/TPU scale (hours on the CPU)", re.compile(r"GPU|TPU|hours on this CPU|generation is minutes")),
+    ("target not met yet on the CPU", re.compile(r"not met yet")),
+    ("measured off the held-out set (its header gives the figure)",
+     re.compile(r"not checked by a set|checked (?:at its own length )?by `benchmarks/run\.py (?!configs`)|measured on seeds")),
+    ("superseded by a tuned config", re.compile(r"tuned config is")),
+)
+
+
+def unmeasured_reason(config: ShippedConfig) -> str:
+    """The category of why ``config`` was not measured on held-out seeds (its header's target
+    line says it in full)."""
+    line = config.target_line or ""
+    return next((why for why, pattern in UNMEASURED_REASONS if pattern.search(line)), "other (its header says why)")

@@ -118,3 +118,126 @@ def test_run_py_records_round_trip_into_a_measurement(tmp_path):
     assert m.seeds == [100, 101] and m.final == [500.0, 500.0] and m.first_reach == [250, 750]
     assert m.seed_passed() == [True, False] and m.passed_text == "1/2" and not m.passes
     assert m.curves[101] == [(250, 100.0), (500, 200.0), (750, 490.0)]
+
+
+def _run_py_measurement(tmp_path, final_std, best_curve):
+    import results_data
+    from run import append_records, evaluation_records
+    from suites import Benchmark
+
+    bench = Benchmark("cemrl_pendulum", seeds=(100,), target=-400.0)
+    fields = {"suite": "configs", "env": "gymnax/Pendulum-v1", "algorithm": "CEM-RL", "budget_env_steps": 1000,
+              "target": -400.0, "random_return": -1200.0, "eval_episodes": 16, "commit": "abc", "settings": {},
+              "recorded_at": "2026-01-01T00:00:00Z", "machine": {"load_1min": 1.0}}
+    append_records(tmp_path / "configs.jsonl", evaluation_records(bench, fields, 100, best_curve, (1000, 4.0, -300.0, final_std)))
+    return results_data.from_evaluations(results_data.load_records(tmp_path))["cemrl_pendulum"]
+
+
+def test_final_standard_error_and_collapse_band_from_run_py_records(tmp_path):
+    """The page's s.e. is the final evaluation's std over sqrt(episodes); the collapse band is
+    run.py's rule in return units: the final return may fall (1 - 0.9) x (best - random)
+    below the best before the run counts as collapsed."""
+    import render_results
+
+    m = _run_py_measurement(tmp_path, 40.0, [(500, 1.0, -200.0, 30.0)])
+    assert m.final_stderr == [pytest.approx(40.0 / 4)] and m.eval_episodes == [16]
+    assert m.collapse_band() == [pytest.approx(0.1 * (-200.0 + 1200.0))]
+    # the band agrees with the verdict: -300 is 100 below the best, exactly the band's edge
+    assert m.seed_passed() == [True]
+    assert render_results.stderr_text(m) == "10 (16 episodes)"
+    assert render_results.band_text(m) == "100; wider than the s.e. on 1/1"
+
+
+def test_standard_error_not_recorded_is_said_not_invented(tmp_path):
+    import render_results
+    import results_data
+
+    m = _run_py_measurement(tmp_path, None, [(500, 1.0, -200.0, None)])
+    assert m.final_stderr == [None]
+    assert render_results.stderr_text(m) == "not recorded"
+    assert render_results.band_text(m) == "100"
+    assert results_data.final_stderr({"return_std": 8.0, "eval_episodes": 4}) == pytest.approx(4.0)
+    assert results_data.final_stderr({"return_std": 8.0}) is None
+    summary = results_data.measurement_per_config(results_data.load_records(ROOT / "benchmarks" / "results"))["config"]
+    assert summary.final_stderr is None and render_results.stderr_text(summary) == "not recorded"
+
+
+def test_every_shipped_config_has_one_row_measured_or_not_and_why():
+    import results_data
+
+    page = (ROOT / "docs" / "results.md").read_text()
+    held_out = page.split("## Held-out pass rate per config")[1].split("## Beside published peers")[0]
+    measured = results_data.measurement_per_config(results_data.load_records(ROOT / "benchmarks" / "results"),
+                                                   results_data.load_minatar(ROOT / "benchmarks" / "results"))
+    configs = results_data.shipped_configs()
+    for c in configs:
+        rows = [line for line in held_out.splitlines() if line.startswith(f"| `{c.name}` |")]
+        assert len(rows) == 1, c.name
+        if c.name not in measured:
+            assert f"not measured: {results_data.unmeasured_reason(c)}" in rows[0]
+    unmeasured = sum(c.name not in measured for c in configs)
+    assert f"{len(configs)} shipped configs and presets" in held_out and f"; {unmeasured} not measured: " in held_out
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("not measured (a GPU-scale config: hours on this CPU; brax's published settings)", "GPU/TPU scale (hours on the CPU)"),
+    ("final greedy return >= 1000 (not checked by a set; seed 0 ended at 1888)", "measured off the held-out set (its header gives the figure)"),
+    ("final greedy return >= 800 (checked by `benchmarks/run.py cpu`)", "measured off the held-out set (its header gives the figure)"),
+    ("not measured (NSGA-II has no return target: its hypervolume is measured)", "no return target"),
+    ("not measured (MinAtar Breakout's tuned config is ppo_minatar_breakout.yaml)", "superseded by a tuned config"),
+    ("not measured (for reasons of its own)", "other (its header says why)"),
+])
+def test_unmeasured_reason_reads_the_header_line(line, reason):
+    import results_data
+
+    assert results_data.unmeasured_reason(results_data.ShippedConfig("x", "On-policy", line, None)) == reason
+
+
+def test_published_budget_and_value_are_the_figure_text_s():
+    """The structured budget and value of each published figure are the ones its text states."""
+    import re
+
+    import results_data
+
+    published = [r for r in results_data.load_records(ROOT / "benchmarks" / "results") if r["kind"] == "published"]
+    assert published
+    for p in published:
+        value = re.escape(f"{p['value']:g}")
+        assert re.search(rf"(?<![\d.]){value}(?![\d])", p["figure"].replace("500.0", "500")), p
+        if p["budget_env_steps"] is None:
+            assert "not stated" in p["figure"]
+        else:
+            n = p["budget_env_steps"]
+            stated = f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
+            assert p["figure"].startswith(f"{stated} env steps"), p
+
+
+def test_evorl_figure_at_the_peer_s_budget():
+    import results_peers
+    from results_data import Measurement
+
+    m = Measurement(name="x", env="e", algorithm="PPO", seeds=[1, 2], budget=1_024_000, final=[500.0, 500.0], target=475.0,
+                    curves={1: [(90_000, 300.0), (99_000, 350.0), (102_400, 400.0), (501_760, 490.0)], 2: [(102_400, 200.0), (501_760, 480.0)]})
+    at = results_peers.at_budget(m, 100_000)
+    assert at.returns == [350.0, 200.0] and at.env_steps == 102_400  # each seed's evaluation nearest 100k and at.equal.startswith("yes: evorl's periodic")
+    assert results_peers.at_budget(m, 1_000_000).returns == [500.0, 500.0]  # within 5%: the final evaluation
+    assert results_peers.at_budget(m, 300_000).equal.startswith("no: ")  # no evaluation near 300k
+    assert results_peers.at_budget(m, None).equal == "peer's budget not stated"
+    assert results_peers.at_budget(m, 5_000_000).equal == "no: evorl's figure is at 1,024,000 env steps (fewer)"
+
+
+def test_minatar_runs_judged_only_with_every_agent_s_evaluations():
+    import results_data
+
+    row = {"game": "breakout", "env": "Breakout-MinAtar", "final_returns": [30.0, 10.0], "eval_episodes": 128,
+           "eval_standard_error": 1.5, "budget_env_steps": 1000, "target": 20.0, "seed": 66001, "machine": "m",
+           "backend": "tpu", "curve": [{"env_steps": 500, "per_agent": [25.0, 5.0]}]}
+    m = results_data.from_minatar([row])["ppo_minatar_breakout"]
+    assert m.judged and m.passed_text == "1/2" and m.first_reach == [500, None] and m.best == [30.0, 10.0]
+    assert m.final_stderr == [1.5, 1.5] and m.seeds_label == "2 agents, keys split from seed 66001"
+    pooled = {**row, "curve": [{"env_steps": 500, "mean": 15.0, "min": 5.0, "max": 25.0}]}
+    m = results_data.from_minatar([pooled])["ppo_minatar_breakout"]
+    assert not m.judged and not m.passes and m.note.startswith("not judged")
+    untargeted = {**row, "game": "seaquest", "env": "Seaquest-MinAtar", "target": None}
+    m = results_data.from_minatar([untargeted])["ppo_minatar_seaquest"]
+    assert m.target is None and not m.judged and m.note.startswith("not judged: the config's header states no target; its s.e. is one figure")
