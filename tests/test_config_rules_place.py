@@ -33,8 +33,6 @@ ALLOWED = {
     "app/policy.py": "the arguments of load_policy / Policy.from_workflow (agent, step) and a saved policy's "
                      "files, not config keys",
     "app/scripts/evaluate.py": "evorl-eval's --actions flag against the run it loads, not a config key",
-    "algorithms/nsga2.py": "NSGA-II's section (NSGA2Config.validate, check_env): not moved yet",
-    "algorithms/nsga2_workflow.py": "NSGA-II's refusals of pbt and num_seeds: not moved yet",
 }
 
 

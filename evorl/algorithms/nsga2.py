@@ -5,7 +5,8 @@ The members are flat policy parameters ``x_i [D]`` of the ES policy (:class:`~ev
 greedy), each scored by a vector of returns ``F_i [K]``: one per ``nsga2.objectives`` entry,
 the episode sum of that reward term (``env.reward_terms``, e.g. brax halfcheetah's
 ``reward_run`` and ``reward_ctrl``), all maximised, and the number ``n_i`` of episodes that
-score rests on. One generation (:func:`make_generation`), read top to bottom (the operators
+score rests on (the ``nsga2:`` section is :class:`~evorl.config.nsga2.NSGA2Config`, checked
+there). One generation (:func:`make_generation`), read top to bottom (the operators
 are :mod:`evorl.rl.multi_objective`):
 
 1. rank the population ``[N]`` into fronts and compute crowding distances;
@@ -58,8 +59,6 @@ mutation of the neuroevolution methods (OpenAI-ES, the deep GA) this library's E
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -67,7 +66,7 @@ from flax import struct
 from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.es import ESAgent
-from evorl.config import require
+from evorl.config.nsga2 import NSGA2Config
 from evorl.engine.evaluator import greedy_episodes
 from evorl.envs import VectorEnv
 from evorl.rl import metrics as M
@@ -80,68 +79,6 @@ from evorl.rl.multi_objective import (
 )
 from evorl.rl.on_policy import episode_metrics
 from evorl.rl.rollout import EpisodeStats
-
-
-#: ``nsga2.rescore_survivors``' values (module docstring).
-RESCORE_MODES = ("mean", "latest", "never")
-
-
-@dataclass(frozen=True)
-class NSGA2Config:
-    """The ``nsga2:`` section of an :class:`~evorl.workflows.NSGA2Workflow` run."""
-
-    #: The env's reward terms to maximise, their episode sums the objectives (at least 2).
-    objectives: tuple[str, ...] = ()
-    #: Hypervolume's reference point, one value per objective (below every return that counts).
-    reference_point: tuple[float, ...] = ()
-    #: Members N; each generation plays N children.
-    population_size: int = 32
-    #: Standard deviation of the Gaussian mutation of every parameter.
-    sigma: float = 0.02
-    #: Probability that a pair of parents is crossed neuron-wise before mutation.
-    crossover_prob: float = 0.0
-    #: Greedy episodes each child plays; its objectives are their mean term returns.
-    episodes_per_member: int = 1
-    #: How the population's objectives are kept from one generation to the next (module
-    #: docstring): ``mean`` (re-scored on fresh episodes each generation, the running mean of
-    #: every episode played), ``latest`` (re-scored outright) or ``never`` (scored once).
-    rescore_survivors: str = "mean"
-
-    def validate(self, where: str) -> None:
-        require(len(self.objectives) >= 2, f"{where}.objectives must name at least 2 reward terms, got "
-                                           f"{list(self.objectives)}.")
-        require(len(set(self.objectives)) == len(self.objectives),
-                f"{where}.objectives names a term twice: {list(self.objectives)}.")
-        require(len(self.objectives) == 2, f"{where}.objectives has {len(self.objectives)} terms: the hypervolume is "
-                                           f"computed exactly for 2 objectives only; choose 2.")
-        require(len(self.reference_point) == len(self.objectives),
-                f"{where}.reference_point has {len(self.reference_point)} values; it needs one per objective "
-                f"({len(self.objectives)}: {', '.join(self.objectives)}).")
-        require(self.population_size >= 4 and self.population_size % 2 == 0,
-                f"{where}.population_size must be even and >= 4, got {self.population_size}.")
-        require(self.sigma > 0, f"{where}.sigma must be > 0, got {self.sigma}.")
-        require(0.0 <= self.crossover_prob <= 1.0, f"{where}.crossover_prob must be in [0, 1], got {self.crossover_prob}.")
-        require(self.episodes_per_member >= 1,
-                f"{where}.episodes_per_member must be >= 1, got {self.episodes_per_member}.")
-        require(self.rescore_survivors in RESCORE_MODES,
-                f"Unknown {where}.rescore_survivors {self.rescore_survivors!r}; valid: {', '.join(RESCORE_MODES)}.")
-
-    @property
-    def episodes_per_generation(self) -> int:
-        """Episodes one generation plays: ``N E`` children, and the population again unless
-        ``rescore_survivors`` is ``never``."""
-        members = self.population_size * (1 if self.rescore_survivors == "never" else 2)
-        return members * self.episodes_per_member
-
-    def check_env(self, env: VectorEnv, where: str = "nsga2") -> None:
-        """The objectives are reward terms ``env`` declares (a clear error otherwise)."""
-        terms = tuple(env.reward_terms)
-        require(bool(terms), f"{where}.objectives: env {getattr(env, 'env_name', type(env).__name__)!r} declares no "
-                             f"reward terms; NSGA-II needs an env whose reward is a sum of named terms (brax).")
-        unknown = [name for name in self.objectives if name not in terms]
-        require(not unknown, f"{where}.objectives: {', '.join(unknown)} not among the env's reward terms "
-                             f"({', '.join(terms)}).")
-        require(env.action_repeat == 1, f"{where}: reward terms are read per env step; env.action_repeat must be 1.")
 
 
 @struct.dataclass

@@ -1,6 +1,6 @@
 """``NSGA2Workflow``: multi-objective evolution of policy parameters (``workflow_cls:
 evorl.workflows.NSGA2Workflow`` with an ``nsga2:`` section, see
-:class:`~evorl.algorithms.nsga2.NSGA2Config`).
+:class:`~evorl.config.nsga2.NSGA2Config`).
 
 It runs on the ES engine: one generation (:func:`~evorl.algorithms.nsga2.make_generation`)
 is one iteration of the :class:`~evorl.engine.execution.Executor`, and the host loop of
@@ -26,8 +26,8 @@ import numpy as np
 
 from evorl.algorithms.es import make_mlp_es_agent
 from evorl.algorithms.es_workflow import ESWorkflow
-from evorl.algorithms.nsga2 import NSGA2Config, NSGA2State, front_mask, init_nsga2_state, make_generation
-from evorl.config import require
+from evorl.algorithms.nsga2 import NSGA2State, front_mask, init_nsga2_state, make_generation
+from evorl.config.nsga2 import NSGA2Config, check_nsga2_env, check_nsga2_run
 from evorl.engine.execution import Placement
 from evorl.engine.health import TrainingDiverged
 from evorl.engine.host_loop import ChunkedWorkflow
@@ -51,7 +51,6 @@ class NSGA2Workflow(ESWorkflow):
     pareto_plot = True
 
     def __init__(self, config: NSGA2ExperimentConfig, env, agent, enable_multi_devices=False, services=None):
-        config.nsga2.check_env(env)
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # children split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         ChunkedWorkflow.__init__(self, config, env, agent, services)
@@ -69,12 +68,14 @@ class NSGA2Workflow(ESWorkflow):
 
     @classmethod
     def check_config(cls, config: NSGA2ExperimentConfig, agent, num_devices: int) -> None:
-        name = cls.__name__
-        require(not config.pbt.enabled, f"pbt evolves a population of scalar-fitness searches (ESWorkflow); "
-                                        f"{name} evolves one Pareto front: set pbt.enabled=false.")
-        require(config.training.num_seeds == 1, f"training.num_seeds={config.training.num_seeds}: {name} trains one "
-                                                f"population per run; run seeds as separate runs.")
+        check_nsga2_run(cls.__name__, config.pbt.enabled, config.training.num_seeds)
         super().check_config(config, agent, num_devices)
+
+    @classmethod
+    def check_env(cls, env, config: NSGA2ExperimentConfig) -> None:
+        """The shared check, and the objectives are reward terms the env declares."""
+        super().check_env(env, config)
+        check_nsga2_env(config.nsga2, env.reward_terms, env.action_repeat, config.env.env_name)
 
     @property
     def env_steps_per_iteration(self) -> int:

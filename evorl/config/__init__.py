@@ -9,8 +9,8 @@
 * the sections: :mod:`~evorl.config.training`, :mod:`~evorl.config.env` (with
   :mod:`~evorl.config.atari`, the Atari preprocessing keys), :mod:`~evorl.config.distributed`,
   :mod:`~evorl.config.runner`, :mod:`~evorl.config.pbt`, :mod:`~evorl.config.checkpoint`,
-  :mod:`~evorl.config.logging`, ES's :mod:`~evorl.config.es` and the evolution-guided
-  algorithms' :mod:`~evorl.config.population`;
+  :mod:`~evorl.config.logging`, ES's :mod:`~evorl.config.es`, NSGA-II's
+  :mod:`~evorl.config.nsga2` and the evolution-guided algorithms' :mod:`~evorl.config.population`;
 * the rules that read more than one section, or a fact of the built env or agent, as functions
   of plain values that the build path calls: :mod:`~evorl.config.experiment` (the top-level
   keys, resume), :mod:`~evorl.config.runs` (sections against each other, devices, the env),

@@ -37,7 +37,7 @@ def check_actor_critic_options(o: Any, obs_shape: tuple[int, ...] | None, action
                 f"agent.{key} = {list(sizes)} must list one or more positive layer sizes, e.g. [64, 64] "
                 f"(an empty list would make the network linear).")
     require(o.network in networks, f"Unknown agent.network {o.network!r}; valid: {', '.join(networks)}.")
-    require(o.network not in image_networks or len(obs_shape) == 3,
+    require(o.network not in image_networks or (obs_shape is not None and len(obs_shape) == 3),
             f"agent.network={o.network!r} needs image observations [H, W, C], got obs shape {obs_shape}.")
     require(not o.shared_torso or o.network in image_networks,
             f"agent.shared_torso shares an image torso ({', '.join(image_networks)}); agent.network={o.network!r} "

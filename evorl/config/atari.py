@@ -100,7 +100,7 @@ def atari_options(env_name: str, values: Mapping[str, Any], where: str = "env") 
     """The preprocessing of ``env_name`` from the config ``values`` (None = default): an
     :class:`AtariOptions` for an ``ALE/...`` id, None for any other env, where setting one
     of the keys is an error naming it."""
-    given = {f.name: values.get(f.name) for f in fields(AtariOptions) if values.get(f.name) is not None}
+    given: dict[str, Any] = {f.name: values.get(f.name) for f in fields(AtariOptions) if values.get(f.name) is not None}
     if not is_atari(env_name):
         if given:
             raise ConfigError(

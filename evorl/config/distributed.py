@@ -48,7 +48,7 @@ class DistributedConfig:
             require(bool(host) and port.isdigit() and 0 < int(port) < 65536,
                     f"{where}.coordinator_address = {self.coordinator_address!r} must be host:port (process 0's "
                     f"address and a free port, e.g. 10.0.0.1:1234).")
-        if self.num_processes is not None:
+        if self.num_processes is not None and self.process_id is not None:  # together (above)
             require(self.num_processes >= 1, f"{where}.num_processes must be >= 1, got {self.num_processes}.")
             require(0 <= self.process_id < self.num_processes,
                     f"{where}.process_id must be in [0, {self.num_processes}), got {self.process_id}.")

@@ -96,7 +96,10 @@ def import_env_package(env_type: str):
     the pip extra that installs it."""
     import importlib
 
-    extra, module = ENV_TYPE_SPECS[env_type].package
+    package = ENV_TYPE_SPECS[env_type].package
+    if package is None:
+        raise ValueError(f"env_type {env_type!r} steps its envs with a core dependency: it has no package to import.")
+    extra, module = package
     if env_type in ("brax", "playground"):  # their physics, MuJoCo MJX, prints on import
         from evorl.log_noise import import_mjx_quietly
 

@@ -155,7 +155,7 @@ def check_resume_identity(composed: dict, resumed: dict) -> dict:
     """``resumed`` (the run's own config, ``resume`` set), if the config this command composed from
     its ``--config-name`` (and overrides) names the same algorithm and env; otherwise the command
     asked for another run than the one it resumes: a ConfigError naming the difference."""
-    def get(cfg: dict, dotted: str):
+    def get(cfg: Any, dotted: str) -> Any:
         for part in dotted.split("."):
             cfg = cfg.get(part) if isinstance(cfg, dict) else None
         return cfg

@@ -42,7 +42,9 @@ def check_recorder_packages(logging: LoggingConfig) -> None:
     """A ``ConfigError`` naming the extra to install when a recorder in ``logging.recorders``
     lacks its package: run before compilation, not when the recorders start after it."""
     for name in logging.recorders:
-        module, extra = OPTIONAL_RECORDERS.get(name, (None, None))
-        if module is not None and importlib.util.find_spec(module) is None:
+        if name not in OPTIONAL_RECORDERS:
+            continue
+        module, extra = OPTIONAL_RECORDERS[name]
+        if importlib.util.find_spec(module) is None:
             raise ConfigError(f"logging.recorders names {name!r}, which needs {module}: "
                               f"{install_hint(extra)}.")

@@ -197,7 +197,7 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def dotted_keys(data: dict, prefix: str = "") -> dict:
+def dotted_keys(data: Mapping, prefix: str = "") -> dict:
     """A nested mapping as one level with dotted keys: ``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
     out = {}
     for key, value in data.items():

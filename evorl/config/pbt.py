@@ -84,7 +84,7 @@ class PBTConfig:
                     f"{where}.{key}={value} applies to {where}.strategy=truncation; {where}.strategy=cso replaces "
                     f"the loser of every random pair (half the agents) and moves its hyperparameters towards "
                     f"the winner's: remove {key}.")
-        require(not self.enabled or self.hyperparameters,
+        require(not self.enabled or bool(self.hyperparameters),
                 f"{where}.enabled=true but {where}.hyperparameters is empty: PBT evolves the hyperparameters "
                 f"listed there with their bounds, e.g. {{training.learning_rate: [1e-5, 1e-2]}}; list at least "
                 f"one, or set {where}.enabled=false.")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from typing import Any
 
-from evorl.config.errors import require
+from evorl.config.errors import ConfigError, require
 from evorl.config.parsing import FloatOrInf
 from evorl.config.sweeps import num_agents
 
@@ -134,4 +134,5 @@ def check_memory_fits(terms: list, limit: float, source: str) -> None:
     """The run's memory estimate (``terms``: :class:`evorl.engine.memory_estimate.Term`, each with
     its ``bytes``) within the ``limit`` bytes it may use (``source``: where that number comes from)."""
     message = memory_message(terms, limit, source)
-    require(message is None, message)
+    if message is not None:
+        raise ConfigError(message)

@@ -55,7 +55,7 @@ def extract_sweeps(
 
 def sweep_variants(axes: list[tuple[str, tuple[float, ...]]]) -> list[dict[str, float]]:
     """The cartesian product of the axes: one ``{"where.key": value}`` per trained variant."""
-    variants = [{}]
+    variants: list[dict[str, float]] = [{}]
     for name, values in axes:
         variants = [{**v, name: x} for v in variants for x in values]
     return variants

@@ -276,7 +276,7 @@ class RLWorkflow(Workflow):
         check_memory(cls.memory_terms(config, lower_bounds, num_devices, asynchronous), config.runner.max_memory_gb,
                      num_devices)  # before the envs and networks are built
         env = create_env(config.env, episode_length=config.env.episode_length, parallel=cls.envs_per_agent(config))
-        cls.check_env_agents(env, config)
+        cls.check_env(env, config)
         agent = cls.build_agent(env, config)
         cls.check_config(config, agent, num_devices=num_devices)
         check_memory(cls.memory_terms(config, sizes_of_agent(agent), num_devices, asynchronous),
@@ -284,8 +284,9 @@ class RLWorkflow(Workflow):
         return cls(config, env, agent, enable_multi_devices=enable_multi_devices, services=services)
 
     @classmethod
-    def check_env_agents(cls, env: VectorEnv, config: ExperimentConfig) -> None:
-        """A multi-agent env for a single-agent algorithm, or the reverse, is a config error."""
+    def check_env(cls, env: VectorEnv, config: ExperimentConfig) -> None:
+        """The built env fits the algorithm, before its agent is built: a multi-agent env for a
+        single-agent algorithm, or the reverse, is a config error."""
         many = is_multi_agent(env)
         check_env_agents(env.num_agents if many else 1, many, cls.multi_agent, cls.name(),
                          config.env.env_name, config.env.env_type, cls.single_agent_alternative)

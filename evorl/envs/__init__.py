@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from evorl.config import ConfigError
 from evorl.config.env import ENV_TYPES, ENV_TYPE_KEYS, ENV_TYPE_SPECS, EnvConfig, check_env_type_keys
@@ -25,7 +25,7 @@ def _as_dict(env_cfg: Any) -> dict:
         from omegaconf import DictConfig, OmegaConf
 
         if isinstance(env_cfg, DictConfig):
-            return OmegaConf.to_container(env_cfg, resolve=True)
+            return cast(dict, OmegaConf.to_container(env_cfg, resolve=True))  # a DictConfig's container is a dict
     except ImportError:  # pragma: no cover
         pass
     if hasattr(env_cfg, "__dataclass_fields__"):

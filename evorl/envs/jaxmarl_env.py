@@ -102,7 +102,7 @@ def check_jaxmarl_kwargs(env_name: str, kwargs: dict) -> None:
     cls = jaxmarl_class(env_name)
     accepted = None if cls is None else accepted_keywords(cls)
     unknown = sorted(set(kwargs) - accepted) if accepted is not None else []
-    if unknown:
+    if unknown and accepted is not None:  # (unknown keys imply a known signature)
         raise ConfigError(f"env.kwargs {', '.join(unknown)}: JaxMARL's {env_name} ({cls.__name__}) has no such "
                           f"keyword{'s' if len(unknown) > 1 else ''} and would ignore it; it reads: "
                           f"{', '.join(sorted(accepted))}.")

@@ -59,6 +59,8 @@ def spec_bounds(spec, shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``(low, high)`` of one array spec: a DiscreteArray's ``[0, n - 1]``, a
     BoundedArray's own bounds, unbounded otherwise."""
     specs = import_env_package("jumanji").specs
+    low: float | np.ndarray
+    high: float | np.ndarray
     if isinstance(spec, specs.DiscreteArray):
         low, high = 0, int(spec.num_values) - 1
     elif isinstance(spec, specs.BoundedArray):

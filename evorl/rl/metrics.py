@@ -10,6 +10,7 @@ metadata), so the code that combines metrics never guesses it from the metric's 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -44,7 +45,7 @@ def declared(metrics: dict[str, Any]) -> dict[str, Metric]:
 
 
 def _map(fn, metrics: dict[str, Metric]) -> dict[str, Metric]:
-    return {k: m.replace(value=fn(m.reduction, m.value)) for k, m in declared(metrics).items()}
+    return {k: dataclasses.replace(m, value=fn(m.reduction, m.value)) for k, m in declared(metrics).items()}
 
 
 def over_devices(metrics: dict[str, Any], axis_name: str | None) -> dict[str, Metric]:
@@ -80,7 +81,7 @@ def accumulate(totals: dict[str, Metric], metrics: dict[str, Any]) -> dict[str, 
     """Running totals over iterations: maxima for ``max``, minima for ``min``, sums otherwise."""
     metrics = declared(metrics)
     combine = {"max": jnp.maximum, "min": jnp.minimum}
-    return {k: t.replace(value=combine.get(t.reduction, jnp.add)(t.value, metrics[k].value))
+    return {k: dataclasses.replace(t, value=combine.get(t.reduction, jnp.add)(t.value, metrics[k].value))
             for k, t in totals.items()}
 
 

@@ -118,6 +118,8 @@ def gaussian_offspring(key: jax.Array, parents: jax.Array, sigma: float, crossov
     then every coordinate perturbed, ``x + sigma eps``, ``eps ~ N(0, 1)``."""
     cross_key, pair_key, noise_key = jax.random.split(key, 3)
     if crossover_prob > 0:
+        if segments is None:
+            raise ValueError("gaussian_offspring: crossover_prob > 0 crosses neurons: pass the parameters' segments.")
         parents = cross_pairs(cross_key, pair_key, parents, crossover_prob, segments)
     return parents + sigma * jax.random.normal(noise_key, parents.shape, parents.dtype)
 
