@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from evorl.algorithms.es import ES, STRATEGIES, ESConfig, ESState, make_mlp_es_agent, make_search
+from evorl.algorithms.es import ES, STRATEGIES, ESConfig, ESState, make_search
 from evorl.config import (
     config_mapping, extract_sweeps, num_agents, parse_section, section_data, sweep_variants,
 )
@@ -187,7 +187,7 @@ class ESWorkflow(ChunkedWorkflow):
 
     @classmethod
     def build_agent(cls, env, config: ESExperimentConfig):
-        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                  normalize_obs=config.es.obs_norm, **vars(config.agent))
 
     @classmethod

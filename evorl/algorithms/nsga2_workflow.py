@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from evorl.algorithms.es import ES, make_mlp_es_agent
+from evorl.algorithms.es import ES
 from evorl.algorithms.es_workflow import ESWorkflow
 from evorl.algorithms.nsga2 import NSGA2Config, NSGA2State, front_mask, init_nsga2_state, make_generation
 from evorl.config import require
@@ -61,7 +61,8 @@ class NSGA2Workflow(ESWorkflow):
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # children split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         ChunkedWorkflow.__init__(self, config, env, agent, services)
-        step = self.algorithm.family.make_iteration(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
+        generation = self.algorithm.family.make_iteration
+        step = generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
         self.build_generation_runner(step, env, agent, config.training.eval_episodes)
         self._front = jax.jit(lambda objectives: (objectives, front_mask(objectives)))
 
@@ -88,7 +89,7 @@ class NSGA2Workflow(ESWorkflow):
 
     @classmethod
     def build_agent(cls, env, config: NSGA2ExperimentConfig):
-        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                  **vars(config.agent))
 
     @classmethod

@@ -369,7 +369,6 @@ def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
 
 __all__ = [
     "ASK_TAG", "OPTIMISERS", "SEARCH_TAG", "TELL_TAG", "PopulationRLConfig", "PopulationRLTrainingConfig", "PopulationRLWorkflow", "empty_transitions",
-    "population_algorithm",
     "initial_population", "make_optimiser", "make_play", "make_rl_phase", "mean_returns", "polyak",
-    "population_metrics", "population_update_groups", "ranked", "when_learning",
+    "population_algorithm", "population_metrics", "population_update_groups", "ranked", "when_learning",
 ]
