@@ -5,7 +5,7 @@ keys that feed them) and its :class:`Family`, the state layout and the iteration
 with, shared by the on-policy algorithms (:data:`ON_POLICY`) and by the off-policy ones
 (:data:`OFF_POLICY`); ES, NSGA-II, CEM-RL and ERL each have their own. A workflow class
 (``class PPOWorkflow(OnPolicyWorkflow): algorithm = PPO``) is the record's public face: it
-runs the record's family and derives the ``agent:`` config section from its factory.
+runs the record's family and parses the ``agent:`` section the record derives from its factory.
 """
 
 from __future__ import annotations
