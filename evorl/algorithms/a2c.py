@@ -12,6 +12,7 @@ from evorl.config.hparams import check_a2c
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.targets import explained_variance, normalize_advantages
 
 
@@ -92,15 +93,16 @@ def make_mlp_a2c_agent(
                               network_options, hparams, normalize_gae=normalize_gae)
 
 
+A2C = Algorithm("A2C", make_mlp_a2c_agent, A2CHParams, ON_POLICY,
+                training_defaults={"num_epochs": 1, "num_minibatches": 1})
+
+
 class A2CWorkflow(OnPolicyWorkflow):
     """A2C: one synchronous gradient step on each rollout (``num_epochs = num_minibatches = 1``)."""
 
-    label = "A2C"
-    agent_factory = staticmethod(make_mlp_a2c_agent)
-    hparams_cls = A2CHParams
-    training_defaults = {"num_epochs": 1, "num_minibatches": 1}
+    algorithm = A2C
     one_gradient_step = True
 
 
 #: The ``agent:`` config section of A2C (derived from ``make_mlp_a2c_agent``).
-A2CAgentConfig = A2CWorkflow.agent_config_cls
+A2CAgentConfig = A2C.agent_config_cls

@@ -82,7 +82,8 @@ from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
     SEARCH_TAG, TELL_TAG, PopulationRLTrainingConfig, PopulationRLWorkflow, empty_transitions,
-    initial_population, make_play, make_rl_phase, mean_returns, population_metrics, when_learning,
+    initial_population, make_play, make_rl_phase, mean_returns, population_algorithm, population_metrics,
+    when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config.population import CEMRLConfig
@@ -92,7 +93,7 @@ from evorl.rl import replay
 from evorl.rl.agent import AgentState
 from evorl.rl.evolution import CEMState, cem_init, cem_sample, cem_update, log_rank_weights, ranked  # noqa: F401
 from evorl.rl.optimisers import AskTell
-from evorl.rl.state_roles import buffer_field, role_field
+from evorl.rl.state_roles import role_field
 
 
 # --------------------------------------------------------------------------------------
@@ -198,18 +199,18 @@ class CEMRLExperimentConfig(ExperimentConfig):
     cemrl: CEMRLConfig = CEMRLConfig()
 
 
+CEMRL = population_algorithm("CEM-RL", CEMRLState, init_cemrl_state, make_generation)
+
+
 class CEMRLWorkflow(PopulationRLWorkflow):
     """CEM-RL (see the module docstring): one agent, a population of actors inside it."""
 
-    label = "CEM-RL"
+    algorithm = CEMRL
     experiment_config_cls = CEMRLExperimentConfig
-    init_state = staticmethod(init_cemrl_state)
-    replay_buffer_field = buffer_field(CEMRLState)
-    generation_builder = staticmethod(make_generation)
 
 
 __all__ = [
-    "CEMRLConfig", "CEMRLExperimentConfig", "CEMRLState", "CEMRLTrainingConfig", "CEMRLWorkflow", "CEMState",
+    "CEMRL", "CEMRLConfig", "CEMRLExperimentConfig", "CEMRLState", "CEMRLTrainingConfig", "CEMRLWorkflow", "CEMState",
     "cem_init", "cem_sample", "cem_update", "init_cemrl_state", "log_rank_weights", "make_generation",
     "make_learn", "make_rl_phase",
 ]

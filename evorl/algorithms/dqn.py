@@ -18,6 +18,7 @@ from evorl.engine.off_policy_workflow import OffPolicyWorkflow
 from evorl.envs.spaces import Box, Discrete, Space
 from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels_for, get_activation
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
+from evorl.rl.algorithm import OFF_POLICY, Algorithm
 from evorl.rl.off_policy import UpdateGroup
 from evorl.rl.targets import Transition, double_q_targets
 
@@ -210,15 +211,16 @@ def make_mlp_dqn_agent(
                     normalize_obs=options.normalize_obs, hparams_defaults=hparams)
 
 
+DQN = Algorithm("DQN", make_mlp_dqn_agent, DQNHParams, OFF_POLICY, training_hparams=("gamma", "tau"),
+                agent_options_cls=QNetworkOptions)
+
+
 class DQNWorkflow(OffPolicyWorkflow):
-    label = "DQN"
-    agent_factory = staticmethod(make_mlp_dqn_agent)
-    agent_options_cls = QNetworkOptions
-    hparams_cls = DQNHParams
+    algorithm = DQN
 
 
 #: The ``agent:`` config section of DQN (derived from ``make_mlp_dqn_agent``).
-DQNAgentConfig = DQNWorkflow.agent_config_cls
+DQNAgentConfig = DQN.agent_config_cls
 
-__all__ = ["DQNAgent", "DQNHParams", "DQNWorkflow", "EpsilonGreedy", "double_q_targets", "epsilon_schedule",
+__all__ = ["DQN", "DQNAgent", "DQNHParams", "DQNWorkflow", "EpsilonGreedy", "double_q_targets", "epsilon_schedule",
            "make_mlp_dqn_agent", "make_q_network"]

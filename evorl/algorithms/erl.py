@@ -86,7 +86,7 @@ from jax.flatten_util import ravel_pytree
 
 from evorl.algorithms.population_rl import (
     ASK_TAG, SEARCH_TAG, PopulationRLWorkflow, empty_transitions, initial_population, make_play,
-    make_rl_phase, mean_returns, population_metrics, when_learning,
+    make_rl_phase, mean_returns, population_algorithm, population_metrics, when_learning,
 )
 from evorl.algorithms.td3 import TD3Agent
 from evorl.config.population import ERLConfig
@@ -98,7 +98,7 @@ from evorl.rl.evolution import (  # noqa: F401  (the genetic operators, importab
     crossover, ga_step, mutate, neuron_segments, ranked, tournament_select,
 )
 from evorl.rl.optimisers import AskTell
-from evorl.rl.state_roles import buffer_field, role_field
+from evorl.rl.state_roles import role_field
 
 
 # --------------------------------------------------------------------------------------
@@ -240,17 +240,17 @@ class ERLExperimentConfig(ExperimentConfig):
     erl: ERLConfig = ERLConfig()
 
 
+ERL = population_algorithm("ERL", ERLState, init_erl_state, make_generation)
+
+
 class ERLWorkflow(PopulationRLWorkflow):
     """ERL (see the module docstring): one agent, a genetic population and a TD3 learner inside it."""
 
-    label = "ERL"
+    algorithm = ERL
     experiment_config_cls = ERLExperimentConfig
-    init_state = staticmethod(init_erl_state)
-    replay_buffer_field = buffer_field(ERLState)
-    generation_builder = staticmethod(make_generation)
 
 
 __all__ = [
-    "ERLConfig", "ERLExperimentConfig", "ERLState", "ERLWorkflow", "crossover", "ga_step", "init_erl_state",
+    "ERL", "ERLConfig", "ERLExperimentConfig", "ERLState", "ERLWorkflow", "crossover", "ga_step", "init_erl_state",
     "make_generation", "mutate", "neuron_segments", "tournament_select",
 ]

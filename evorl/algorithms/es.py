@@ -44,6 +44,7 @@ from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
 from evorl.rl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
+from evorl.rl.algorithm import Algorithm, Family
 from evorl.rl.collectives import all_gather, axis_index, psum
 from evorl.rl import optimisers
 from evorl.rl.evolution import centered_rank, mirror  # noqa: F401  (importable from here too)
@@ -209,3 +210,10 @@ def make_generation(env: VectorEnv, agent: ESAgent, search: optimisers.AskTell, 
         return state, metrics
 
     return generation
+
+
+#: ES: an agent without a loss (no hyperparameters, no training key among them), its ``agent:``
+#: keys the policy's, and its generation and state; ``ESWorkflow`` calls
+#: ``make_generation(env, agent, search, es, axis_name, num_devices)`` and ``init_es_state``.
+ES = Algorithm("ES", make_mlp_es_agent, None, Family(ESState, init_es_state, make_generation), training_hparams=(),
+               agent_section=ESPolicyOptions)

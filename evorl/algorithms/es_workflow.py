@@ -30,9 +30,7 @@ from dataclasses import dataclass
 import jax
 import numpy as np
 
-from evorl.algorithms.es import (
-    STRATEGIES, ESConfig, ESPolicyOptions, ESState, init_es_state, make_generation, make_mlp_es_agent, make_search,
-)
+from evorl.algorithms.es import ES, STRATEGIES, ESConfig, ESState, make_search
 from evorl.config import (
     config_mapping, extract_sweeps, num_agents, parse_section, section_data, sweep_variants,
 )
@@ -97,11 +95,7 @@ class ESWorkflow(ChunkedWorkflow):
     health checks and checkpoints, and replaces what an iteration is (a generation) and the
     state (:class:`~evorl.algorithms.es.ESState`)."""
 
-    label = "ES"
-    agent_factory = staticmethod(make_mlp_es_agent)
-    agent_config_cls = ESPolicyOptions
-    hparams_cls = None  # an ES agent has no loss, so no loss hyperparameters
-    training_hparams = ()
+    algorithm = ES
     #: The config section of the search (its dataclass), and the experiment config holding it.
     section, section_cls, experiment_cls = "es", ESConfig, ESExperimentConfig
 
@@ -118,7 +112,8 @@ class ESWorkflow(ChunkedWorkflow):
         #: Per variant: the values of the search's state hyperparameters (``{"learning_rate": ..}``).
         self._variant_data = [({name: getattr(with_variant(config, variant).es, name)
                                 for name in es.spec.state_hyperparameters},) for variant in self.variants]
-        step = make_generation(env, agent, self.search, es, self.placement.step_axis_name, num_devices)
+        step = self.algorithm.family.make_iteration(env, agent, self.search, es, self.placement.step_axis_name,
+                                                    num_devices)
         self.pbt = self.make_pbt(config, env, agent, SearchHyperparameters(self.search))
         if self.pbt is not None:
             step = self.pbt.summing_fitness_episodes(step)
@@ -192,7 +187,7 @@ class ESWorkflow(ChunkedWorkflow):
 
     @classmethod
     def build_agent(cls, env, config: ESExperimentConfig):
-        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                  normalize_obs=config.es.obs_norm, **vars(config.agent))
 
     @classmethod
@@ -220,6 +215,6 @@ class ESWorkflow(ChunkedWorkflow):
     def init(self, key: jax.Array) -> ESState:
         """The initial state; for a population, search ``v * num_seeds + s`` starts variant ``v``'s
         hyperparameters with the ``s``-th key split from ``key`` (shared by all variants)."""
-        return self.init_agents(lambda k, hyperparameters: init_es_state(self.agent, self.search, k, hyperparameters),
-                                key)
+        init_state = self.algorithm.family.init_state
+        return self.init_agents(lambda k, hyperparameters: init_state(self.agent, self.search, k, hyperparameters), key)
 

@@ -20,6 +20,7 @@ from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.targets import compute_pg_advantage, compute_vtrace, explained_variance  # noqa: F401  (importable from here too)
 
 
@@ -149,13 +150,14 @@ def make_mlp_impala_agent(
                               network_options, hparams, vtrace_correction=vtrace_correction)
 
 
+IMPALA = Algorithm("IMPALA", make_mlp_impala_agent, IMPALAHParams, ON_POLICY)
+
+
 class IMPALAWorkflow(OnPolicyWorkflow):
     """IMPALA. V-trace's lambda is ``training.gae_lambda`` (the paper uses 1)."""
 
-    label = "IMPALA"
-    agent_factory = staticmethod(make_mlp_impala_agent)
-    hparams_cls = IMPALAHParams
+    algorithm = IMPALA
 
 
 #: The ``agent:`` config section of IMPALA (derived from ``make_mlp_impala_agent``).
-IMPALAAgentConfig = IMPALAWorkflow.agent_config_cls
+IMPALAAgentConfig = IMPALA.agent_config_cls

@@ -31,6 +31,7 @@ from evorl.config.agents import check_ippo_options, check_mappo_critic, check_mu
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
+from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.multi_agent import (
     apply_over_agents, global_state_per_agent, init_per_agent, unbounded_box, with_agent_ids,
 )
@@ -154,34 +155,38 @@ def make_mlp_mappo_agent(action_space: Space, obs_space: Box | None = None, **op
     return make_mlp_ippo_agent(action_space, obs_space, **{"centralised_critic": True, **options})
 
 
-class IPPOWorkflow(OnPolicyWorkflow):
-    """IPPO (de Witt et al., 2020) on a multi-agent env (``env_type: jaxmarl``): each agent's
-    actor and critic read its own observation."""
-
-    label = "IPPO"
-    agent_factory = staticmethod(make_mlp_ippo_agent)
-    hparams_cls = PPOHParams
-    multi_agent = True
+IPPO = Algorithm("IPPO", make_mlp_ippo_agent, PPOHParams, ON_POLICY)
 
 
 def _mappo_agent_validate(self, where: str) -> None:
     """MAPPO's critic is centralised: without it the run is IPPO's, and would be labelled MAPPO."""
-    base = getattr(IPPOWorkflow.agent_config_cls, "validate", None)
+    base = getattr(IPPO.agent_config_cls, "validate", None)
     if base is not None:
         base(self, where)
     check_mappo_critic(self.centralised_critic, where)
+
+
+#: IPPO's agent with ``agent.centralised_critic`` true (and refused false).
+MAPPO = dataclasses.replace(IPPO, label="MAPPO", agent_section=dataclasses.make_dataclass(
+    "MAPPOAgentConfig", [("centralised_critic", bool, dataclasses.field(default=True))],
+    bases=(IPPO.agent_config_cls,), frozen=True, namespace={"validate": _mappo_agent_validate}))
+
+
+class IPPOWorkflow(OnPolicyWorkflow):
+    """IPPO (de Witt et al., 2020) on a multi-agent env (``env_type: jaxmarl``): each agent's
+    actor and critic read its own observation."""
+
+    algorithm = IPPO
+    multi_agent = True
 
 
 class MAPPOWorkflow(IPPOWorkflow):
     """MAPPO (Yu et al., 2022): IPPO whose critic reads the global state (``agent.centralised_critic``
     true)."""
 
-    label = "MAPPO"
-    agent_config_cls = dataclasses.make_dataclass(
-        "MAPPOAgentConfig", [("centralised_critic", bool, dataclasses.field(default=True))],
-        bases=(IPPOWorkflow.agent_config_cls,), frozen=True, namespace={"validate": _mappo_agent_validate})
+    algorithm = MAPPO
 
 
 #: The ``agent:`` config sections of IPPO and MAPPO (derived from ``make_mlp_ippo_agent``).
-IPPOAgentConfig = IPPOWorkflow.agent_config_cls
-MAPPOAgentConfig = MAPPOWorkflow.agent_config_cls
+IPPOAgentConfig = IPPO.agent_config_cls
+MAPPOAgentConfig = MAPPO.agent_config_cls

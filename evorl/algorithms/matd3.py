@@ -33,13 +33,14 @@ critics over the agents' axis (``actor_actions`` ``[..., n_agents, d]``, ``q_val
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from evorl.algorithms.td3 import DDPGHParams, TD3Agent, TD3HParams
+from evorl.algorithms.td3 import DDPG, TD3, DDPGHParams, TD3Agent, TD3HParams
 from evorl.config import parse_section
 from evorl.config.agents import (
     check_matd3_action_space, check_matd3_normalize_obs, check_multi_agent_obs, check_policy_delay,
@@ -175,14 +176,16 @@ def make_mlp_maddpg_agent(action_space: Space, obs_space: Box | None = None, sha
                              network_options, "make_mlp_maddpg_agent")
 
 
+#: TD3 and DDPG for each agent of a multi-agent env.
+MATD3 = dataclasses.replace(TD3, label="MATD3", agent_factory=make_mlp_matd3_agent)
+MADDPG = dataclasses.replace(DDPG, label="MADDPG", agent_factory=make_mlp_maddpg_agent)
+
+
 class MATD3Workflow(OffPolicyWorkflow):
     """MATD3 (Ackermann et al., 2019): TD3 for each agent of a multi-agent env with continuous
     actions (``env_type: jaxmarl``), twin centralised critics, smoothing and delayed actor updates."""
 
-    label = "MATD3"
-    agent_factory = staticmethod(make_mlp_matd3_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = TD3HParams
+    algorithm = MATD3
     multi_agent = True
     single_agent_alternative = "TD3Workflow"
 
@@ -191,13 +194,10 @@ class MADDPGWorkflow(OffPolicyWorkflow):
     """MADDPG (Lowe et al., 2017): DDPG for each agent of a multi-agent env with continuous
     actions (``env_type: jaxmarl``), one centralised critic per agent, no smoothing or delay."""
 
-    label = "MADDPG"
-    agent_factory = staticmethod(make_mlp_maddpg_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = DDPGHParams
+    algorithm = MADDPG
     multi_agent = True
     single_agent_alternative = "DDPGWorkflow"
 
 
-__all__ = ["MADDPGWorkflow", "MATD3Agent", "MATD3Workflow", "build_matd3_agent", "make_mlp_maddpg_agent",
-           "make_mlp_matd3_agent"]
+__all__ = ["MADDPG", "MADDPGWorkflow", "MATD3", "MATD3Agent", "MATD3Workflow", "build_matd3_agent",
+           "make_mlp_maddpg_agent", "make_mlp_matd3_agent"]

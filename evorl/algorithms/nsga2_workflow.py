@@ -18,13 +18,14 @@ the population) ``x env.episode_length``.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 
 import jax
 import numpy as np
 
-from evorl.algorithms.es import make_mlp_es_agent
+from evorl.algorithms.es import ES
 from evorl.algorithms.es_workflow import ESWorkflow
 from evorl.algorithms.nsga2 import NSGA2State, front_mask, init_nsga2_state, make_generation
 from evorl.config.nsga2 import NSGA2Config, check_nsga2_env, check_nsga2_run
@@ -34,6 +35,7 @@ from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.memory_estimate import Term
 from evorl.engine.processes import is_main_process
 from evorl.engine.rl_base import ExperimentConfig
+from evorl.rl.algorithm import Family
 
 
 @dataclass(frozen=True)
@@ -41,12 +43,16 @@ class NSGA2ExperimentConfig(ExperimentConfig):
     nsga2: NSGA2Config = NSGA2Config()
 
 
+#: ES's agent with NSGA-II's generation and state (a population and its objective vectors).
+NSGA2 = dataclasses.replace(ES, label="NSGA-II", family=Family(NSGA2State, init_nsga2_state, make_generation))
+
+
 class NSGA2Workflow(ESWorkflow):
     """NSGA-II on the ES engine: the ES workflow's config handling, agent and evaluation,
     with the population and its objective vectors as the state
     (:class:`~evorl.algorithms.nsga2.NSGA2State`)."""
 
-    label = "NSGA-II"
+    algorithm = NSGA2
     section, section_cls, experiment_cls = "nsga2", NSGA2Config, NSGA2ExperimentConfig
     pareto_plot = True
 
@@ -54,7 +60,8 @@ class NSGA2Workflow(ESWorkflow):
         self.placement = Placement.create(1, enable_multi_devices, "envs")  # children split, state replicated
         num_devices = 1 if self.placement.mesh is None else self.placement.mesh.size
         ChunkedWorkflow.__init__(self, config, env, agent, services)
-        step = make_generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
+        generation = self.algorithm.family.make_iteration
+        step = generation(env, agent, config.nsga2, self.placement.step_axis_name, num_devices)
         self.build_generation_runner(step, env, agent, config.training.eval_episodes)
         self._front = jax.jit(lambda objectives: (objectives, front_mask(objectives)))
 
@@ -83,7 +90,7 @@ class NSGA2Workflow(ESWorkflow):
 
     @classmethod
     def build_agent(cls, env, config: NSGA2ExperimentConfig):
-        return make_mlp_es_agent(env.action_space, env.obs_space, network_factory=cls.network_factory,
+        return cls.agent_factory(env.action_space, env.obs_space, network_factory=cls.network_factory,
                                  **vars(config.agent))
 
     @classmethod
@@ -113,7 +120,8 @@ class NSGA2Workflow(ESWorkflow):
     _warned: frozenset = frozenset()
 
     def init(self, key: jax.Array) -> NSGA2State:
-        return self.executor.init(lambda k: init_nsga2_state(self.agent, self.config.nsga2, k), key)
+        init_state = self.algorithm.family.init_state
+        return self.executor.init(lambda k: init_state(self.agent, self.config.nsga2, k), key)
 
     # --- the front --------------------------------------------------------------------------
     def front(self, state: NSGA2State) -> np.ndarray:

@@ -23,8 +23,8 @@ chunks of ``training.eval_interval`` generations compile into one program, and
 evaluation of the state's ``agent_state`` (TD3's), recorders, checkpoints (the population, the
 buffer, the critic and the Adam states are in the state, so a resumed run continues exactly),
 ``population.png`` and ``evorl.load_policy``. A subclass names its config section
-(``section``, a :class:`PopulationRLConfig`) and its state and generation (``init_state``,
-``generation_builder``). The logged ``step`` counts each generation's env steps,
+(``section``, a :class:`PopulationRLConfig`) and its algorithm, whose state and generation
+are its own (:func:`population_algorithm`). The logged ``step`` counts each generation's env steps,
 ``actors_per_generation x episodes_per_actor x env.episode_length``.
 """
 
@@ -56,6 +56,7 @@ from evorl.engine.rl_base import ExperimentConfig
 from evorl.envs import VectorEnv
 from evorl.rl import metrics as M, optimisers, replay
 from evorl.rl.agent import hparams_as_arrays
+from evorl.rl.algorithm import Algorithm, Family
 from evorl.rl.continuous_control import ContinuousNetworkOptions, ExploringActor
 from evorl.rl.evolution import ranked
 from evorl.rl.off_policy import UpdateGroup, gradient_step, group_step, polyak
@@ -247,6 +248,18 @@ def make_optimiser(cfg: PopulationRLConfig, actor_example: Any) -> AskTell:
     return dataclasses.replace(make_search(es, num_dims), name=cfg.optimiser)
 
 
+def population_algorithm(label: str, state_cls: type, init_state: Any, make_generation: Any) -> Algorithm:
+    """An evolution-guided algorithm: TD3's agent, its ``tau`` set by the algorithm's section,
+    ``training.gamma`` its one training key that is a hyperparameter; and its own state and
+    generation, ``init_state(env, agent, optimizer, search, cfg, hparams, key) -> state`` and
+    ``make_generation(env, agent, optimizer, search, cfg) -> generation(state) -> (state, metrics)``
+    (``optimizer``: the gradient steps' Adam; ``search``: the population optimiser, an
+    :class:`~evorl.rl.optimisers.AskTell`)."""
+    return Algorithm(label, make_mlp_td3_agent, TD3HParams, Family(state_cls, init_state, make_generation),
+                     training_hparams=("gamma",), section_hparams=("tau",), agent_options_cls=ContinuousNetworkOptions,
+                     training_defaults={"learning_rate": 1e-3, "gamma": 0.99})
+
+
 class PopulationRLWorkflow(ChunkedWorkflow):
     """An evolution-guided algorithm on the shared host loop (module docstring)."""
 
@@ -256,18 +269,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
     #: That section's name and dataclass (derived from ``experiment_config_cls``).
     section: ClassVar[str]
     section_cls: ClassVar[type]
-    #: ``init_state(env, agent, optimizer, search, cfg, hparams, key) -> state`` (``optimizer``:
-    #: the gradient steps' Adam; ``search``: the population optimiser, an :class:`~evorl.rl.optimisers.AskTell`).
-    init_state: ClassVar[Any]
-    #: ``generation_builder(env, agent, optimizer, search, cfg) -> generation(state) -> (state, metrics)``.
-    generation_builder: ClassVar[Any]
     population_plot = True
-    agent_factory = staticmethod(make_mlp_td3_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = TD3HParams
-    training_hparams = ("gamma",)
-    section_hparams = ("tau",)
-    training_defaults = {"learning_rate": 1e-3, "gamma": 0.99}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -287,7 +289,7 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         actor = jax.eval_shape(lambda: agent.init(jax.random.PRNGKey(0)).params["actor"])
         #: The population optimiser (``optimiser`` of the section).
         self.search = make_optimiser(self.section_config, actor)
-        generation = type(self).generation_builder(env, agent, self.optimizer, self.search, self.section_config)
+        generation = self.algorithm.family.make_iteration(env, agent, self.optimizer, self.search, self.section_config)
         self.build_generation_runner(generation, env, agent, tc.eval_episodes)
 
     def config_notes(self) -> list[str]:
@@ -317,8 +319,9 @@ class PopulationRLWorkflow(ChunkedWorkflow):
         return cfg.actors_per_generation * cfg.episodes_per_actor * self.env.episode_length
 
     def init(self, key: jax.Array):
-        return self.executor.init(lambda k: type(self).init_state(self.env, self.agent, self.optimizer, self.search,
-                                                                  self.section_config, self.hparams, k), key)
+        init_state = self.algorithm.family.init_state
+        return self.executor.init(lambda k: init_state(self.env, self.agent, self.optimizer, self.search,
+                                                       self.section_config, self.hparams, k), key)
 
     # --- config ---------------------------------------------------------------------------
     @classmethod
@@ -367,5 +370,5 @@ def memory_terms(section: PopulationRLConfig, sizes, where: str) -> list[Term]:
 __all__ = [
     "ASK_TAG", "OPTIMISERS", "SEARCH_TAG", "TELL_TAG", "PopulationRLConfig", "PopulationRLTrainingConfig", "PopulationRLWorkflow", "empty_transitions",
     "initial_population", "make_optimiser", "make_play", "make_rl_phase", "mean_returns", "polyak",
-    "population_metrics", "population_update_groups", "ranked", "when_learning",
+    "population_algorithm", "population_metrics", "population_update_groups", "ranked", "when_learning",
 ]

@@ -12,6 +12,7 @@ from evorl.config.hparams import check_ppo
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.targets import explained_variance, normalize_advantages
 
 
@@ -136,15 +137,15 @@ def make_mlp_ppo_agent(
                               stops_early=target_kl is not None)
 
 
+#: Where a config does not say: 8 minibatches per epoch (the default job's value). With the shared
+#: default of 4, the seed's ``ppo_cartpole.yaml`` (1M steps, [256, 256]) ended at 178.9 on seed 44
+#: after holding 500 to iteration 720; with 8, seeds 42-48, 0, 1 end at 500.
+PPO = Algorithm("PPO", make_mlp_ppo_agent, PPOHParams, ON_POLICY, training_defaults={"num_minibatches": 8})
+
+
 class PPOWorkflow(OnPolicyWorkflow):
-    label = "PPO"
-    agent_factory = staticmethod(make_mlp_ppo_agent)
-    hparams_cls = PPOHParams
-    #: Where a config does not say: 8 minibatches per epoch (the default job's value). With
-    #: the shared default of 4, the seed's ``ppo_cartpole.yaml`` (1M steps, [256, 256]) ended at
-    #: 178.9 on seed 44 after holding 500 to iteration 720; with 8, seeds 42-48, 0, 1 end at 500.
-    training_defaults = {"num_minibatches": 8}
+    algorithm = PPO
 
 
 #: The ``agent:`` config section of PPO (derived from ``make_mlp_ppo_agent``).
-PPOAgentConfig = PPOWorkflow.agent_config_cls
+PPOAgentConfig = PPO.agent_config_cls

@@ -31,6 +31,7 @@ from evorl.config.hparams import check_a2c
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.targets import compute_gae
 
 
@@ -98,12 +99,13 @@ def make_mlp_reinforce_agent(
                               network_factory, network_options, hparams)
 
 
+#: Monte-Carlo returns: ``training.gamma`` is its one training key that is a hyperparameter.
+REINFORCE = Algorithm("REINFORCE", make_mlp_reinforce_agent, REINFORCEHParams, ON_POLICY, training_hparams=("gamma",),
+                      training_defaults={"num_epochs": 1, "num_minibatches": 1})
+
+
 class REINFORCEWorkflow(OnPolicyWorkflow):
     """REINFORCE: one gradient step on the complete steps of each (long) rollout."""
 
-    label = "REINFORCE"
-    agent_factory = staticmethod(make_mlp_reinforce_agent)
-    hparams_cls = REINFORCEHParams
-    training_hparams = ("gamma",)
-    training_defaults = {"num_epochs": 1, "num_minibatches": 1}
+    algorithm = REINFORCE
     one_gradient_step = True

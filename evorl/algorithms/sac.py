@@ -41,6 +41,7 @@ from evorl.networks.distributions import TanhGaussian
 from evorl.rl.continuous_control import (
     ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_q_ensemble,
 )
+from evorl.rl.algorithm import OFF_POLICY, Algorithm
 from evorl.rl.off_policy import UpdateGroup
 from evorl.rl.targets import Transition, soft_q_targets
 
@@ -163,11 +164,12 @@ def make_mlp_sac_agent(action_space: Space, obs_space: Box | None = None, alpha:
                     normalize_obs=options.normalize_obs, hparams_defaults=hparams, init_alpha=init_alpha)
 
 
+SAC = Algorithm("SAC", make_mlp_sac_agent, SACHParams, OFF_POLICY, training_hparams=("gamma", "tau"),
+                agent_options_cls=ContinuousNetworkOptions)
+
+
 class SACWorkflow(OffPolicyWorkflow):
-    label = "SAC"
-    agent_factory = staticmethod(make_mlp_sac_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = SACHParams
+    algorithm = SAC
 
 
-__all__ = ["SACAgent", "SACHParams", "SACWorkflow", "make_mlp_sac_agent", "soft_q_targets", "temperature_loss"]
+__all__ = ["SAC", "SACAgent", "SACHParams", "SACWorkflow", "make_mlp_sac_agent", "soft_q_targets", "temperature_loss"]

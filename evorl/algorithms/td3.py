@@ -17,6 +17,7 @@ DDPG is the same agent with one critic, no smoothing (:math:`\sigma = 0`) and no
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from evorl.rl.continuous_control import (
     ContinuousNetworkFactory, ContinuousNetworkOptions, ContinuousQAgent, check_options, make_deterministic_actor,
     make_q_ensemble,
 )
+from evorl.rl.algorithm import OFF_POLICY, Algorithm
 from evorl.rl.off_policy import UpdateGroup
 from evorl.rl.targets import Transition, clipped_double_q_targets
 
@@ -150,25 +152,25 @@ def make_mlp_ddpg_agent(action_space: Space, obs_space: Box | None = None, explo
                            "make_mlp_ddpg_agent")
 
 
+TD3 = Algorithm("TD3", make_mlp_td3_agent, TD3HParams, OFF_POLICY, training_hparams=("gamma", "tau"),
+                agent_options_cls=ContinuousNetworkOptions)
+#: TD3 without its twin critics, target smoothing and delay.
+DDPG = dataclasses.replace(TD3, label="DDPG", agent_factory=make_mlp_ddpg_agent, hparams_cls=DDPGHParams)
+
+
 class TD3Workflow(OffPolicyWorkflow):
     """TD3 (Fujimoto et al., 2018): a deterministic actor with twin critics (clipped double Q),
     target policy smoothing and delayed actor updates."""
 
-    label = "TD3"
-    agent_factory = staticmethod(make_mlp_td3_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = TD3HParams
+    algorithm = TD3
 
 
 class DDPGWorkflow(OffPolicyWorkflow):
     """DDPG (Lillicrap et al., 2016): a deterministic actor with one critic, the actor updated at
     every critic step (TD3 without its twin critics, smoothing and delay)."""
 
-    label = "DDPG"
-    agent_factory = staticmethod(make_mlp_ddpg_agent)
-    agent_options_cls = ContinuousNetworkOptions
-    hparams_cls = DDPGHParams
+    algorithm = DDPG
 
 
-__all__ = ["DDPGHParams", "DDPGWorkflow", "TD3Agent", "TD3HParams", "TD3Workflow", "clipped_double_q_targets", "make_mlp_ddpg_agent",
-           "make_mlp_td3_agent", "smoothed_target_actions"]
+__all__ = ["DDPG", "DDPGHParams", "DDPGWorkflow", "TD3", "TD3Agent", "TD3HParams", "TD3Workflow",
+           "clipped_double_q_targets", "make_mlp_ddpg_agent", "make_mlp_td3_agent", "smoothed_target_actions"]

@@ -30,7 +30,7 @@ from evorl.engine.pbt import check_pbt_config
 from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.agent import Agent
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
-from evorl.rl.off_policy import OffPolicyState, init_state, make_iteration, make_learner_update
+from evorl.rl.off_policy import OffPolicyState
 from evorl.rl.on_policy import make_optimizer
 from evorl.rl.state_roles import buffer_field
 
@@ -55,12 +55,10 @@ ON_POLICY_ONLY = tuple(f.name for f in dataclasses.fields(TrainingConfig)
 class OffPolicyWorkflow(ChunkedWorkflow):
     """Off-policy training from a replay buffer (see the module docstring) on the shared host
     loop: ``learn``, greedy evaluation, health checks, populations and checkpoints are
-    :class:`~evorl.engine.host_loop.ChunkedWorkflow`'s. A subclass declares its agent
-    (``agent_factory``, ``hparams_cls``, ``agent_options_cls``), as an on-policy one does."""
+    :class:`~evorl.engine.host_loop.ChunkedWorkflow`'s. A subclass declares its algorithm, a
+    record of the off-policy family (:data:`evorl.rl.algorithm.OFF_POLICY`: ``training.gamma``
+    and ``training.tau`` are data in the agent's hyperparameters), as an on-policy one does."""
 
-    #: ``training.gamma`` and ``training.tau`` are data in the agent's hyperparameters (a
-    #: population may give each agent its own; PBT may evolve them).
-    training_hparams = ("gamma", "tau")
     training_config_cls = OffPolicyTrainingConfig
     replay_buffer_field = buffer_field(OffPolicyState)
     #: The fused runner's iterations before the learning start run as a program of their own
@@ -81,10 +79,11 @@ class OffPolicyWorkflow(ChunkedWorkflow):
         # actors act with the behaviour policy; the learner runs the fused iteration's update. A
         # PBT-replaced agent takes its source's networks, Adam states and targets, keeps its buffer
         # a population's learning start and delayed updates branch once for all its agents
-        population_axis = self.placement.population_axis_name
+        population_axis, family = self.placement.population_axis_name, self.algorithm.family
         self.build_runner(config, env, eval_env, agent,
-                          functools.partial(make_iteration, population_axis=population_axis),
-                          functools.partial(make_learner_update, population_axis=population_axis), OffPolicyState,
+                          functools.partial(family.make_iteration, population_axis=population_axis),
+                          functools.partial(family.make_learner_update, population_axis=population_axis),
+                          family.state_cls,
                           actor_devices=learner_placement(False, None)[1] if self.asynchronous else None,
                           acting=ActorPolicy(BehaviourPolicy(agent, tc.warmup_steps),
                                              functools.partial(acting_state, tc=tc)),
@@ -94,6 +93,7 @@ class OffPolicyWorkflow(ChunkedWorkflow):
     def init(self, key: jax.Array) -> OffPolicyState:
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (as the on-policy workflow's)."""
+        init_state = self.algorithm.family.init_state
         return self.init_agents(
             functools.partial(init_state, self.env, self.agent, self.optimizer, self.config.training), key)
 

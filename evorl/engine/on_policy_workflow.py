@@ -30,9 +30,7 @@ from evorl.engine.actor_learner import check_async_config, learner_device_count,
 from evorl.engine.execution import DEVICE_AXIS, Placement
 from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.pbt import check_pbt_config
-from evorl.rl.on_policy import (
-    OnPolicyState, init_state, make_iteration, make_learner_update, make_optimizer,
-)
+from evorl.rl.on_policy import OnPolicyState, make_optimizer
 
 
 class OnPolicyWorkflow(ChunkedWorkflow):
@@ -62,8 +60,10 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         super().__init__(config, env, agent, services)
         self.optimizer = make_optimizer(tc)
         self._variant_data = self.variant_data(config)
-        self.build_runner(config, env, eval_env, agent, make_iteration, make_learner_update, OnPolicyState,
-                          learner_mesh=learner_mesh, actor_devices=actor_devices, deterministic=tc.eval_deterministic)
+        family = self.algorithm.family  # evorl.rl.algorithm.ON_POLICY
+        self.build_runner(config, env, eval_env, agent, family.make_iteration, family.make_learner_update,
+                          family.state_cls, learner_mesh=learner_mesh, actor_devices=actor_devices,
+                          deterministic=tc.eval_deterministic)
 
     @classmethod
     def check_config(cls, config, agent, num_devices):
@@ -89,5 +89,6 @@ class OnPolicyWorkflow(ChunkedWorkflow):
         """The initial state; for a population, agent ``v * num_seeds + s`` trains variant
         ``v`` with the ``s``-th key split from ``key`` (shared by all variants)."""
         env = None if self.env.on_host else self.env  # host envs are reset by the actors that own them
-        return self.init_agents(
-            functools.partial(init_state, env, self.agent, self.optimizer, self.config.training), key)
+        init_state = functools.partial(self.algorithm.family.init_state, env, self.agent, self.optimizer,
+                                       self.config.training)
+        return self.init_agents(init_state, key)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -19,7 +19,7 @@ import jax
 
 from evorl.config import (
     CheckpointConfig, DistributedConfig, LoggingConfig, PBTConfig, RunnerConfig, TrainingConfig,
-    config_mapping, dataclass_from_signature, extract_sweeps, parse_section, section_data, sweep_variants,
+    config_mapping, extract_sweeps, parse_section, section_data, sweep_variants,
 )
 from evorl.config.env import EnvConfig, HOST_ENV_TYPES
 from evorl.config.experiment import (  # noqa: F401  (importable from here too)
@@ -36,7 +36,9 @@ from evorl.engine.services import RunServices
 from evorl.engine.workflow import WORKFLOWS, Workflow
 from evorl.envs import VectorEnv, create_env, step_size_before_building
 from evorl.envs.multi_agent import is_multi_agent
-from evorl.rl.agent import ActorCriticOptions, Agent, NetworkFactory
+from evorl.rl.agent import Agent, NetworkFactory
+from evorl.rl.algorithm import Algorithm
+from evorl.rl.state_roles import buffer_field
 
 @dataclass(frozen=True)
 class ExperimentConfig:
@@ -67,36 +69,33 @@ def resolve_workflow_cls(name: str | type) -> type:
     cls = name if isinstance(name, type) else import_workflow_cls(str(name), known)
     is_workflow = isinstance(cls, type) and issubclass(cls, Workflow)
     check_workflow_cls(name, is_workflow, is_workflow and issubclass(cls, RLWorkflow) and not inspect.isabstract(cls)
-                       and hasattr(cls, "agent_factory"), known)
+                       and hasattr(cls, "algorithm"), known)
     return cls
+
+
+#: The fields of a workflow's :class:`~evorl.rl.algorithm.Algorithm` readable on the class.
+ALGORITHM_FIELDS = ("label", "agent_factory", "hparams_cls", "training_hparams", "training_defaults",
+                    "agent_options_cls", "section_hparams", "agent_config_cls")
 
 
 class RLWorkflow(Workflow):
     """Holds the parsed config, the env and the agent; subclasses define the training loop.
 
-    A concrete algorithm declares its agent: ``agent_factory`` (``make_mlp_*_agent``) and
-    ``hparams_cls`` (its loss hyperparameter dataclass, whose fields are the keys a population
-    may vary). Its ``agent:`` config section, ``agent_config_cls``, is derived from them: the
-    factory's keyword parameters after the network keys of ``agent_options_cls``.
+    A concrete workflow declares the algorithm it runs, a record (``algorithm = PPO``): its
+    agent factory, its loss hyperparameters' dataclass (whose fields are the keys a population
+    may vary) and its ``agent:`` config section, ``agent_config_cls`` (derived from the
+    factory's keyword parameters after the network keys of ``agent_options_cls``).
     """
 
+    #: The algorithm the workflow runs (:class:`~evorl.rl.algorithm.Algorithm`), declared once by
+    #: a concrete workflow (``algorithm = PPO``); its fields :data:`ALGORITHM_FIELDS` are readable
+    #: on the class under their own names (``PPOWorkflow.hparams_cls``), derived from it.
+    algorithm: ClassVar[Algorithm]
     #: Short name in logs (default: the class name).
     label: ClassVar[str | None] = None
-    #: ``agent_factory(action_space, obs_space, network_factory=..., **hparams from training,
-    #: **agent keys)``, e.g. ``make_mlp_ppo_agent``.
-    agent_factory: ClassVar[Callable[..., Agent]]
-    agent_config_cls: ClassVar[type]
-    #: The keys the factory takes as ``**network_options``.
-    agent_options_cls: ClassVar[type] = ActorCriticOptions
-    #: The loss hyperparameters' dataclass; None: the algorithm has no loss (ES).
-    hparams_cls: ClassVar[type | None]
-    #: Training keys that are loss hyperparameters, each a field of ``hparams_cls`` under the same name.
-    training_hparams: ClassVar[tuple[str, ...]] = ("gamma", "gae_lambda")
     #: The algorithm's own config section beside ``agent:`` and ``training:`` (ES's ``es``,
     #: ERL's ``erl``); None: it has none.
     section: ClassVar[str | None] = None
-    #: Factory keywords the algorithm's own config section sets (ERL's ``erl.tau``): not ``agent:`` keys.
-    section_hparams: ClassVar[tuple[str, ...]] = ()
     #: Builds the agent's networks (see :data:`evorl.rl.agent.NetworkFactory`); None: the default MLPs/CNN.
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
@@ -105,9 +104,6 @@ class RLWorkflow(Workflow):
     replay_buffer_field: ClassVar[str | None] = None
     #: The ``training:`` section's dataclass (off-policy workflows have their own).
     training_config_cls: ClassVar[type] = TrainingConfig
-    #: Training keys whose default differs for this algorithm (applied when the config
-    #: does not set them), e.g. A2C's one gradient step per rollout.
-    training_defaults: ClassVar[dict[str, Any]] = {}
     #: True when the workflow logs a population's fitness (``train/best_actor_return``,
     #: ``train/fitness_mean``, ``train/fitness_std``): ``logging.plot`` then also draws
     #: ``population.png`` (:func:`evorl.app.population_plot.plot_population`).
@@ -123,11 +119,15 @@ class RLWorkflow(Workflow):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if "agent_factory" in vars(cls) and "agent_config_cls" not in vars(cls):
-            cls.agent_config_cls = dataclass_from_signature(
-                f"{cls.name()}AgentConfig", cls.agent_factory, include=cls.agent_options_cls,
-                exclude=("action_space", "obs_space", "network_factory", *cls.training_hparams, *cls.section_hparams),
-            )
+        declared = sorted(set(ALGORITHM_FIELDS) & set(vars(cls)))
+        if declared:
+            raise TypeError(f"{cls.__name__} declares {', '.join(declared)}: an algorithm declares them once, in its "
+                            f"record; set algorithm = dataclasses.replace(<the base's algorithm>, ...) instead.")
+        if "algorithm" in vars(cls):
+            for name in ALGORITHM_FIELDS:
+                value = getattr(cls.algorithm, name)
+                setattr(cls, name, staticmethod(value) if name == "agent_factory" else value)
+            cls.replay_buffer_field = buffer_field(cls.algorithm.family.state_cls)
 
     def __init__(self, config: ExperimentConfig, env: VectorEnv, agent: Agent, services: RunServices | None = None):
         self.config = config
