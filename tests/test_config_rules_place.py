@@ -1,7 +1,8 @@
 """Every rule about a user's config lives in ``evorl/config/``: the layers below call its checks
 and trust what passed. A ``require(...)`` or ``raise ConfigError`` anywhere else is a rule
 written in a second place, unless its file is listed here with the reason it refuses input
-itself."""
+itself. The app's refusals of files on disk and of API arguments are not config rules: they
+raise :mod:`evorl.app.errors`' own types."""
 
 from __future__ import annotations
 
@@ -27,12 +28,6 @@ ALLOWED = {
     "envs/multi_agent.py": _ENV_ARGUMENT,
     "envs/obs_fields.py": _ENV_ARGUMENT,
     "envs/playground_env.py": _ENV_ARGUMENT,
-    "app/run_folder.py": "a run folder's files on disk (config.yaml unreadable, not UTF-8, not a mapping), "
-                         "not a config value",
-    "app/experiment.py": "a run folder that cannot be created or written (an OSError), not a config value",
-    "app/policy.py": "the arguments of load_policy / Policy.from_workflow (agent, step) and a saved policy's "
-                     "files, not config keys",
-    "app/scripts/evaluate.py": "evorl-eval's --actions flag against the run it loads, not a config key",
 }
 
 

@@ -38,7 +38,8 @@ from evorl.app.run_folder import (
 )
 from evorl.app.run_outcome import final_returns_per_agent, record_peer_lost, train_and_record  # noqa: F401  (public here too)
 from evorl.app.run_start import check_run_folder, resume_state, start_run_files, take_over
-from evorl.config import ConfigError, to_plain
+from evorl.config import to_plain
+from evorl.app.errors import RunFolderError
 from evorl.config.experiment import check_experiment_mapping, check_names_workflow
 from evorl.engine.processes import is_main_process
 from evorl.engine.recording import StartupLines
@@ -119,7 +120,7 @@ def run_experiment(cfg: Any, output_dir: str | Path | None = None, recorders: li
 @contextlib.contextmanager
 def _locked(files_dir: Path | None, resume: str | None):
     """The run folder's lock (None without one), taken quietly (``_run`` reports a lock taken
-    over); a folder that cannot be created or written is a ConfigError naming it."""
+    over); a folder that cannot be created or written is a RunFolderError naming it."""
     if files_dir is None:
         yield None
         return
@@ -132,7 +133,7 @@ def _locked(files_dir: Path | None, resume: str | None):
         where = f" ({e.filename})" if e.filename and Path(e.filename) != files_dir else ""
         action = "write in" if files_dir.is_dir() else "create"
         fix = "" if resume else " Choose another output_dir."
-        raise ConfigError(f"cannot {action} the run folder {files_dir}: {e.strerror or e}{where}.{fix}") from None
+        raise RunFolderError(f"cannot {action} the run folder {files_dir}: {e.strerror or e}{where}.{fix}") from None
     try:
         yield lock
     finally:

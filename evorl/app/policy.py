@@ -35,7 +35,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from evorl.config import ConfigError
+from evorl.app.errors import ArgumentError, RunFolderError
 from evorl.engine.evaluator import act as evaluator_act
 from evorl.rl.rollout import reset_policy_state
 
@@ -90,11 +90,11 @@ class Policy:
         agent_state = state.agent_state
         if workflow.population:
             if agent is None or not 0 <= agent < workflow.num_agents:
-                raise ConfigError(f"{where} trained {workflow.num_agents} agents: pass agent=0..{workflow.num_agents - 1} "
+                raise ArgumentError(f"{where} trained {workflow.num_agents} agents: pass agent=0..{workflow.num_agents - 1} "
                                   f"to {call} ({agents_text()}); got agent={agent}.")
             agent_state = jax.tree.map(lambda x: x[agent], agent_state)
         elif agent not in (None, 0):
-            raise ConfigError(f"{where} trained one agent: agent={agent} does not exist (leave it out, or 0).")
+            raise ArgumentError(f"{where} trained one agent: agent={agent} does not exist (leave it out, or 0).")
         agent_state = jax.device_put(jax.device_get(agent_state))  # one device, whatever the training placement
         env = workflow.env
         return cls(workflow.agent, agent_state, env.obs_space, env.action_space, iteration, config)
@@ -165,7 +165,7 @@ def load_policy(run_dir: str | Path, step: int | None = None, agent: int | None 
 
     if (Path(run_dir) / POLICY_STATE).is_file():
         if step is not None or agent is not None:
-            raise ConfigError(f"{run_dir} is a saved policy (Policy.save), one agent at one step: leave out step and "
+            raise ArgumentError(f"{run_dir} is a saved policy (Policy.save), one agent at one step: leave out step and "
                               f"agent.")
         return load_saved_policy(run_dir)
     workflow, state, iteration = load_run(run_dir, step)
@@ -194,7 +194,7 @@ def load_saved_policy(folder: str | Path) -> Policy:
     try:  # the saved hyperparameters keep their own layout (init's may be None: PPO's)
         agent_state = serialization.from_state_dict(layout.replace(hparams=None), {**state, "hparams": None})
     except (ValueError, KeyError) as e:
-        raise ConfigError(f"{folder / POLICY_STATE} does not fit the agent its {POLICY_YAML} builds: {e}") from None
+        raise RunFolderError(f"{folder / POLICY_STATE} does not fit the agent its {POLICY_YAML} builds: {e}") from None
     agent_state = agent_state.replace(hparams=_restore_like(agent.default_hparams(), state["hparams"]))
     agent_state = jax.device_put(agent_state)
     return Policy(agent, agent_state, env.obs_space, env.action_space, int(saved["iteration"]), saved["config"])

@@ -35,6 +35,7 @@ from typing import Any
 
 from evorl.app.run_lock import LOCK_FILE, RunFolderInUse, RunFolderLock, timestamp  # noqa: F401  (public here too)
 from evorl.config import ConfigError
+from evorl.app.errors import RunFolderError
 from evorl.engine.processes import resume_argument
 
 CONFIG_YAML = "config.yaml"
@@ -65,13 +66,13 @@ def run_folder_of(path: Path | str) -> Path:
 
 
 def utf8_text(path: Path | str) -> str:
-    """The text of ``path``; bytes that are not UTF-8 are a ConfigError naming the file and
+    """The text of ``path``; bytes that are not UTF-8 are a RunFolderError naming the file and
     where the first bad byte is (line and column, from 1)."""
     data = Path(path).read_bytes()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path} is not UTF-8 text ({_bad_byte(data, e.start)})") from None
+        raise RunFolderError(f"{path} is not UTF-8 text ({_bad_byte(data, e.start)})") from None
 
 
 def _bad_byte(data: bytes, start: int) -> str:
@@ -86,16 +87,16 @@ def load_run_config(run_dir: Path | str) -> dict:
 
     path = Path(run_dir) / CONFIG_YAML
     if not path.is_file():
-        raise ConfigError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
+        raise RunFolderError(f"{Path(run_dir)} has no {CONFIG_YAML}: it is not an evorl run folder.")
     try:
         cfg = yaml.safe_load(utf8_text(path))
     except ConfigError as e:
-        raise ConfigError(f"{e}: the file is damaged. {_config_copies(run_dir)}") from None
+        raise RunFolderError(f"{e}: the file is damaged. {_config_copies(run_dir)}") from None
     except yaml.YAMLError as e:
         problem = str(e).replace("\n", " ")
-        raise ConfigError(f"{path} cannot be read as YAML: {problem}") from None
+        raise RunFolderError(f"{path} cannot be read as YAML: {problem}") from None
     if not isinstance(cfg, dict):
-        raise ConfigError(f"{path} does not hold a config mapping (got {type(cfg).__name__}).")
+        raise RunFolderError(f"{path} does not hold a config mapping (got {type(cfg).__name__}).")
     return cfg
 
 
@@ -232,7 +233,7 @@ def write_yaml(path: Path, data: dict) -> None:
 UNREADABLE_SUFFIX = ".unreadable"
 
 
-class UnreadableRunInfo(ConfigError):
+class UnreadableRunInfo(RunFolderError):
     """``run.json`` is not UTF-8 JSON holding an object (damaged, or edited badly)."""
 
 

@@ -53,8 +53,9 @@ def load_checkpoint(args: argparse.Namespace):
     ``--episodes`` below 1, a missing run or checkpoint, or ``--actions`` on a run that evaluates
     greedy actions exits 2."""
     from evorl.app.checkpoint import CheckpointError
-    from evorl.config import ConfigError
+    from evorl.app.errors import ArgumentError
     from evorl.app.experiment import load_run
+    from evorl.config import ConfigError
 
     if args.episodes < 1:
         print(f"evorl-eval: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
@@ -69,7 +70,7 @@ def load_checkpoint(args: argparse.Namespace):
             if args.actions is None:
                 raise
             workflow, _, _ = load_run(args.run_dir, args.checkpoint, {"eval_episodes": args.episodes})
-            raise ConfigError(f"--actions applies to runs that evaluate a stochastic policy's mode or samples "
+            raise ArgumentError(f"--actions applies to runs that evaluate a stochastic policy's mode or samples "
                               f"(training.eval_deterministic: PPO, A2C, IMPALA, REINFORCE); {workflow.name()} "
                               f"evaluates its greedy actions: leave --actions out.") from None
     except (CheckpointError, ConfigError) as e:
