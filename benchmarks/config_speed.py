@@ -41,7 +41,8 @@ def run(spec: str, timeout: float) -> dict:
     run_dir = tempfile.mkdtemp(prefix=f"config_speed_{name}_")
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "train.py"), f"--config-name={name}",
            *overrides, f"hydra.run.dir={run_dir}"]
-    row = {"config": name, "overrides": overrides, "machine": platform.node(), "cpus": os.cpu_count(),
+    row = {"config": name, "overrides": overrides, "fast_paths": os.environ.get("EVORL_FAST_PATHS", "auto"),
+           "machine": platform.node(), "cpus": os.cpu_count(),
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=timeout, cwd=ROOT)

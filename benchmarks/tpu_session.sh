@@ -8,6 +8,10 @@
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
 #   populations     benchmarks/config_speed.py: ES (CartPole, brax hopper) and PBT populations
 #   scale           benchmarks/tpu_scale.py: 16384 seeds, and the shipped path at 256 and 4096
+#   minatar_paths   benchmarks/config_speed.py: ppo_minatar_asterix, 8 agents x 30 iterations, with the
+#                   backend's own paths (auto) and with none (EVORL_FAST_PATHS=none): the gather path
+#                   sorts a wide observation leaf (400 columns) row by row, which may cost more than
+#                   XLA's row gather there
 #
 #   PARTS="minatar_asterix ant_phases" OUT=$OUT benchmarks/tpu_session.sh 560
 #
@@ -40,6 +44,12 @@ for game in breakout asterix freeway space_invaders; do
       --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
   fi
 done
+if has minatar_paths; then
+  for paths in auto none; do
+    EVORL_FAST_PATHS="$paths" timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 200 \
+      --out "$out/config_speed.jsonl" ppo_minatar_asterix:training.num_iterations=30,training.num_seeds=8,training.eval_interval=30
+  done
+fi
 if has ant_phases; then
   timeout -k 5 "$(limit)" python3 benchmarks/brax_phases.py --config ppo_brax_ant --out "$out/brax_phases.jsonl"
 fi
