@@ -38,8 +38,8 @@ def actor_threads():
     return [t for t in threading.enumerate() if t.name.startswith("evorl-actor")]
 
 
-@pytest.mark.parametrize("workflow_cls", [PPOWorkflow,  # IMPALA: ~27 s on 2 cores at load 8-10 (2026-12-03)
-                                         pytest.param(IMPALAWorkflow, marks=pytest.mark.slow)])
+@pytest.mark.slow  # the fused and the actor-learner programs both compiled and run
+@pytest.mark.parametrize("workflow_cls", [PPOWorkflow, IMPALAWorkflow])
 def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls):
     """With one actor in lockstep, each learner update sees the batch the fused iteration
     collects (same keys, same env states) and applies the same update."""
@@ -86,6 +86,7 @@ def test_several_actors_lag_and_vtrace_clips_the_ratios():
     assert 0 <= actors["actors/queue_fill"] <= 1 and actors["actors/actor_steps_per_s"] > 0
 
 
+@pytest.mark.slow  # an async run to a failure and its checkpoint
 def test_an_actor_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path, monkeypatch):
     from evorl.engine import actor_learner
 
@@ -111,6 +112,7 @@ def test_an_actor_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp
     assert not actor_threads()
 
 
+@pytest.mark.slow  # the command as a process
 def test_sigint_ends_an_async_run_in_bounded_time_with_a_checkpoint(tmp_path):
     run_dir = tmp_path / "run"
     overrides = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
@@ -193,6 +195,7 @@ def host_config(**env):
     return cfg
 
 
+@pytest.mark.slow  # an async run to a failure and its checkpoint
 def test_a_host_env_exception_ends_the_run_with_its_traceback_and_a_checkpoint(tmp_path):
     start = time.monotonic()
     with pytest.raises(ActorFailed, match="the simulator exploded") as failure:

@@ -134,6 +134,7 @@ def fault_config(**kwargs):
     return cfg
 
 
+@pytest.mark.slow  # starts actor processes
 def test_an_exception_in_an_actor_process_ends_the_run_with_its_traceback(tmp_path):
     with pytest.raises(ActorFailed, match="the simulator exploded in its process") as failure:
         run_experiment(fault_config(), output_dir=tmp_path)
@@ -143,6 +144,7 @@ def test_an_exception_in_an_actor_process_ends_the_run_with_its_traceback(tmp_pa
     assert not children()
 
 
+@pytest.mark.slow  # starts actor processes
 def test_an_actor_process_that_dies_ends_the_run_with_its_exit_code(tmp_path):
     with pytest.raises(ActorFailed, match="exited with code 7"):
         run_experiment(fault_config(die=True), output_dir=tmp_path)
@@ -150,6 +152,7 @@ def test_an_actor_process_that_dies_ends_the_run_with_its_exit_code(tmp_path):
     assert not children()
 
 
+@pytest.mark.slow  # waits out an actor process's step timeout
 def test_a_stuck_step_in_an_actor_process_ends_the_run_and_the_process(tmp_path):
     cfg = fault_config(hang=60.0)
     cfg["runner"]["env_step_timeout_seconds"] = 1.0
@@ -161,6 +164,7 @@ def test_a_stuck_step_in_an_actor_process_ends_the_run_and_the_process(tmp_path)
     assert not children()
 
 
+@pytest.mark.slow  # the command as a process with actor processes
 def test_ctrl_c_to_the_process_group_stops_an_actor_process_run_with_a_checkpoint(tmp_path):
     """Ctrl-C in a terminal signals every process of the group: the children ignore it and
     the learner's process stops them after its current update, as with threads."""

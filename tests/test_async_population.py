@@ -36,6 +36,7 @@ def ppo_config(num_seeds, **training):
     return cfg
 
 
+@pytest.mark.slow  # the fused and the async population programs both compiled and run
 def test_an_async_population_in_lockstep_equals_the_fused_population():
     """Three agents, one actor in lockstep on a JAX env: every agent's update sees the batch
     the fused population's iteration collects for it, and applies the same update."""
@@ -49,6 +50,7 @@ def test_an_async_population_in_lockstep_equals_the_fused_population():
     assert metrics["episode_count"].shape == (3,) and learner.executor.alive.shape == (3,)
 
 
+@pytest.mark.slow  # a population and each of its agents trained alone
 def test_each_agent_of_a_host_env_population_acts_and_learns_as_it_would_alone():
     """gymnasium CartPole, one actor in lockstep: agent ``n`` of a 2-agent population (its key
     the ``n``-th split of the run's key) seeds its environments, acts and updates exactly as a
@@ -68,6 +70,7 @@ def test_each_agent_of_a_host_env_population_acts_and_learns_as_it_would_alone()
         metrics["episode_return_sum"][0] != metrics["episode_return_sum"][1]  # two agents, two sets of episodes
 
 
+@pytest.mark.slow  # PBT steps over an async population
 def test_pbt_steps_between_async_updates_copy_the_winners_and_rank_by_training_episodes():
     """PBT over 4 agents on gymnasium CartPole, a step every 2 updates: after the step the
     replaced agents hold their source's parameters and the explored learning rates; the
@@ -91,6 +94,7 @@ def test_pbt_steps_between_async_updates_copy_the_winners_and_rank_by_training_e
     assert float(np.sum(np.asarray(state.fitness_episodes.count))) == 0  # summed afresh after each step
 
 
+@pytest.mark.slow  # a PBT population on a host env with host evaluators
 def test_pbt_by_greedy_episodes_on_a_host_env_ranks_by_the_host_evaluators_returns():
     """``pbt.fitness: eval`` on gymnasium CartPole (one actor in lockstep: reproducible): the
     step's fitness is each agent's mean greedy return from the host evaluator, on the state

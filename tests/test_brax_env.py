@@ -83,6 +83,7 @@ def pendulum_run():
     return _run(env, jnp.ones((60, 2, 1)))
 
 
+@pytest.mark.slow  # steps a Brax env to its episode ends
 def test_terminated_is_the_raw_envs_done(pendulum_run):
     terminated = np.asarray(pendulum_run.terminated)
     assert terminated.any(axis=0).all(), "the pole should fall under a constant full push"
@@ -94,6 +95,7 @@ def test_terminated_is_the_raw_envs_done(pendulum_run):
     assert pendulum_run.episode_length[t + 1, b] == 1
 
 
+@pytest.mark.slow  # steps a Brax env to its time limit
 def test_time_limit_is_truncation_not_termination():
     env = create_env({"env_type": "brax", "env_name": "inverted_pendulum", "backend": "spring"},
                      episode_length=4, parallel=2)

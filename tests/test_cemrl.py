@@ -87,6 +87,7 @@ def fill(buffer, key, count):
     return replay.add(buffer, batch.replace(discount=jnp.full((count,), 0.99)))
 
 
+@pytest.mark.slow  # a CEM-RL generation with gradient steps
 def test_gradient_steps_move_exactly_the_first_half_and_the_critic():
     """Step 2 of a generation on a population of 4: actors 0 and 1 (N/2) change, 2 and 3 stay bit
     for bit; the critic's Adam takes num_updates steps. Before learning_starts nothing moves."""

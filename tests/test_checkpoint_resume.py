@@ -62,6 +62,7 @@ def uninterrupted(tmp_path_factory):
     return run_experiment(TINY, output_dir=run_dir)
 
 
+@pytest.mark.slow  # three runs; tests/test_signals.py keeps a resumed run in the default set
 def test_interrupted_and_resumed_run_is_bit_identical(uninterrupted, tiny_cfg, tmp_path):
     with pytest.raises(Interrupted):
         run_experiment(tiny_cfg, output_dir=tmp_path, recorders=[InterruptAt(3)])

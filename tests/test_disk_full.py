@@ -160,6 +160,7 @@ RESUME = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # the command as a process
 def test_a_truncated_checkpoint_manifest_is_one_line(tiny_cfg, tmp_path):
     run_experiment(tiny_cfg, output_dir=tmp_path)
     (checkpoint_dir(tmp_path) / "6" / "state" / "manifest.ocdbt").write_bytes(b"\0" * 20)

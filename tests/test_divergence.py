@@ -79,6 +79,7 @@ def test_diverging_run_stops_with_the_iteration_and_metric_and_run_json_says_fai
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow  # a diverging run with checkpoints
 def test_the_newest_checkpoint_is_the_last_finite_state(tiny_cfg, tmp_path):
     tiny_cfg["workflow_cls"] = f"{__name__}.PoisonedPPOWorkflow"
     tiny_cfg["checkpoint"]["save_interval"] = 1
@@ -175,6 +176,7 @@ def test_run_folder_json_is_strict():
     assert strict_json(text) == {"a": None, "b": [None, 1.5], "c": {"d": None}, "e": [1, 2]}
 
 
+@pytest.mark.slow  # a diverging run to a checkpoint
 def test_evaluate_refuses_a_nonfinite_checkpoint(tiny_cfg, tmp_path, capsys):
     from evorl.app.scripts.evaluate import main
 

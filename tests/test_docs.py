@@ -215,6 +215,7 @@ def _timed(fn, *args):
 # --------------------------------------------------------------------------------------
 # The site builds, strict
 # --------------------------------------------------------------------------------------
+@pytest.mark.slow  # builds the docs site
 def test_mkdocs_build_strict(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
         pytest.importorskip(module, reason=f"{module} is not installed: pip install -e '.[docs]'")

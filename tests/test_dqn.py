@@ -238,6 +238,7 @@ def test_population_of_two_seeds_equals_the_solo_runs():
         np.testing.assert_array_equal(state.buffer.data.obs[seed], single.buffer.data.obs)
 
 
+@pytest.mark.slow  # a DQN run through its warm-up
 def test_no_update_before_learning_starts():
     workflow = DQNWorkflow.build_from_config(tiny(learning_starts=96), recorders=[])
     start = workflow.init(jax.random.PRNGKey(0))

@@ -92,6 +92,7 @@ def test_every_env_type_of_the_help_is_listed():
     assert listable_env_types() == ENV_TYPES
 
 
+@pytest.mark.slow  # the command as a process
 def test_list_envs_jaxmarl_lists_what_trains_and_nothing_jaxmarl_prints():
     pytest.importorskip("jaxmarl")
     import os

@@ -51,7 +51,7 @@ class NanRewardsAfter:
         return s.replace(reward=jnp.where(s.episode_length >= NAN_FROM_STEP, jnp.nan, s.reward))
 
 
-@pytest.mark.parametrize("mode", ["fused", "async"])
+@pytest.mark.parametrize("mode", ["fused", pytest.param("async", marks=pytest.mark.slow)])  # async: actor threads
 def test_a_jax_env_returning_nan_rewards_is_named_not_the_learning_rate(tiny_cfg, tmp_path, monkeypatch, mode):
     tiny_cfg["runner"] = {"mode": mode}  # async: the actor-learner, its actors stepping the JAX env
     real = rl_base.create_env

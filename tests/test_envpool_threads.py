@@ -18,6 +18,7 @@ run_experiment({"workflow_cls": "evorl.workflows.PPOWorkflow",
 """
 
 
+@pytest.mark.slow  # the command's run as a process, twice
 @pytest.mark.parametrize("run", [0, 1])
 def test_two_actor_threads_on_envpool_raise_no_float64_bounds_warning(run):
     pytest.importorskip("envpool", reason="envpool is an optional extra")

@@ -104,8 +104,8 @@ def test_conv_paths_have_the_same_parameters_and_outputs(shape, layer):
         assert "convolution" not in jax.jit(conv.apply).lower(plain_params, x).as_text()
 
 
-@pytest.mark.parametrize("torso, shape", [(ConvTorso((16,), "relu"), (2, 3, 10, 10, 4)),
-                                          (NatureCNNTorso(), (2, 84, 84, 4))])
+@pytest.mark.parametrize("torso, shape", [(ConvTorso((16,), "relu"), (2, 3, 10, 10, 4)),  # Nature CNN: 84x84 frames
+                                          pytest.param(NatureCNNTorso(), (2, 84, 84, 4), marks=pytest.mark.slow)])
 def test_torsos_on_both_conv_paths(torso, shape):
     obs = jax.random.uniform(jax.random.PRNGKey(2), shape, maxval=255.0)
     with hardware.use_fast_paths(conv=True):

@@ -36,6 +36,7 @@ def test_ppo_brax_inverted_pendulum_on_held_out_seeds():
     check("ppo_brax_inverted_pendulum", 900.0, HELD_OUT_SEEDS[:2])
 
 
+@pytest.mark.slow  # learning runs
 @pytest.mark.parametrize("config", ["a2c_cartpole", "impala_cartpole", "es_openes_cartpole"])
 def test_the_cheap_learning_check_of_each_algorithm_on_two_held_out_seeds(config):
     """The default set's learning check of A2C, IMPALA and ES (PPO's and DQN's are in

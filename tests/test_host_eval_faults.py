@@ -87,6 +87,7 @@ def test_an_env_raising_in_evaluation_exits_6_in_one_line_with_a_checkpoint(tmp_
     assert_failed_at_iteration_4(tmp_path, err)
 
 
+@pytest.mark.slow  # waits out the evaluation timeout, then resumes
 def test_an_env_hanging_in_evaluation_ends_after_the_timeout_and_resumes(tmp_path, capsys):
     EvalFault.armed, EvalFault.hang_started = True, []
     code, err = run_cli(host_config(hang=8.0), tmp_path, capsys)

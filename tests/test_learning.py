@@ -19,6 +19,7 @@ def steps_to_reach(workflow, seed, threshold, max_env_steps, eval_every):
     return None
 
 
+@pytest.mark.slow  # a learning run
 def test_ppo_learns_cartpole_in_80k_steps():
     """The default set's cheap PPO learning check: the default job's settings (8 envs x 128
     steps) cut to 80 iterations (82k env steps), greedy return after training on seeds 0-3

@@ -125,6 +125,7 @@ def test_truncation_bootstraps_from_the_final_observation(truncated):
     np.testing.assert_allclose(out.extras["advantages"], traj.rewards + bootstrap - v, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # IPPO and PPO programs both compiled and run
 def test_ippo_with_shared_parameters_is_ppo_on_the_agent_folded_batch():
     env = spread_env()
     options = dict(actor_hidden_layer_sizes=[16], critic_hidden_layer_sizes=[16])

@@ -70,7 +70,7 @@ def numpy_critics(agent, critic_params, obs, joint_per_agent):
     return np.stack(out, axis=-1)  # [C, N, n_agents]
 
 
-@pytest.mark.parametrize("share", [True, False])
+@pytest.mark.parametrize("share", [pytest.param(True, marks=pytest.mark.slow), False])  # one compiled loss per case
 def test_matd3_critic_loss_against_numpy(share):
     agent = make_mlp_matd3_agent(ACTIONS, STACKED_OBS, share_parameters=share, agent_ids=share, target_noise=0.2,
                                  target_noise_clip=0.5, gamma=0.95, **SMALL)

@@ -24,6 +24,7 @@ def run_two_devices(workflow_cls, cfg, iterations, *mode):
 CARTPOLE = {"env_name": "CartPole-v1", "env_type": "gymnax"}
 
 
+@pytest.mark.slow  # two device processes and a one-device run to compare
 @pytest.mark.parametrize("workflow_cls, agent, training, layout", [
     ("evorl.workflows.PPOWorkflow", {"normalize_obs": True, "normalize_gae": True}, {}, "envs"),
     pytest.param("evorl.workflows.IMPALAWorkflow", {"normalize_obs": True}, {"actor_lag": 1}, "envs",
@@ -79,6 +80,7 @@ def test_sac_population_on_two_devices_equals_one_device():
     assert result["max_param_diff"] <= 1e-5 * max(1.0, result["param_scale"]), result
 
 
+@pytest.mark.slow  # two device processes and a one-device run to compare
 @pytest.mark.parametrize("workflow_cls, env, agent, training", [
     ("evorl.workflows.DQNWorkflow", CARTPOLE, {"q_hidden_layer_sizes": [16], "epsilon_decay_steps": 200}, {}),
     pytest.param("evorl.workflows.SACWorkflow", {"env_name": "Pendulum-v1", "env_type": "gymnax"},

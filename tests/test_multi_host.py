@@ -37,6 +37,7 @@ def two_process_cfg(port, process_id, heartbeat=30):
                                    "process_id": process_id, "heartbeat_timeout_seconds": heartbeat}}
 
 
+@pytest.mark.slow  # two processes joined as one JAX job (and a third to compare)
 def test_two_processes_equal_one_process(tmp_path):
     port = free_port()
     procs = [start(two_process_cfg(port, i), tmp_path / f"p{i}.npz", 4) for i in range(2)]

@@ -38,8 +38,8 @@ CONFIGS = {
 }
 
 
-#: ~19-29 s each on 2 cores at load 8-10 (2026-12-03); the others stay in the default set
-SLOW_CONFIGS = {"pop_lr_gamma", "ppo_pendulum", "impala_lag"}
+#: a run each (the longest ones); the others stay in the default set
+SLOW_CONFIGS = {"pop_lr_gamma", "ppo_pendulum", "impala_lag", "ppo_kl"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONFIGS else n for n in CONFIGS])

@@ -183,6 +183,7 @@ def test_rescore_equals_the_plain_mean_of_every_episode(mode):
     assert np.asarray(episodes).tolist() == [{"mean": 18, "latest": 3, "never": 3}[mode]] * 4
 
 
+@pytest.mark.slow  # many NSGA-II generations on noisy returns
 def test_a_lucky_survivor_regresses_to_its_mean_when_rescored():
     generations = 4
     # scored once, the lucky member dominates everything and keeps its score for ever

@@ -26,10 +26,8 @@ def actor_threads():
     return [t for t in threading.enumerate() if t.name.startswith("evorl-actor")]
 
 
-@pytest.mark.parametrize("workflow_cls, tiny", [
-    pytest.param(SACWorkflow, SAC_TINY, marks=pytest.mark.slow),  # ~45 s on 2 cores at load 4.5 (2026-12-03)
-    (DQNWorkflow, DQN_TINY),  # ~22 s there
-])
+@pytest.mark.slow  # the fused and the actor-learner off-policy programs both compiled and run
+@pytest.mark.parametrize("workflow_cls, tiny", [(SACWorkflow, SAC_TINY), (DQNWorkflow, DQN_TINY)])
 def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls, tiny):
     """One actor in lockstep acts with the parameters and env steps of the update before, on
     the fused iteration's keys and env states: the learner fills the same buffer and takes
@@ -54,8 +52,8 @@ def test_lockstep_single_actor_updates_equal_the_fused_iterations(workflow_cls, 
     assert not actor_threads()
 
 
-@pytest.mark.parametrize("env_type", ["gymnasium", "envpool"])
-def test_sac_on_a_host_env_trains_fills_the_buffer_and_evaluates(env_type):  # ~19 s at load 4.5
+@pytest.mark.parametrize("env_type", [pytest.param("gymnasium", marks=pytest.mark.slow), "envpool"])  # a SAC run each
+def test_sac_on_a_host_env_trains_fills_the_buffer_and_evaluates(env_type):
     """Pendulum-v1 stepped on the host by gymnasium or envpool (runner.mode=auto picks async):
     two free actors; the buffer holds every transition the learner received; the greedy policy
     is evaluated on host episodes."""

@@ -111,6 +111,7 @@ def run(workflow_cls, cfg, generations=3):
     return workflow, state, metrics
 
 
+@pytest.mark.slow  # a CEM-RL run (population of TD3 actors)
 def test_cemrl_runs_with_openes_in_place_of_cem():
     """cemrl.optimiser: openes: 3 generations (the critic learning from the second), a finite
     mean actor different from sep-CEM's, OpenES's sigma logged."""
@@ -126,6 +127,7 @@ def test_cemrl_runs_with_openes_in_place_of_cem():
     np.testing.assert_array_equal(actor, state.search.mean)
 
 
+@pytest.mark.slow  # an ERL run
 def test_erl_runs_with_openes_in_place_of_its_genetic_algorithm():
     """erl.optimiser: openes with sync_period 1: the learner, trained from generation 1, joins
     generation 2's samples (the last one) and is marked as the population's descendant."""

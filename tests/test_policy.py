@@ -39,6 +39,7 @@ def observations(result, n):
     return np.asarray(result.workflow.env.reset(jax.random.PRNGKey(5)).obs)[:n]  # [n, *obs_shape], the env's own
 
 
+@pytest.mark.slow  # trains a CartPole agent first (tests/test_policy_save.py is the light one)
 def test_greedy_actions_are_the_agents_on_one_obs_and_on_a_batch(cartpole):
     run_dir, result = cartpole
     policy = evorl.load_policy(run_dir)
@@ -51,6 +52,7 @@ def test_greedy_actions_are_the_agents_on_one_obs_and_on_a_batch(cartpole):
     assert policy(obs).dtype.kind == "i"
 
 
+@pytest.mark.slow  # trains a CartPole agent first (tests/test_policy_save.py is the light one)
 def test_sampled_actions_follow_the_key_and_are_valid(cartpole):
     run_dir, result = cartpole
     policy = evorl.load_policy(run_dir)

@@ -152,6 +152,7 @@ def strided_conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: 
     return out + b
 
 
+@pytest.mark.slow  # 84x84 frames through the Nature CNN (test_conv_torso_equals_lax_convolution is the light one)
 def test_nature_cnn_torso_equals_strided_convolutions():
     from evorl.networks import NatureCNNTorso
 
@@ -185,8 +186,8 @@ def test_uint8_observations_become_float32():
         make_mlp_ppo_agent(Discrete(2), Box(-np.ones(3, np.float32), np.ones(3, np.float32)), network="nature_cnn")
 
 
-@pytest.mark.parametrize("make_agent", ["ppo", pytest.param("a2c", marks=pytest.mark.slow),
-                                        pytest.param("impala", marks=pytest.mark.slow)])
+@pytest.mark.slow  # trains each agent's shared torso through its loss
+@pytest.mark.parametrize("make_agent", ["ppo", "a2c", "impala"])
 def test_shared_torso_is_one_torso_read_by_both_heads_and_trained_by_both_losses(make_agent):
     """``shared_torso``: params hold one torso and two MLP heads over its features; the
     heads' outputs are the torso's features through an MLP (checked against a hand-built

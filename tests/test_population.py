@@ -74,6 +74,7 @@ def test_population_init_factorises_one_agent_at_a_time(tiny_cfg):
     assert all('num_batch_dims = "0"' in line for line in qr_calls)
 
 
+@pytest.mark.slow  # a population run to its end
 def test_run_json_records_each_agents_final_return(tmp_path):
     """run.json's ``final_eval_per_agent`` names every agent and its final greedy return; the
     aggregated ``final_eval`` (mean, min, max across agents) is computed from the same values."""

@@ -98,6 +98,7 @@ def test_async_bar_moves_with_every_update_before_the_first_evaluation_and_resum
     assert [e[1] for e in bar_events if e[0] == "progress"][:3] == [4 * steps, 5 * steps, 6 * steps]
 
 
+@pytest.mark.slow  # a run long enough for several chunks
 def test_fused_bar_moves_with_every_chunk(bar_events):
     cfg = bar_config({"env_name": "CartPole-v1", "env_type": "gymnax"}, "fused", 4, 2)
     run_experiment(cfg)

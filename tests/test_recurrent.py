@@ -47,9 +47,8 @@ def max_diff(a, b):
     return max(float(jnp.max(jnp.abs(x - y))) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
-@pytest.mark.parametrize("core, algo", [pytest.param("gru", "ppo", marks=pytest.mark.slow),  # ~21 s (2026-12-03)
-                                         ("lstm", "impala"),
-                                         pytest.param("gru", "a2c", marks=pytest.mark.slow)])
+@pytest.mark.slow  # a recurrent agent's rollout and its loss's unroll compiled and run
+@pytest.mark.parametrize("core, algo", [("gru", "ppo"), ("lstm", "impala"), ("gru", "a2c")])
 def test_the_losses_unroll_reproduces_the_rollouts_states_across_episode_ends(core, algo):
     env = create_env(CARTPOLE, parallel=4)
     agent = recurrent_agent(env, core, algo)

@@ -23,6 +23,7 @@ import memory_cue  # noqa: E402  (registers MemoryCue-v0 with gymnasium)
 MEMORY_CUE = {"env_name": f"memory_cue:{memory_cue.ENV_ID}", "env_type": "gymnasium"}
 
 
+@pytest.mark.slow  # the fused and the actor-learner recurrent programs both compiled and run
 def test_lockstep_single_actor_recurrent_updates_equal_the_fused_iterations():
     """One actor in lockstep on a JAX env: each learner update sees the batch the fused
     iteration collects, the GRU's state carried across rollouts as the fused state carries

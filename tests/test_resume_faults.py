@@ -57,7 +57,8 @@ def test_a_config_yaml_that_is_not_utf8_is_a_config_error_naming_it(run_copy):
         load_run_config(run_copy)
 
 
-@pytest.mark.parametrize("garbled", [b'{"status": "\xff"}', b"not json", b"[1, 2]"])
+@pytest.mark.parametrize("garbled", [pytest.param(b'{"status": "\xff"}', marks=pytest.mark.slow), b"not json",
+                                     pytest.param(b"[1, 2]", marks=pytest.mark.slow)])  # each a resumed run
 def test_a_garbled_run_json_is_set_aside_in_one_line_and_the_resume_goes_on(run_copy, capfd, garbled):
     (run_copy / "run.json").write_bytes(garbled)
     resumed = run_experiment({**tiny(4), "resume": str(run_copy)})

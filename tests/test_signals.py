@@ -26,6 +26,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTH
 ENV.pop("HYDRA_FULL_ERROR", None)
 
 
+@pytest.mark.slow  # the command as a process, stopped and resumed
 def test_sigterm_stops_after_the_chunk_with_a_checkpoint_and_resumes(tmp_path):
     run_dir = tmp_path / "run"
     overrides = ["agent.actor_hidden_layer_sizes=[8]", "agent.critic_hidden_layer_sizes=[8]",
@@ -62,6 +63,7 @@ def test_sigterm_stops_after_the_chunk_with_a_checkpoint_and_resumes(tmp_path):
     assert int(resumed.state.iteration) == iteration + 1
 
 
+@pytest.mark.slow  # the command as a process
 def test_a_second_signal_stops_at_once(tmp_path):
     """Both signals come from a recorder at a known logging point: the first asks for a stop
     after the chunk, the second (before it ends) kills the process with the signal."""
@@ -112,7 +114,8 @@ class SignalAt:
             os.kill(os.getpid(), self.signum)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT,  # two runs each
+                                    pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, signum, monkeypatch, capsys):
     """Stopped by the signal at iteration 2 of 6 (checkpointed then), resumed to 6: the same
     parameters, optimiser state and env states as the run that was never stopped. The
@@ -135,6 +138,7 @@ def test_a_stopped_run_resumes_bit_identical_to_an_uninterrupted_one(tmp_path, s
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.slow  # the command as a process, stopped and resumed, against an uninterrupted run
 def test_sigterm_inside_a_long_chunk_stops_within_seconds_and_resumes_bit_identical(tmp_path):
     """One chunk of 10^6 iterations (``eval_interval``): SIGTERM after the chunk's first compiled
     calls stops it within one call (``CALL_SECONDS``) plus the partial chunk's evaluation and
@@ -201,7 +205,8 @@ gym.register(id="Slow-v0", entry_point=Slow, max_episode_steps=10)
 '''
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGINT,  # a process each
+                                    pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])
 def test_a_signal_while_the_run_starts_is_one_line_and_the_signals_status(tmp_path, signum):
     """Ctrl-C (or SIGTERM) while the env is being built: one line and exit 130 (143), no
     traceback, no process left training."""

@@ -140,6 +140,7 @@ def tiny(**training):
     return {**TINY, "training": {**TINY["training"], **training}}
 
 
+@pytest.mark.slow  # a TD3 run (the critic and target losses are checked in the default set)
 def test_td3_delays_the_actor_and_the_targets():
     """policy_delay 3 with 3 gradient steps per iteration: the actor's Adam counts one step per
     iteration, the critics' three; the target actor moves only every 3rd gradient step."""
@@ -151,7 +152,8 @@ def test_td3_delays_the_actor_and_the_targets():
     assert metrics["train/actor_loss"] != 0 and metrics["train/critic_loss"] > 0
 
 
-@pytest.mark.parametrize("workflow_cls", [SACWorkflow, pytest.param(TD3Workflow, marks=pytest.mark.slow)])
+@pytest.mark.slow  # a population against its agents trained alone
+@pytest.mark.parametrize("workflow_cls", [SACWorkflow, TD3Workflow])
 def test_population_of_two_seeds_equals_the_solo_runs(workflow_cls):
     population = workflow_cls.build_from_config(tiny(num_seeds=2), recorders=[])
     state, _ = population.run_iterations(population.init(jax.random.PRNGKey(3)), 6)
@@ -164,6 +166,7 @@ def test_population_of_two_seeds_equals_the_solo_runs(workflow_cls):
         np.testing.assert_allclose(state.buffer.data.action[seed], single.buffer.data.action, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow  # a swept population against its agents trained alone
 def test_each_agent_of_a_tau_sweep_moves_its_targets_with_its_own_tau():
     """training.tau is data (the agent's hparams): a sweep [0.005, 0.5] trains two agents in one
     program, and the second one's target networks are those of a run alone with tau 0.5."""
@@ -177,6 +180,7 @@ def test_each_agent_of_a_tau_sweep_moves_its_targets_with_its_own_tau():
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=2e-4, atol=2e-5)
 
 
+@pytest.mark.slow  # a swept population against its agents trained alone
 def test_each_agent_of_a_learning_rate_sweep_trains_at_its_own_rate():
     """training.learning_rate is data (the state's learning_rate): a sweep [1e-4, 1e-2] trains
     two agents in one program, the second one's networks as a run alone at 1e-2 (without
@@ -266,6 +270,7 @@ LEAN = {
 }
 
 
+@pytest.mark.slow  # a learning run: TD3 on Pendulum for every seed
 def test_td3_learns_pendulum_on_every_seed():
     """TD3 ([64, 64], Adam 1e-3) swings Pendulum-v1 up within 10k env steps on each of 3 seeds,
     trained side by side in one program: final greedy return >= -400 (random: about -1200; a

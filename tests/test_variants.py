@@ -100,6 +100,7 @@ def one_es_generation(strategy, **es):
     return workflow, before, state, fitness, population
 
 
+@pytest.mark.slow  # an ES generation of episodes (the vanilla ES one stays in the default set)
 def test_one_sepcem_es_generation_equals_numpy_sep_cem():
     """es.strategy: SepCEM: a whole generation (every member's episodes, gathered fitness) and the
     sep-CEM update written out in NumPy on the replayed members' returns: the mean, the variance

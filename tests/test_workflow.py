@@ -160,6 +160,7 @@ def test_network_factory_builds_the_agents_networks():
         make_mlp_a2c_agent(Discrete(2), obs, actor_hidden_layer_size=[5])
 
 
+@pytest.mark.slow  # evaluation episodes compiled and run twice
 def test_sampled_evaluation_acts_like_the_policy_not_its_argmax():
     """``training.eval_deterministic: false``: a fresh CartPole agent's policy is nearly uniform
     (policy head init 0.01), so sampled episodes last as long as random ones (22.4 steps on
