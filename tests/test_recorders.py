@@ -171,7 +171,9 @@ def test_wandb_offline(tmp_path, monkeypatch):
 
 
 def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_path, monkeypatch):
-    from evorl.config import ConfigError
+    import re
+
+    from evorl.config import ConfigError, install_hint
     from evorl.app.experiment import run_experiment
     from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 
@@ -182,7 +184,7 @@ def test_a_missing_recorder_package_is_reported_before_compiling(tiny_cfg, tmp_p
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # as if not installed
     tiny_cfg["logging"]["recorders"] = ["console", "tensorboard"]
     with pytest.raises(ConfigError, match=r"^logging.recorders names 'tensorboard', which needs tensorboardX: "
-                                          r'pip install -e "\.\[tensorboard\]"\.$'):
+                                          + re.escape(install_hint("tensorboard")) + r"\.$"):
         run_experiment(tiny_cfg, output_dir=tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
