@@ -207,6 +207,7 @@ def test_a_host_env_exception_ends_the_run_with_its_traceback_and_a_checkpoint(t
     assert not actor_threads()
 
 
+@pytest.mark.slow  # waits out an env-step timeout in actor threads
 def test_a_stuck_host_env_step_ends_the_run_after_the_timeout(tmp_path):
     Flaky.hung.clear()
     cfg = host_config(kwargs={"hang": 8.0})

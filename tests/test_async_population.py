@@ -151,6 +151,7 @@ def test_pbt_over_four_async_agents_learns_cartpole():
     assert np.max(returns) >= 475 and np.mean(returns) >= 400, returns
 
 
+@pytest.mark.slow  # an async population run with actor threads
 def test_a_diverged_agent_of_an_async_population_is_frozen_and_the_others_train_on(capsys):
     """gymnasium CartPole, 2 free actors: the agent with a learning rate of 1e30 diverges in its
     first update, is frozen at its initial (last finite) state and reported once; the other

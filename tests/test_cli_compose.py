@@ -63,6 +63,7 @@ def test_workflow_cls_alone_switches_algorithm_and_resume_adds_no_folder(tmp_pat
     assert run_folders(tmp_path) == [run_dir]  # the run continued in its folder; nothing new in outputs/
 
 
+@pytest.mark.slow  # the command as processes
 def test_config_errors_name_the_fix_and_leave_no_folder(tmp_path):
     proc = train(["agent.vtrace_rho_bar=2"], tmp_path, status=2)
     assert "'agent.vtrace_rho_bar' is a key of IMPALA, not of PPO" in proc.stderr

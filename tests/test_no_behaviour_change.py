@@ -39,7 +39,7 @@ CONFIGS = {
 
 
 #: a run each (the longest ones); the others stay in the default set
-SLOW_CONFIGS = {"pop_lr_gamma", "ppo_pendulum", "impala_lag", "ppo_kl"}
+SLOW_CONFIGS = {"pop_lr_gamma", "ppo_pendulum", "impala_lag", "ppo_kl", "a2c"}
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SLOW_CONFIGS else n for n in CONFIGS])

@@ -97,6 +97,7 @@ def test_population_plot_is_declared_by_the_workflow():
     assert PPOWorkflow.population_plot is False
 
 
+@pytest.mark.slow  # a CEM-RL run of its own
 def test_short_cemrl_run_draws_population_png(tmp_path):
     cfg = copy.deepcopy(TINY)
     cfg["training"] = {"num_iterations": 4, "eval_interval": 1, "eval_episodes": 1}

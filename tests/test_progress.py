@@ -196,6 +196,7 @@ def test_steps_per_s_has_one_format_at_every_magnitude():
         bar.close()
 
 
+@pytest.mark.slow  # the command as a process
 def test_a_run_piped_to_a_file_says_what_it_does_from_its_start_before_the_env_build_and_compilation(
         capsys, monkeypatch):
     """Every phase of the start says so when it begins: the env build (brax's took 46 s on a

@@ -76,6 +76,7 @@ def by_hand(agent, state, obs, h):
     return jnp.stack(values)
 
 
+@pytest.mark.slow  # compiles the recurrent loss twice
 def test_a_reset_in_the_middle_of_a_sequence_equals_two_sequences():
     env = create_env(CARTPOLE, parallel=3)
     agent = recurrent_agent(env, "gru")
