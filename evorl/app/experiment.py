@@ -32,6 +32,7 @@ from typing import Any
 import jax
 
 from evorl.app.checkpoint import CheckpointError, Checkpointer
+from evorl.app.errors import RunFolderError
 from evorl.app.recorders import JsonlRecorder, check_recorder_packages, make_recorders
 from evorl.app.run_folder import (
     PARETO_JSONL, PBT_LINEAGE_JSONL, RunFolderLock, checkpoint_dir, is_disk_full, load_run_config, run_folder_of,
@@ -39,7 +40,6 @@ from evorl.app.run_folder import (
 from evorl.app.run_outcome import final_returns_per_agent, record_peer_lost, train_and_record  # noqa: F401  (public here too)
 from evorl.app.run_start import check_run_folder, resume_state, start_run_files, take_over
 from evorl.config import to_plain
-from evorl.app.errors import RunFolderError
 from evorl.config.experiment import check_experiment_mapping, check_names_workflow
 from evorl.engine.processes import is_main_process
 from evorl.engine.recording import StartupLines

@@ -33,9 +33,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from evorl.app.errors import RunFolderError
 from evorl.app.run_lock import LOCK_FILE, RunFolderInUse, RunFolderLock, timestamp  # noqa: F401  (public here too)
 from evorl.config import ConfigError
-from evorl.app.errors import RunFolderError
 from evorl.engine.processes import resume_argument
 
 CONFIG_YAML = "config.yaml"
