@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import children  # noqa: E402
 from rl_stats import iqm, iqm_interval  # noqa: E402
-from run import COLLAPSE_FRACTION, MARGIN_FRACTION  # noqa: E402
+from run import COLLAPSE_FRACTION, MARGIN_FRACTION, commit_hash  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAMES = ("breakout", "asterix", "freeway", "space_invaders", "seaquest")
@@ -47,7 +47,7 @@ def run_game(game: str, args) -> dict:
     group at ``--game-timeout``); what it printed before a timeout is kept."""
     cmd = [sys.executable, os.path.abspath(__file__), "--child", game, "--seeds", str(args.seeds),
            "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
-           "--eval-episodes", str(args.eval_episodes)]
+           "--eval-episodes", str(args.eval_episodes)] + ([] if args.sticky is None else ["--sticky", str(args.sticky)])
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -56,7 +56,8 @@ def run_game(game: str, args) -> dict:
     curve = [x for x in lines if "per_agent" in x]
     end = next((x for x in lines if "final_returns" in x), None)
     row = {"game": game, "config": f"ppo_minatar_{game}", "seed": args.first_seed, "agents": args.seeds,
-           "wall_s": wall, **head, "curve": curve}
+           "wall_s": wall, "git_commit": commit_hash(), "fast_paths": os.environ.get("EVORL_FAST_PATHS", "auto"),
+           **head, "curve": curve}
     if code != 0 or end is None:  # a timeout keeps the evaluations it logged
         return {**row, "error": f"did not finish in {args.game_timeout:.0f} s" if code is None else (stderr or stdout)[-2000:]}
     return {**row, **end}
@@ -80,6 +81,8 @@ def child(game: str, args) -> None:
         cfg["training"].update(num_iterations=args.iterations, eval_interval=max(1, args.iterations // 2))
     if args.eval_episodes:
         cfg["training"]["eval_episodes"] = args.eval_episodes
+    if args.sticky is not None:
+        cfg["env"]["repeat_action_probability"] = args.sticky
     start = time.perf_counter()
 
     class PerAgent:  # a recorder: each periodic evaluation, every agent's return
@@ -102,6 +105,7 @@ def child(game: str, args) -> None:
     print(json.dumps({"compile_s": compile_s, "env": cfg["env"]["env_name"], "backend": jax.default_backend(),
                       "device": jax.devices()[0].device_kind, "target": target.value if target else None,
                       "eval_episodes": cfg["training"]["eval_episodes"],
+                      "repeat_action_probability": cfg["env"]["repeat_action_probability"],
                       "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
                       "config": cfg}), flush=True)
     start = time.perf_counter()
@@ -129,6 +133,17 @@ def verdicts(row: dict) -> list[dict]:
     return out
 
 
+#: MinAtar's own sticky-action probability, what every shipped MinAtar config trains and
+#: evaluates with; a row run with another (``--sticky``) is a control and says so.
+STICKY = 0.1
+
+
+def sticky(row: dict) -> float:
+    """The row's sticky-action probability (rows that do not record it ran the config's)."""
+    p = row.get("repeat_action_probability")
+    return STICKY if p is None else float(p)
+
+
 def render(path: str) -> str:
     """The markdown table of the last row of each game in ``path``."""
     rows = {}
@@ -136,14 +151,12 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[r["game"]] = r
+                rows[(r["game"], sticky(r))] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
-    for game in GAMES:
-        if game not in rows:
-            continue
-        r = rows[game]
+    for key in sorted(rows, key=lambda k: (GAMES.index(k[0]), -k[1])):
+        game, r = key[0], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
         pub = PUBLISHED.get(game)
@@ -153,10 +166,13 @@ def render(path: str) -> str:
             reach = [x["first_reach"] for x in v if x["first_reach"] is not None]
             verdict = (f">= {r['target']:g}: {sum(x['passed'] for x in v)}/{len(v)}"
                        + (f" ({100 * min(reach):.0f}-{100 * max(reach):.0f}%)" if reach else " (never)"))
-        else:
+        elif not (r["curve"] and "per_agent" in r["curve"][0]):
             verdict = "not judged: evaluations logged as mean, min and max over agents"
+        else:
+            verdict = "not judged: the config had no target when it ran"
+        rules = "" if key[1] == STICKY else f" (sticky actions {key[1]:g})"
         lines.append(
-            f"| {r['env']} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
+            f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
             f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {verdict} | {pub if pub is not None else '-'} | "
             f"{r['machine']}, {r['wall_s']:.0f} ({r['compile_s']:.0f}) |")
     if rows:
@@ -173,6 +189,9 @@ def main() -> None:
     p.add_argument("--first-seed", type=int, default=66001, help="the run's seed: the agents' keys are split from it")
     p.add_argument("--iterations", type=int, default=0, help="override the budget (0: the config's 10M env steps)")
     p.add_argument("--eval-episodes", type=int, default=0, help="override the evaluation episodes (0: the config's)")
+    p.add_argument("--sticky", type=float, default=None,
+                   help="a control: this sticky-action probability instead of the config's MinAtar 0.1 "
+                        "(0: the rules of gymnax-blines' published evaluation)")
     p.add_argument("--game-timeout", type=float, default=0,
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
@@ -189,6 +208,8 @@ def main() -> None:
         return
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.sticky is not None and not 0.0 <= args.sticky < 1.0:
+        p.error(f"--sticky is a probability in [0, 1), got {args.sticky}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     start = time.perf_counter()
     for game in args.games:

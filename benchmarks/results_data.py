@@ -268,9 +268,9 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
     lines). Its agents' keys are split from one seed. It is judged by run.py's rule (on raw
     returns, as that script judges: a random policy scores ~0 on MinAtar) only where every
     agent's periodic evaluations were recorded and the config states a target."""
-    from minatar_published import verdicts
+    from minatar_published import STICKY, sticky, verdicts
 
-    last = {f"ppo_minatar_{r['game']}": r for r in rows if "final_returns" in r}
+    last = {f"ppo_minatar_{r['game']}": r for r in rows if "final_returns" in r and sticky(r) == STICKY}
     out = {}
     for name, r in last.items():
         target = r.get("target")

@@ -8,14 +8,16 @@
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
 #   populations     benchmarks/config_speed.py: ES (CartPole, brax hopper) and PBT populations
 #   scale           benchmarks/tpu_scale.py: 16384 seeds, and the shipped path at 256 and 4096
+#   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions, the
+#                   rules of gymnax-blines' published figure
 #   minatar_paths   benchmarks/config_speed.py: ppo_minatar_asterix, 8 agents x 30 iterations, with the
-#                   backend's own paths (auto) and with none (EVORL_FAST_PATHS=none): the gather path
-#                   sorts a wide observation leaf (400 columns) row by row, which may cost more than
-#                   XLA's row gather there
+#                   backend's own paths (auto: narrow leaves sorted, the 400-column observation
+#                   gathered by rows) and with none (EVORL_FAST_PATHS=none: every gather XLA's)
 #
 #   PARTS="minatar_asterix ant_phases" OUT=$OUT benchmarks/tpu_session.sh 560
 #
-# Wheels the chip's machine lacks: .whl-tpu/ (evorl's dependencies) and .whl-brax/ (brax, MJX),
+# Wheels the chip's machine lacks: .whl-tpu/ (evorl's dependencies, evosax and dotmap for ES) and
+# .whl-brax/ (brax, MJX),
 # carried with the call and installed into /tmp/site (see docs/tpu.md).
 set -u
 cd "$(dirname "$0")/.."
@@ -44,6 +46,10 @@ for game in breakout asterix freeway space_invaders; do
       --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
   fi
 done
+if has minatar_freeway_sticky0; then
+  timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds 8 --first-seed 66001 \
+    --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+fi
 if has minatar_paths; then
   for paths in auto none; do
     EVORL_FAST_PATHS="$paths" timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 200 \

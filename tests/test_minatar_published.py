@@ -17,3 +17,19 @@ def test_each_agent_is_judged_by_target_margin_and_collapse():
     assert v[1]["first_reach"] == 0.8  # reached only after 70% of the budget: late
     assert v[2]["best"] == 40.0  # 21 < 0.9 x 40: collapsed, though above the target
     assert v[3]["first_reach"] is None  # never reached
+
+
+def test_a_control_without_sticky_actions_is_its_own_row(tmp_path):
+    from minatar_published import render
+
+    base = {"game": "freeway", "env": "Freeway-MinAtar", "agents": 2, "budget_env_steps": 1000, "target": None,
+            "curve": [{"env_steps": 500, "per_agent": [1.0, 2.0]}], "eval_standard_error": 0.5,
+            "machine": "m", "wall_s": 10.0, "compile_s": 1.0, "seed": 7}
+    rows = [{**base, "final_returns": [50.0, 52.0]},  # recorded before the field existed: the config's 0.1
+            {**base, "final_returns": [57.0, 59.0], "repeat_action_probability": 0.0}]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    table = render(str(path)).splitlines()
+    assert table[2].startswith("| Freeway-MinAtar | 2 |") and "51.0" in table[2]
+    assert table[3].startswith("| Freeway-MinAtar (sticky actions 0) | 2 |") and "58.0" in table[3]
+    assert "the config had no target" in table[2]

@@ -35,7 +35,7 @@ def bits(x) -> np.ndarray:
 def test_permute_by_sort_is_the_gather_bit_for_bit(n):
     rng = np.random.default_rng(n)
     tree, perm = leaves(n, rng), jnp.asarray(rng.permutation(n), jnp.int32)
-    for max_columns in (64, 1):  # every column in one sort; or each multi-column leaf sorted whole
+    for max_columns in (64, 1):  # every column in one sort; or each multi-column leaf gathered whole
         fast = jax.jit(lambda t, p: sort_gather.permute_by_sort(t, p, max_columns=max_columns))(tree, perm)
         for name, x in tree.items():
             want = np.take(np.asarray(x), np.asarray(perm), axis=0)
@@ -48,7 +48,7 @@ def test_permute_along_another_axis_and_under_vmap():
     x = jnp.asarray(rng.normal(size=(5, 6, 3, 2)), jnp.float32)  # [S, T, B, ...], permuted along B
     perms = jnp.asarray(np.stack([rng.permutation(3) for _ in range(5)]), jnp.int32)
     want = np.stack([np.take(np.asarray(x[s]), np.asarray(perms[s]), axis=1) for s in range(5)])
-    for max_columns in (64, 4):  # the columns in one sort, and a wide leaf sorted as one payload
+    for max_columns in (64, 4):  # the columns in one sort, and a wide leaf gathered by rows
         permute = lambda x, p: sort_gather.permute_by_sort(x, p, axis=1, max_columns=max_columns)  # noqa: E731
         np.testing.assert_array_equal(jax.jit(jax.vmap(permute))(x, perms), want)
 

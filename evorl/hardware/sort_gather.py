@@ -28,8 +28,12 @@ def permute_by_sort(tree: Any, perm: jax.Array, axis: int = 0, max_columns: int 
     ``(inv[j], x[j])`` on ``inv`` puts ``x[j]`` at position ``inv[j]``, i.e. ``x[perm[i]]`` at
     ``i``. The leaves' other axes are split into columns ``[..., n]`` that ride along as the
     sort's payload, all in one sort on ``inv`` (a TPU lays a ``[4, n]`` payload out in padded
-    tiles: one ``[n]`` operand per column is what it sorts at full width); a leaf of more than
-    ``max_columns`` columns (an image) is sorted as one ``[columns, n]`` payload instead."""
+    tiles: one ``[n]`` operand per column is what it sorts at full width). A leaf of more than
+    ``max_columns`` columns (an image) keeps XLA's gather: each index then moves a whole row of
+    contiguous values, not one element, and sorting such a leaf as a ``[columns, n]`` payload
+    was the slower of the two on the chip (PPO on MinAtar Asterix, 400 columns of observation:
+    211k env steps/s sorting every leaf, 243k gathering every leaf;
+    ``benchmarks/results/tpu/config_speed.jsonl``)."""
     inverse = inverse_permutation(perm)
     flat, treedef = jax.tree.flatten(tree)
     moved = [jnp.moveaxis(x.astype(jnp.uint8) if x.dtype == jnp.bool_ else x, axis, -1) for x in flat]  # [..., n]
@@ -40,9 +44,9 @@ def permute_by_sort(tree: Any, perm: jax.Array, axis: int = 0, max_columns: int 
     for x, m, w in zip(flat, moved, width):
         if w <= max_columns:
             y = jnp.stack([next(sorted_columns) for _ in range(w)]).reshape(m.shape)
+            out.append(jnp.moveaxis(y, -1, axis).astype(x.dtype))
         else:
-            y = lax.sort((jnp.broadcast_to(inverse, m.shape), m), dimension=m.ndim - 1, num_keys=1)[1]
-        out.append(jnp.moveaxis(y, -1, axis).astype(x.dtype))
+            out.append(jnp.take(x, perm, axis))
     return jax.tree.unflatten(treedef, out)
 
 
