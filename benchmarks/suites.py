@@ -148,6 +148,9 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("erl_eda_pendulum"),  # ERL-EDA, the learner put into OpenES's mean: ~1 min per seed
         checked("pbt_sac_pendulum"),  # 8 SAC agents under PBT: ~1 min per seed
         checked("pbt_cso_ppo_cartpole"),  # 8 PPO agents under PBT-CSO: ~15 s per seed
+        checked("pbt_ppo_cartpole"),  # 8 PPO agents under truncation PBT from learning rates too low
+        checked("ppo_brax_reacher"),  # ~3 min per seed
+        checked("ppo_craftax_classic"),  # ~4.5 min per seed
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),
