@@ -146,7 +146,7 @@ def page() -> str:
         "## agent",
         "",
         "The `agent:` section is the algorithm's: exactly the keyword arguments of its agent "
-        "factory after the network keys every factory shares (`evorl.rl.agent.ActorCriticOptions`). "
+        "factory after the network keys every factory shares (`evorl.rl.actor_critic.ActorCriticOptions`). "
         "A key of another algorithm is an error naming the algorithm that has it.",
         "",
     ]

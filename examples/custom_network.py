@@ -5,7 +5,7 @@
 
 A network is any ``init(key) -> params`` / ``apply(params, obs) -> output`` pair
 (:class:`evorl.networks.Network`). A network factory builds the policy and value networks from
-the env's spaces and the agent's network keys (:class:`evorl.rl.agent.ActorCriticOptions`); the
+the env's spaces and the agent's network keys (:class:`evorl.rl.actor_critic.ActorCriticOptions`); the
 workflow subclass declares it and keeps PPO's loss, hyperparameters and config keys.
 """
 

@@ -20,7 +20,7 @@ from evorl.envs import create_env  # noqa: E402
 from evorl.envs.spaces import Box  # noqa: E402
 from evorl.rl import replay  # noqa: E402
 from evorl.rl.off_policy import init_state, make_learner_update  # noqa: E402
-from evorl.rl.on_policy import make_optimizer  # noqa: E402
+from evorl.rl.learner import make_optimizer  # noqa: E402
 from evorl.rl.rollout import Trajectory  # noqa: E402
 from evorl.rl.targets import n_step_transitions  # noqa: E402
 from test_checkpoint_resume import Interrupted, InterruptAt, assert_states_identical  # noqa: E402

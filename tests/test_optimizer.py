@@ -10,7 +10,7 @@ import pytest
 
 from evorl.config import ConfigError, TrainingConfig
 from evorl.config.training import OffPolicyTrainingConfig
-from evorl.rl.on_policy import make_optimizer
+from evorl.rl.learner import make_optimizer
 
 GRADS = [np.array([[0.3, -2.0], [1e-4, 0.0]], np.float32), np.array([[-0.1, 0.5], [2e-4, 3.0]], np.float32),
          np.array([[0.2, 0.2], [-1e-4, -1.0]], np.float32)]

@@ -141,7 +141,7 @@ def test_renamed_key_names_the_new_one():
 
 
 def test_network_factory_builds_the_agents_networks():
-    from evorl.rl.agent import make_actor_critic_networks
+    from evorl.rl.actor_critic import make_actor_critic_networks
     from evorl.algorithms.a2c import make_mlp_a2c_agent
     from evorl.envs.spaces import Box, Discrete
 

@@ -11,9 +11,9 @@ from flax import struct
 from evorl.config.hparams import check_a2c
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.actor_critic import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.rl.algorithm import ON_POLICY, Algorithm
-from evorl.rl.targets import explained_variance, normalize_advantages
+from evorl.rl.gae import explained_variance, normalize_advantages
 
 
 @struct.dataclass
@@ -42,7 +42,7 @@ class A2CAgent(ActorCriticAgent):
         L = -\mathbb{E}[\log \pi(a|s) A] + c_v \tfrac12 \mathbb{E}[(V(s) - \hat R)^2]
             - c_e \mathbb{E}[H(\pi(\cdot|s))]
 
-    :math:`A` and :math:`\hat R = A + V` come from :func:`~evorl.rl.targets.compute_gae`
+    :math:`A` and :math:`\hat R = A + V` come from :func:`~evorl.rl.gae.compute_gae`
     (``ActorCriticAgent.compute_targets``). ``gae_lambda = 1`` gives A3C's n-step returns
     :math:`\sum_{k<n} \gamma^k r_{t+k} + \gamma^n V(s_{t+n})` with ``n`` reaching to the end
     of the rollout (``n = rollout_length - t``) or of the episode; ``gae_lambda < 1`` gives GAE.

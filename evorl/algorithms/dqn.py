@@ -20,7 +20,7 @@ from evorl.networks import IMAGE_NETWORKS, MLP, NETWORKS, Network, conv_channels
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.algorithm import OFF_POLICY, Algorithm
 from evorl.rl.off_policy import UpdateGroup
-from evorl.rl.targets import Transition, double_q_targets
+from evorl.rl.q_targets import Transition, double_q_targets
 
 
 @struct.dataclass

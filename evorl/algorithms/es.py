@@ -43,7 +43,8 @@ from evorl.engine.evaluator import greedy_episodes
 from evorl.envs import VectorEnv
 from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
-from evorl.rl.agent import ActorCriticAgent, AgentState, NetworkFactory, check_network_options
+from evorl.rl.actor_critic import ActorCriticAgent, NetworkFactory, check_network_options
+from evorl.rl.agent import AgentState
 from evorl.rl.algorithm import Algorithm, Family
 from evorl.rl.collectives import all_gather, axis_index, psum
 from evorl.rl import optimisers
@@ -112,7 +113,7 @@ class ESPolicyOptions:
 
 @dataclass(frozen=True, eq=False)
 class ESAgent(ActorCriticAgent):
-    """The actor of :class:`~evorl.rl.agent.ActorCriticAgent` alone: ``params = {"policy": ...}``,
+    """The actor of :class:`~evorl.rl.actor_critic.ActorCriticAgent` alone: ``params = {"policy": ...}``,
     greedy actions; ES optimises it without gradients, so it has no loss."""
 
     def init(self, key: jax.Array) -> AgentState:
@@ -123,8 +124,8 @@ class ESAgent(ActorCriticAgent):
 def make_mlp_es_agent(action_space: Space, obs_space: Box, network_factory: NetworkFactory | None = None,
                       normalize_obs: bool = False, **policy_options) -> ESAgent:
     """An :class:`ESAgent` with the policy network of the RL agents (``network_factory``'s
-    policy network, default :func:`~evorl.rl.agent.make_actor_critic_networks`)."""
-    from evorl.rl.agent import ActorCriticOptions, make_actor_critic_networks
+    policy network, default :func:`~evorl.rl.actor_critic.make_actor_critic_networks`)."""
+    from evorl.rl.actor_critic import ActorCriticOptions, make_actor_critic_networks
 
     options = ActorCriticOptions(**policy_options, critic_hidden_layer_sizes=(1,), normalize_obs=normalize_obs)
     check_network_options(action_space, obs_space, options)

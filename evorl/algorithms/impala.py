@@ -19,9 +19,10 @@ from evorl.config.hparams import check_impala
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
 from evorl.rl import metrics as M
-from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.actor_critic import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.rl.algorithm import ON_POLICY, Algorithm
-from evorl.rl.targets import compute_pg_advantage, compute_vtrace, explained_variance  # noqa: F401  (importable from here too)
+from evorl.rl.gae import explained_variance
+from evorl.rl.vtrace import compute_pg_advantage, compute_vtrace  # noqa: F401  (importable from here too)
 
 
 @struct.dataclass

@@ -30,12 +30,13 @@ from evorl.algorithms.ppo import PPOAgent, PPOHParams
 from evorl.config.agents import check_ippo_options, check_mappo_critic, check_multi_agent_obs
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.rl.agent import NetworkFactory, build_actor_critic, hparams_as_arrays, make_actor_critic_networks
+from evorl.rl.actor_critic import NetworkFactory, build_actor_critic, make_actor_critic_networks
+from evorl.rl.agent import hparams_as_arrays
 from evorl.rl.algorithm import ON_POLICY, Algorithm
 from evorl.rl.multi_agent import (
     apply_over_agents, global_state_per_agent, init_per_agent, unbounded_box, with_agent_ids,
 )
-from evorl.rl.targets import compute_gae
+from evorl.rl.gae import compute_gae
 
 
 @dataclass(frozen=True, eq=False)

@@ -54,7 +54,7 @@ from evorl.rl.continuous_control import (
 from evorl.rl.multi_agent import (
     apply_over_agents, global_state_per_agent, init_per_agent, unbounded_box, with_agent_ids,
 )
-from evorl.rl.targets import Transition
+from evorl.rl.q_targets import Transition
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,9 +11,9 @@ from flax import struct
 from evorl.config.hparams import check_ppo
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.actor_critic import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.rl.algorithm import ON_POLICY, Algorithm
-from evorl.rl.targets import explained_variance, normalize_advantages
+from evorl.rl.gae import explained_variance, normalize_advantages
 
 
 @struct.dataclass
@@ -126,7 +126,7 @@ def make_mlp_ppo_agent(
 ) -> PPOAgent:
     """A PPO agent (see :class:`PPOAgent`) with the networks of ``network_factory`` (default:
     separate actor and critic MLPs) configured by ``network_options``, the keys of
-    :class:`~evorl.rl.agent.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
+    :class:`~evorl.rl.actor_critic.ActorCriticOptions` (``actor_hidden_layer_sizes``, ``activation``,
     ``network``, ``policy_distribution``, ``normalize_obs``, ...).
     """
     hparams = PPOHParams(gamma=gamma, gae_lambda=gae_lambda, clip_epsilon=clip_epsilon,

@@ -30,9 +30,9 @@ from flax import struct
 from evorl.config.hparams import check_a2c
 from evorl.engine.on_policy_workflow import OnPolicyWorkflow
 from evorl.envs.spaces import Box, Space
-from evorl.rl.agent import ActorCriticAgent, NetworkFactory, build_actor_critic
+from evorl.rl.actor_critic import ActorCriticAgent, NetworkFactory, build_actor_critic
 from evorl.rl.algorithm import ON_POLICY, Algorithm
-from evorl.rl.targets import compute_gae
+from evorl.rl.gae import compute_gae
 
 
 @struct.dataclass

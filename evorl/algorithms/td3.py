@@ -36,7 +36,7 @@ from evorl.rl.continuous_control import (
 )
 from evorl.rl.algorithm import OFF_POLICY, Algorithm
 from evorl.rl.off_policy import UpdateGroup
-from evorl.rl.targets import Transition, clipped_double_q_targets
+from evorl.rl.q_targets import Transition, clipped_double_q_targets
 
 
 @struct.dataclass

@@ -152,7 +152,7 @@ def _params_formula(sizes: NetworkSizes) -> str:
 
 def transition_words(sizes: NetworkSizes) -> float:
     """One replay-buffer transition in float32 words: obs and next obs, the actions, a reward
-    per agent and the discount the agents share (:class:`evorl.rl.targets.Transition`)."""
+    per agent and the discount the agents share (:class:`evorl.rl.q_targets.Transition`)."""
     return 2 * sizes.obs_size + sizes.action_size + sizes.agents_per_step + 1
 
 

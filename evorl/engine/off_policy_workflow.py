@@ -31,7 +31,7 @@ from evorl.engine.rl_base import ExperimentConfig
 from evorl.rl.agent import Agent
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
 from evorl.rl.off_policy import OffPolicyState
-from evorl.rl.on_policy import make_optimizer
+from evorl.rl.learner import make_optimizer
 from evorl.rl.state_roles import buffer_field
 
 

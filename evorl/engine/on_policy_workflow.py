@@ -30,7 +30,8 @@ from evorl.engine.actor_learner import check_async_config, learner_device_count,
 from evorl.engine.execution import DEVICE_AXIS, Placement
 from evorl.engine.host_loop import ChunkedWorkflow
 from evorl.engine.pbt import check_pbt_config
-from evorl.rl.on_policy import OnPolicyState, make_optimizer
+from evorl.rl.learner import make_optimizer
+from evorl.rl.on_policy import OnPolicyState
 
 
 class OnPolicyWorkflow(ChunkedWorkflow):

@@ -36,7 +36,8 @@ from evorl.engine.services import RunServices
 from evorl.engine.workflow import WORKFLOWS, Workflow
 from evorl.envs import VectorEnv, create_env, step_size_before_building
 from evorl.envs.multi_agent import is_multi_agent
-from evorl.rl.agent import Agent, NetworkFactory
+from evorl.rl.actor_critic import NetworkFactory
+from evorl.rl.agent import Agent
 from evorl.rl.algorithm import Algorithm
 from evorl.rl.state_roles import buffer_field
 
@@ -96,7 +97,7 @@ class RLWorkflow(Workflow):
     #: The algorithm's own config section beside ``agent:`` and ``training:`` (ES's ``es``,
     #: ERL's ``erl``); None: it has none.
     section: ClassVar[str | None] = None
-    #: Builds the agent's networks (see :data:`evorl.rl.agent.NetworkFactory`); None: the default MLPs/CNN.
+    #: Builds the agent's networks (see :data:`evorl.rl.actor_critic.NetworkFactory`); None: the default MLPs/CNN.
     network_factory: ClassVar[NetworkFactory | None] = None
     #: The state field holding a replay buffer (off-policy workflows, CEM-RL), which
     #: ``checkpoint.save_buffer: false`` leaves out of checkpoints; None: the state has none.

@@ -18,7 +18,8 @@ from typing import Any
 
 from evorl.config import dataclass_from_signature
 from evorl.rl import off_policy, on_policy
-from evorl.rl.agent import ActorCriticOptions, Agent
+from evorl.rl.actor_critic import ActorCriticOptions
+from evorl.rl.agent import Agent
 
 
 @dataclass(frozen=True, eq=False)

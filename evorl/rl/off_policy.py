@@ -74,10 +74,10 @@ from evorl.rl import metrics as M, replay
 from evorl.rl.agent import Agent, AgentState, hparams_as_arrays
 from evorl.rl.behaviour import BehaviourPolicy, acting_state
 from evorl.rl.collectives import agent_gradient_update, axis_index, population_cond
-from evorl.rl.on_policy import (
-    acting_state as lagged_agent_state, anneal_iterations, episode_metrics, init_lagged_params,
-    scheduled_learning_rate,
+from evorl.rl.learner import (
+    acting_state as lagged_agent_state, anneal_iterations, init_lagged_params, scheduled_learning_rate,
 )
+from evorl.rl.on_policy import episode_metrics
 from evorl.rl.rollout import Trajectory, rollout_with_policy_state
 from evorl.rl.state_roles import role_field
 
@@ -117,7 +117,7 @@ class OffPolicyState:
     fitness_episodes: Any = role_field("pbt_keep", default=None)
     #: The agent's parameters at the start of the last ``training.actor_lag`` iterations,
     #: oldest first (leaves ``[actor_lag, ...]``); the rollout acts with the oldest. None
-    #: without lag (see :func:`evorl.rl.on_policy.acting_state`).
+    #: without lag (see :func:`evorl.rl.learner.acting_state`).
     lagged_params: Any = role_field("frozen", "pbt_copy", default=None)
     #: ``pbt.strategy: cso``: the velocity ``[H]`` of the evolving hyperparameters (see
     #: :mod:`evorl.engine.pbt`); None otherwise.

@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from flax import struct
 from jax import lax
 
-from evorl.rl.targets import Transition, n_step_transitions  # noqa: F401  (the n-step targets live there)
+from evorl.rl.q_targets import Transition, n_step_transitions  # noqa: F401  (the n-step targets live there)
 
 
 @struct.dataclass
