@@ -59,7 +59,9 @@ def main() -> None:
 
     env = envs.get_environment(cfg["env"]["env_name"], **({"backend": cfg["env"]["backend"]}
                                                            if cfg["env"].get("backend") else {}))
-    phase("build env", obs=int(env.observation_size), actions=int(env.action_size))
+    phase("build env")
+    obs = jax.eval_shape(env.reset, jax.random.PRNGKey(0)).obs  # brax's observation_size runs reset op by op
+    phase("trace reset", obs=int(obs.shape[-1]), actions=int(env.action_size))
     keys = jax.random.split(jax.random.PRNGKey(0), num_envs)
     reset = jax.jit(jax.vmap(env.reset)).lower(keys).compile()
     phase("compile reset")

@@ -149,3 +149,16 @@ def test_gymnax_accepts_generic_env_keys():
     states = _run(env, jnp.zeros((3, 2), jnp.int32))
     np.testing.assert_allclose(states.reward, 0.5)
     np.testing.assert_allclose(states.episode_return[-1], 3.0)
+
+
+def test_building_an_env_runs_nothing_op_by_op(monkeypatch):
+    """brax's ``observation_size`` runs ``reset`` eagerly, one compile per operation (30 s for
+    ant on a CPU, minutes on a TPU): the adapter reads the shapes from a trace instead."""
+    from brax.envs.base import PipelineEnv
+
+    def eager(self):
+        raise AssertionError("observation_size runs reset op by op")
+
+    monkeypatch.setattr(PipelineEnv, "observation_size", property(eager))
+    env = create_env({"env_name": "ant", "env_type": "brax"}, parallel=2)
+    assert env.obs_space.shape == (27,) and env.action_space.shape == (8,)

@@ -110,24 +110,27 @@ class BraxEnv(VectorEnv):
         super().__init__(num_envs, episode_length, reward_scale, action_repeat)
         self._env = envs.get_environment(self.env_name, backend=self.backend, **env_kwargs)
 
-        obs_size = self._env.observation_size
-        if not isinstance(obs_size, int):
-            raise ValueError(f"brax env {env_name!r} has structured observations {obs_size}; only flat ones are supported.")
+        # The reset traced, not run: brax's own ``observation_size`` runs ``reset`` op by op,
+        # one small compile per operation (30 s for ant on a CPU, minutes on a TPU).
+        reset_shape = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0))
+        obs = reset_shape.obs
+        if not isinstance(obs, jax.ShapeDtypeStruct):
+            raise ValueError(f"brax env {env_name!r} has structured observations "
+                             f"{jax.tree.map(lambda x: x.shape, obs)}; only flat ones are supported.")
+        obs_size = obs.shape[-1]
         self.obs_space = Box(np.full(obs_size, -np.inf, np.float32), np.full(obs_size, np.inf, np.float32))
         act_size = int(self._env.action_size)
         self.action_space = Box(-np.ones(act_size, np.float32), np.ones(act_size, np.float32))
         if _uses_fluid(self._env.sys, self.backend):
-            self._check_fluid_step()
-        metrics = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0)).metrics
-        self.reward_terms = tuple(sorted(name for name in metrics if name.startswith("reward_")))
+            self._check_fluid_step(reset_shape)
+        self.reward_terms = tuple(sorted(name for name in reset_shape.metrics if name.startswith("reward_")))
 
-    def _check_fluid_step(self):
+    def _check_fluid_step(self, state):
         """brax 0.14's fluid model (``brax/fluid.py``, used by swimmer) calls
         ``jnp.clip(a_min=...)``, which jax 0.10 removed: fail here with the reason instead
         of deep inside the first compiled training step. Traced only (no compilation)."""
         import brax
 
-        state = jax.eval_shape(self._env.reset, jax.random.PRNGKey(0))
         action = jax.ShapeDtypeStruct((self.action_space.shape[0],), jnp.float32)
         try:
             jax.eval_shape(self._env.step, state, action)
