@@ -29,7 +29,7 @@ def main() -> None:
     p.add_argument("--num-envs", type=int, default=0, help="0: the config's")
     p.add_argument("--backend", default="", help="brax physics backend (default: the config's)")
     p.add_argument("--skip-workflow", action="store_true", help="time the env alone")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "brax_phases.jsonl"))
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "brax_phases" / "phases.jsonl"))
     args = p.parse_args()
 
     import jax

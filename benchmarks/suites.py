@@ -150,7 +150,9 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("pbt_cso_ppo_cartpole"),  # 8 PPO agents under PBT-CSO: ~15 s per seed
         checked("pbt_ppo_cartpole"),  # 8 PPO agents under truncation PBT from learning rates too low
         checked("ppo_brax_reacher"),  # ~3 min per seed
-        checked("ppo_craftax_classic"),  # ~4.5 min per seed
+        checked("ppo_playground_cartpole_balance"),  # MJX: ~10 s of training per seed
+        checked("ppo_playground_cartpole_swingup"),  # MJX: ~50 s of training per seed
+        checked("ppo_craftax_classic"),  # ~15 min per seed on the 2-core CPU: a chip's part (tpu_session.sh)
         checked("impala_gymnasium_cartpole"),
         checked("ppo_gymnasium_inverted_pendulum"),
         checked("es_openes_cartpole"),

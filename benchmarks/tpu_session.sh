@@ -8,6 +8,9 @@
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
 #   populations     benchmarks/config_speed.py: ES (CartPole, brax hopper) and PBT populations
 #   scale           benchmarks/tpu_scale.py: 16384 seeds, and the shipped path at 256 and 4096
+#   heldout_<config> benchmarks/run.py configs --only <config>: the held-out seeds 100-104 of a
+#                   config too slow for the 2-core CPU (its data: $OUT/configs.jsonl, to be appended
+#                   to benchmarks/results/configs.jsonl)
 #   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions, the
 #                   rules of gymnax-blines' published figure
 #   minatar_paths   benchmarks/config_speed.py: ppo_minatar_asterix, 8 agents x 30 iterations, with the
@@ -44,6 +47,12 @@ for game in breakout asterix freeway space_invaders; do
   if has "minatar_$game"; then
     timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --seeds 8 --first-seed 66001 \
       --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+  fi
+done
+for part in $parts; do
+  if [[ "$part" == heldout_* ]]; then
+    timeout -k 5 "$(limit)" python3 benchmarks/run.py configs --only "${part#heldout_}" --data "$out/configs.jsonl" \
+      --out "$out/heldout_${part#heldout_}"
   fi
 done
 if has minatar_freeway_sticky0; then
