@@ -64,7 +64,9 @@ class ESConfig:
     #: Antithetic pairs mean +- sigma eps (ARS always samples them).
     mirrored: bool = True
     #: centered_rank (ours, ranks in [-0.5, 0.5]), raw (the returns as they are) or strategy
-    #: (evosax's default shaping of the strategy).
+    #: (evosax's default shaping of the strategy). SNES steps by ``lr * std * sum_i u_i z_i``
+    #: (no ``1 / N``) and is made for its own utilities (``sum |u_i| ~ 2``): centred ranks
+    #: (``sum |u_i| ~ N / 4``) scale its mean and std steps by ~N / 8.
     fitness_shaping: str = "centered_rank"
     #: Greedy episodes each candidate plays; its fitness is their mean return.
     episodes_per_member: int = 1
