@@ -75,7 +75,7 @@ def learning(seeds=(0, 1, 2), generations=100, target=475.0, strategies=tuple(ST
 def pendulum(seed=0, generations=60, target=900.0):
     env = {"env_name": "inverted_pendulum", "env_type": "brax", "backend": "spring", "episode_length": 1000}
     workflow = build(env, {"strategy": "SNES", "population_size": 32, "sigma": 0.1, "learning_rate": 1.0,
-                           "optimizer": "sgd", "obs_norm": True}, eval_episodes=8)
+                           "optimizer": "sgd", "fitness_shaping": "strategy", "obs_norm": True}, eval_episodes=8)
     start = time.perf_counter()
     workflow.compile(workflow.init(jax.random.PRNGKey(seed)))
     row = {"strategy": "SNES", "env": "brax/inverted_pendulum", "compile_s": round(time.perf_counter() - start, 1),
