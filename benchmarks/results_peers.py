@@ -5,7 +5,8 @@ evorl's figure is the final greedy return of every seed of the config's measurem
 config trains longer than the peer and its periodic evaluations were recorded, it is each
 seed's evaluation at the peer's budget instead. Budgets within :data:`BUDGET_TOLERANCE` of each
 other count as equal. The verdict compares the interquartile mean over seeds with the peer's
-figure.
+figure: ">= peer" where it is at least the figure; where it is below, whether the figure lies
+inside the IQM's 95% bootstrap interval (a gap the seeds cannot tell from noise) or above it.
 
 A ``comparison`` record that names ``configs`` and a ``budget_env_steps`` is a peer's own code
 run here beside evorl at that budget (JaxMARL's IPPO); its row takes both figures from the
@@ -51,6 +52,18 @@ def at_budget(m: Measurement, budget: int | None) -> AtBudget:
                             f"yes: evorl's periodic evaluation at {steps:,} of its {m.budget:,} env steps")
     fewer = "fewer" if m.budget < budget else "more"
     return AtBudget(m.final, m.budget, f"no: evorl's figure is at {m.budget:,} env steps ({fewer})")
+
+
+#: Below the figure, with the figure inside evorl's 95% interval.
+WITHIN_CI = "below, peer inside the 95% CI"
+
+
+def published_verdict(returns: list[float], value: float) -> str:
+    """A published figure (higher is better) against the IQM of ``returns`` and its 95% interval."""
+    point, _, hi = rl_stats.iqm_interval([np.asarray(returns, dtype=float)])
+    if point >= value:
+        return ">= peer"
+    return WITHIN_CI if hi >= value else "**below peer**"
 
 
 def evorl_text(m: Measurement, at: AtBudget, seeds: str) -> str:
@@ -103,8 +116,7 @@ def peer_rows(published: list[dict], measured: dict[str, Measurement], shipped: 
                 rows.append({**row, "evorl": "not measured", "equal": "", "verdict": "no evorl figure"})
                 continue
             at = at_budget(m, budget)
-            ours = rl_stats.iqm([np.asarray(at.returns, dtype=float)])
-            verdict = "no peer value" if value is None else (">= peer" if ours >= value else "**below peer**")
+            verdict = "no peer value" if value is None else published_verdict(at.returns, value)
             rows.append({**row, "evorl": evorl_text(m, at, seeds_text(m)), "equal": at.equal, "verdict": verdict})
     return rows
 
@@ -116,6 +128,8 @@ def peer_lines(rows: list[dict]) -> list[str]:
               f"| {r['equal']} | {r['verdict']} |" for r in rows]
     equal = [r for r in rows if r["equal"].startswith("yes")]
     at_least = sum(r["verdict"] == ">= peer" for r in equal)
-    summary = (f"{len(rows)} rows: {len(equal)} at an equal budget, evorl at or above the peer on {at_least} of them; "
+    within = sum(r["verdict"] == WITHIN_CI for r in equal)
+    summary = (f"{len(rows)} rows: {len(equal)} at an equal budget, evorl at or above the peer on {at_least} of them"
+               f" and below it with the peer inside its 95% CI on {within}; "
                f"{sum(r['evorl'] == 'not measured' for r in rows)} without an evorl figure.")
     return lines + ["", summary, ""]

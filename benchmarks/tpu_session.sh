@@ -4,8 +4,10 @@
 # it goes, so a cut-short call keeps what it measured. Parts:
 #   minatar_<game>  benchmarks/minatar_published.py: PPO, MinAtar's rules, 10M env steps, 8 agents
 #                   of seed 66001 in one program (game: breakout asterix freeway space_invaders)
-#   check           benchmarks/device_check.sh --cases minatar-cnn ant (the CartPole cases ran)
+#   check           benchmarks/device_check.sh --cases $CHECK_CASES (default: minatar-cnn ant; the
+#                   CartPole cases ran), $CHECK_TIMEOUT s per process (default 200)
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
+#   ant_4096        the same at Brax's own 4096 envs (its published ant figure's)
 #   populations     benchmarks/config_speed.py: ES (CartPole, brax hopper) and PBT populations
 #   scale           benchmarks/tpu_scale.py: 16384 seeds, and the shipped path at 256 and 4096
 #   heldout_<config> benchmarks/run.py configs --only <config>: the held-out seeds 100-104 of a
@@ -43,6 +45,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 parts=" ${PARTS:-minatar_asterix} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 limit() { local l=$(( $(left) - ${1:-5} )); (( l > 0 )) && echo "$l" || echo 1; }
+cap() { local l; l=$(limit); (( l < $1 )) && echo "$l" || echo "$1"; }  # a part's own ceiling
 for game in breakout asterix freeway space_invaders; do
   if has "minatar_$game"; then
     timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --seeds 8 --first-seed 66001 \
@@ -59,21 +62,24 @@ if has minatar_freeway_sticky0; then
   timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds 8 --first-seed 66001 \
     --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
 fi
+if has ant_phases; then
+  timeout -k 5 "$(cap 120)" python3 benchmarks/brax_phases.py --config ppo_brax_ant --out "$out/brax_phases.jsonl"
+fi
+if has ant_4096; then
+  timeout -k 5 "$(cap 300)" python3 benchmarks/brax_phases.py --config ppo_brax_ant --num-envs 4096 --out "$out/brax_phases.jsonl"
+fi
+if has check; then
+  OUT="$out" DEVICE_CHECK_TIMEOUT="$(limit)" benchmarks/device_check.sh --cases ${CHECK_CASES:-minatar-cnn ant} --timeout "${CHECK_TIMEOUT:-200}"
+fi
+if has populations; then
+  timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 150 --out "$out/config_speed.jsonl" \
+    es_openes_cartpole es_openes_hopper pbt_ppo_cartpole
+fi
 if has minatar_paths; then
   for paths in auto none; do
     EVORL_FAST_PATHS="$paths" timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 200 \
       --out "$out/config_speed.jsonl" ppo_minatar_asterix:training.num_iterations=30,training.num_seeds=8,training.eval_interval=30
   done
-fi
-if has ant_phases; then
-  timeout -k 5 "$(limit)" python3 benchmarks/brax_phases.py --config ppo_brax_ant --out "$out/brax_phases.jsonl"
-fi
-if has check; then
-  OUT="$out" DEVICE_CHECK_TIMEOUT="$(limit)" benchmarks/device_check.sh --cases minatar-cnn ant --timeout 200
-fi
-if has populations; then
-  timeout -k 5 "$(limit)" python3 benchmarks/config_speed.py --timeout 150 --out "$out/config_speed.jsonl" \
-    es_openes_cartpole es_openes_hopper pbt_ppo_cartpole
 fi
 if has scale; then
   timeout -k 5 "$(limit)" python3 benchmarks/tpu_scale.py --out "$out/v5e.jsonl" --rows evorl:16384 evorl:256 evorl:4096

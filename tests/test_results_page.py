@@ -226,6 +226,16 @@ def test_evorl_figure_at_the_peer_s_budget():
     assert results_peers.at_budget(m, 5_000_000).equal == "no: evorl's figure is at 1,024,000 env steps (fewer)"
 
 
+def test_a_published_figure_inside_the_interval_is_not_called_below():
+    import results_peers
+
+    returns = [12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 9.0, 20.0]
+    point, lo, hi = rl_stats.iqm_interval([np.asarray(returns)])
+    assert results_peers.published_verdict(returns, point) == ">= peer"
+    assert results_peers.published_verdict(returns, (point + hi) / 2) == results_peers.WITHIN_CI
+    assert results_peers.published_verdict(returns, hi + 0.1) == "**below peer**"
+
+
 def test_minatar_runs_judged_only_with_every_agent_s_evaluations():
     import results_data
 

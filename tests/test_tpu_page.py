@@ -39,7 +39,7 @@ def test_the_device_check_table_is_the_data():
         return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.0f}k"
 
     measured = [r for r in rows if "steps_per_s" in r]
-    assert len(measured) == 8
+    assert {r["case"] for r in measured} == {"cartpole", "cartpole-seeds", "minatar-cnn", "ant"}
     for r in measured:
         cell = f"{short(r['steps_per_s'])} ({r['compile_s']:.1f})"
         assert cell in page, (r["case"], r["side"], r["path"], cell)
