@@ -1,6 +1,8 @@
-"""PPO on MinAtar by MinAtar's rules at the published budget, many fresh seeds in one program.
+"""PPO (A2C, IMPALA) on MinAtar by MinAtar's rules at the published budget, many fresh seeds in
+one program.
 
-Each game's shipped config (``configs/ppo_minatar_<game>.yaml``: sticky actions 0.1 in training
+Each game's shipped config (``configs/<algo>_minatar_<game>.yaml``, ``--algo`` default ``ppo``:
+sticky actions 0.1 in training
 and evaluation, 10M env steps, 128 greedy evaluation episodes per agent) trains ``--seeds``
 agents side by side (``training.num_seeds``) in one process, one game after another (a TPU is
 held by one process at a time). Every finished game appends one JSON line to ``--out``:
@@ -9,10 +11,11 @@ evaluation's standard error and the learning curve (mean, min and max over agent
 
 ``--render FILE`` prints the table: per game the interquartile mean over seeds of the final
 greedy return with its 95% bootstrap interval (:mod:`benchmarks.rl_stats`), beside
-gymnax-blines' published PPO figure at the same budget.
+gymnax-blines' published PPO figure at the same budget (PPO's rows only).
 
     python benchmarks/minatar_published.py --seeds 8 --first-seed 66001            # a TPU/GPU
     python benchmarks/minatar_published.py --games breakout --seeds 2 --iterations 4  # a smoke run
+    python benchmarks/minatar_published.py --algo a2c --seeds 8                       # A2C's configs
     python benchmarks/minatar_published.py --render benchmarks/results/minatar/published.jsonl
 """
 
@@ -35,6 +38,7 @@ from run import COLLAPSE_FRACTION, MARGIN_FRACTION, commit_hash  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GAMES = ("breakout", "asterix", "freeway", "space_invaders", "seaquest")
+ALGOS = ("ppo", "a2c", "impala")
 
 #: gymnax-blines' PPO at 10M env steps (the gymnax README's MinAtar table; its evaluation has
 #: no sticky actions). Seaquest has no published PPO figure there.
@@ -42,10 +46,19 @@ PUBLISHED = {"asterix": 15.0, "breakout": 28.0, "freeway": 58.0, "space_invaders
 PUBLISHED_SOURCE = "gymnax-blines PPO, 10M env steps (gymnax README)"
 
 
+def config_name(algo: str, game: str) -> str:
+    return f"{algo}_minatar_{game}"
+
+
+def algo(row: dict) -> str:
+    """The row's algorithm (rows that do not record it ran PPO)."""
+    return row.get("algo", "ppo")
+
+
 def run_game(game: str, args) -> dict:
     """Train one game's config for ``args.seeds`` agents in a child process (killed with its
     group at ``--game-timeout``); what it printed before a timeout is kept."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", game, "--seeds", str(args.seeds),
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", game, "--algo", args.algo, "--seeds", str(args.seeds),
            "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
            "--eval-episodes", str(args.eval_episodes)] + ([] if args.sticky is None else ["--sticky", str(args.sticky)])
     start = time.perf_counter()
@@ -55,7 +68,7 @@ def run_game(game: str, args) -> dict:
     head = next((x for x in lines if "compile_s" in x), {})
     curve = [x for x in lines if "per_agent" in x]
     end = next((x for x in lines if "final_returns" in x), None)
-    row = {"game": game, "config": f"ppo_minatar_{game}", "seed": args.first_seed, "agents": args.seeds,
+    row = {"game": game, "algo": args.algo, "config": config_name(args.algo, game), "seed": args.first_seed, "agents": args.seeds,
            "wall_s": wall, "git_commit": commit_hash(), "fast_paths": os.environ.get("EVORL_FAST_PATHS", "auto"),
            **head, "curve": curve}
     if code != 0 or end is None:  # a timeout keeps the evaluations it logged
@@ -72,7 +85,7 @@ def child(game: str, args) -> None:
     from evorl.workflows import resolve_workflow_cls
     from suites import CONFIG_DIR, config_target
 
-    name = f"ppo_minatar_{game}"
+    name = config_name(args.algo, game)
     cfg = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"), resolve=True)
     cfg.pop("defaults", None)
     cfg["seed"] = args.first_seed
@@ -151,15 +164,15 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(r["game"], sticky(r))] = r
+                rows[(algo(r), r["game"], sticky(r))] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
-    for key in sorted(rows, key=lambda k: (GAMES.index(k[0]), -k[1])):
-        game, r = key[0], rows[key]
+    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2])):
+        game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
-        pub = PUBLISHED.get(game)
+        pub = PUBLISHED.get(game) if key[0] == "ppo" else None
         steps = r.get("env_steps_per_agent") or r["budget_env_steps"]
         if r["curve"] and "per_agent" in r["curve"][0] and r.get("target") is not None:
             v = verdicts(r)
@@ -170,7 +183,7 @@ def render(path: str) -> str:
             verdict = "not judged: evaluations logged as mean, min and max over agents"
         else:
             verdict = "not judged: the config had no target when it ran"
-        rules = "" if key[1] == STICKY else f" (sticky actions {key[1]:g})"
+        rules = ("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
         lines.append(
             f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
             f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {verdict} | {pub if pub is not None else '-'} | "
@@ -185,6 +198,7 @@ def render(path: str) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--games", nargs="+", choices=GAMES, default=["breakout", "asterix", "freeway", "space_invaders"])
+    p.add_argument("--algo", choices=ALGOS, default="ppo", help="which configs: <algo>_minatar_<game>")
     p.add_argument("--seeds", type=int, default=8, help="agents per game, trained in one program")
     p.add_argument("--first-seed", type=int, default=66001, help="the run's seed: the agents' keys are split from it")
     p.add_argument("--iterations", type=int, default=0, help="override the budget (0: the config's 10M env steps)")

@@ -268,9 +268,9 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
     lines). Its agents' keys are split from one seed. It is judged by run.py's rule (on raw
     returns, as that script judges: a random policy scores ~0 on MinAtar) only where every
     agent's periodic evaluations were recorded and the config states a target."""
-    from minatar_published import STICKY, sticky, verdicts
+    from minatar_published import STICKY, algo, config_name, sticky, verdicts
 
-    last = {f"ppo_minatar_{r['game']}": r for r in rows if "final_returns" in r and sticky(r) == STICKY}
+    last = {config_name(algo(r), r["game"]): r for r in rows if "final_returns" in r and sticky(r) == STICKY}
     out = {}
     for name, r in last.items():
         target = r.get("target")
@@ -280,7 +280,7 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
         finals = [float(x) for x in r["final_returns"]]
         budget = r.get("budget_env_steps") or r["env_steps_per_agent"]
         m = Measurement(
-            name=name, env=f"gymnax/{r['env']}", algorithm="PPO", seeds=list(range(len(finals))), budget=budget,
+            name=name, env=f"gymnax/{r['env']}", algorithm=algo(r).upper(), seeds=list(range(len(finals))), budget=budget,
             final=finals, target=target, source="minatar_published.py data", commit=r.get("git_commit") or r.get("commit"),
             machine={"name": r.get("machine"), "jax_backend": r.get("backend")},
             final_stderr=[r.get("eval_standard_error")] * len(finals), eval_episodes=[r.get("eval_episodes")] * len(finals),

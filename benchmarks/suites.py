@@ -150,6 +150,8 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("pbt_cso_ppo_cartpole"),  # 8 PPO agents under PBT-CSO: ~15 s per seed
         checked("pbt_ppo_cartpole"),  # 8 PPO agents under truncation PBT from learning rates too low
         checked("ppo_brax_reacher"),  # ~3 min per seed
+        checked("ppo_brax_hopper"),  # mjx, 1M env steps: ~3-4 min per seed
+        checked("ppo_brax_ant"),  # mjx, 1M env steps: ~3-4 min per seed
         checked("ppo_playground_cartpole_balance"),  # MJX: ~10 s of training per seed
         checked("ppo_playground_cartpole_swingup"),  # MJX: ~50 s of training per seed
         checked("ppo_craftax_classic"),  # ~15 min per seed on the 2-core CPU: a chip's part (tpu_session.sh)

@@ -3,7 +3,8 @@
 # hold it, so the parts run one after another). Each part has its own time limit and writes as
 # it goes, so a cut-short call keeps what it measured. Parts:
 #   minatar_<game>  benchmarks/minatar_published.py: PPO, MinAtar's rules, 10M env steps, 8 agents
-#                   of seed 66001 in one program (game: breakout asterix freeway space_invaders)
+#                   of seed 66001 in one program (game: breakout asterix freeway space_invaders
+#                   seaquest); a2c_minatar_<game>, impala_minatar_<game>: the same with A2C's, IMPALA's configs
 #   check           benchmarks/device_check.sh --cases $CHECK_CASES (default: minatar-cnn ant; the
 #                   CartPole cases ran), $CHECK_TIMEOUT s per process (default 200)
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
@@ -46,11 +47,14 @@ parts=" ${PARTS:-minatar_asterix} "
 has() { [[ "$parts" == *" $1 "* ]]; }
 limit() { local l=$(( $(left) - ${1:-5} )); (( l > 0 )) && echo "$l" || echo 1; }
 cap() { local l; l=$(limit); (( l < $1 )) && echo "$l" || echo "$1"; }  # a part's own ceiling
-for game in breakout asterix freeway space_invaders; do
-  if has "minatar_$game"; then
-    timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --seeds 8 --first-seed 66001 \
-      --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
-  fi
+for game in breakout asterix freeway space_invaders seaquest; do
+  for algo in ppo a2c impala; do
+    part="${algo}_minatar_$game"; [[ $algo == ppo ]] && part="minatar_$game"
+    if has "$part"; then
+      timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --algo "$algo" --games "$game" --seeds 8 \
+        --first-seed 66001 --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+    fi
+  done
 done
 for part in $parts; do
   if [[ "$part" == heldout_* ]]; then

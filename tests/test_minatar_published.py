@@ -33,3 +33,22 @@ def test_a_control_without_sticky_actions_is_its_own_row(tmp_path):
     assert table[2].startswith("| Freeway-MinAtar | 2 |") and "51.0" in table[2]
     assert table[3].startswith("| Freeway-MinAtar (sticky actions 0) | 2 |") and "58.0" in table[3]
     assert "the config had no target" in table[2]
+
+
+def test_another_algorithm_s_run_is_its_config_s_not_ppo_s(tmp_path):
+    import results_data
+    from minatar_published import render
+
+    base = {"game": "breakout", "env": "Breakout-MinAtar", "agents": 2, "budget_env_steps": 1000, "target": None,
+            "curve": [{"env_steps": 500, "per_agent": [1.0, 2.0]}], "eval_standard_error": 0.5,
+            "machine": "m", "wall_s": 10.0, "compile_s": 1.0, "seed": 7, "eval_episodes": 128}
+    rows = [{**base, "final_returns": [30.0, 32.0]},  # recorded before the field existed: PPO
+            {**base, "final_returns": [7.0, 9.0], "algo": "a2c"}]
+    measured = results_data.from_minatar(rows)
+    assert measured["ppo_minatar_breakout"].final == [30.0, 32.0]
+    assert measured["a2c_minatar_breakout"].final == [7.0, 9.0] and measured["a2c_minatar_breakout"].algorithm == "A2C"
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    table = render(str(path)).splitlines()
+    assert table[2].startswith("| Breakout-MinAtar | 2 |") and "| 28.0 |" in table[2]  # PPO beside the published PPO
+    assert table[3].startswith("| Breakout-MinAtar (A2C) | 2 |") and "| - |" in table[3]  # no published A2C figure
