@@ -81,7 +81,7 @@ def make_env(seed: int, backend: str = "minatar", sticky: float = 0.1):
     import gymnasium as gym
 
     if backend == "gymnax":
-        if sticky:
+        if sticky:  # main() refuses it first; a caller of make_env gets the same answer
             raise ValueError("--env gymnax wraps gymnax's step without sticky actions: pass --sticky 0")
         env = gym.wrappers.TimeLimit(GymnaxBreakout(seed), TIME_LIMIT)
         env.reset(seed=seed)
@@ -189,6 +189,10 @@ def main() -> None:
     parser.add_argument("--env", choices=("minatar", "gymnax"), default="minatar",
                         help="MinAtar's own Breakout, or gymnax's port (the env evorl trains)")
     args = parser.parse_args()
+    if args.env == "gymnax" and args.sticky:
+        parser.error("--env gymnax wraps gymnax's step without sticky actions: pass --sticky 0")
+    if not 0.0 <= args.sticky < 1.0 or args.eval_episodes < 1:
+        parser.error("--sticky is a probability in [0, 1) and --eval-episodes at least 1")
     for seed in args.seeds:
         row = run(seed, args.steps, args.env, args.sticky, args.eval_episodes)
         evals = ", ".join(f"{t // 1000}k: {r:.2f}" for t, r, _ in row["evaluations"])
