@@ -58,9 +58,10 @@ def algo(row: dict) -> str:
 def run_game(game: str, args) -> dict:
     """Train one game's config for ``args.seeds`` agents in a child process (killed with its
     group at ``--game-timeout``); what it printed before a timeout is kept."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", game, "--algo", args.algo, "--seeds", str(args.seeds),
+    cmd = ([sys.executable, os.path.abspath(__file__), "--child", game, "--algo", args.algo, "--seeds", str(args.seeds),
            "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
            "--eval-episodes", str(args.eval_episodes)] + ([] if args.sticky is None else ["--sticky", str(args.sticky)])
+           + (["--sampled-eval"] if args.sampled_eval else []))
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -96,6 +97,8 @@ def child(game: str, args) -> None:
         cfg["training"]["eval_episodes"] = args.eval_episodes
     if args.sticky is not None:
         cfg["env"]["repeat_action_probability"] = args.sticky
+    if args.sampled_eval:
+        cfg["training"]["eval_deterministic"] = False
     start = time.perf_counter()
 
     class PerAgent:  # a recorder: each periodic evaluation, every agent's return
@@ -119,6 +122,7 @@ def child(game: str, args) -> None:
                       "device": jax.devices()[0].device_kind, "target": target.value if target else None,
                       "eval_episodes": cfg["training"]["eval_episodes"],
                       "repeat_action_probability": cfg["env"]["repeat_action_probability"],
+                      "eval_deterministic": cfg["training"].get("eval_deterministic", True),
                       "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
                       "config": cfg}), flush=True)
     start = time.perf_counter()
@@ -157,6 +161,11 @@ def sticky(row: dict) -> float:
     return STICKY if p is None else float(p)
 
 
+def greedy(row: dict) -> bool:
+    """Whether the row evaluated the greedy policy (the config's way; rows that do not record it did)."""
+    return bool(row.get("eval_deterministic", True))
+
+
 def render(path: str) -> str:
     """The markdown table of the last row of each game in ``path``."""
     rows = {}
@@ -164,11 +173,11 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(algo(r), r["game"], sticky(r))] = r
+                rows[(algo(r), r["game"], sticky(r), greedy(r))] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
-    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2])):
+    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3])):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
@@ -183,7 +192,8 @@ def render(path: str) -> str:
             verdict = "not judged: evaluations logged as mean, min and max over agents"
         else:
             verdict = "not judged: the config had no target when it ran"
-        rules = ("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
+        rules = (("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
+                 + ("" if key[3] else " (sampled actions in evaluation)"))
         lines.append(
             f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
             f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {verdict} | {pub if pub is not None else '-'} | "
@@ -206,6 +216,9 @@ def main() -> None:
     p.add_argument("--sticky", type=float, default=None,
                    help="a control: this sticky-action probability instead of the config's MinAtar 0.1 "
                         "(0: the rules of gymnax-blines' published evaluation)")
+    p.add_argument("--sampled-eval", action="store_true",
+                   help="a control: evaluate with sampled actions instead of the config's greedy policy "
+                        "(gymnax-blines' published evaluation samples from the policy)")
     p.add_argument("--game-timeout", type=float, default=0,
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
