@@ -61,7 +61,8 @@ def run_game(game: str, args) -> dict:
     cmd = ([sys.executable, os.path.abspath(__file__), "--child", game, "--algo", args.algo, "--seeds", str(args.seeds),
            "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
            "--eval-episodes", str(args.eval_episodes)] + ([] if args.sticky is None else ["--sticky", str(args.sticky)])
-           + (["--sampled-eval"] if args.sampled_eval else []))
+           + (["--sampled-eval"] if args.sampled_eval else [])
+           + ([] if args.value_clip is None else ["--value-clip", str(args.value_clip)]))
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -99,6 +100,8 @@ def child(game: str, args) -> None:
         cfg["env"]["repeat_action_probability"] = args.sticky
     if args.sampled_eval:
         cfg["training"]["eval_deterministic"] = False
+    if args.value_clip is not None:
+        cfg["agent"]["value_clip_epsilon"] = args.value_clip
     start = time.perf_counter()
 
     class PerAgent:  # a recorder: each periodic evaluation, every agent's return
@@ -123,6 +126,7 @@ def child(game: str, args) -> None:
                       "eval_episodes": cfg["training"]["eval_episodes"],
                       "repeat_action_probability": cfg["env"]["repeat_action_probability"],
                       "eval_deterministic": cfg["training"].get("eval_deterministic", True),
+                      "value_clip_epsilon": cfg["agent"].get("value_clip_epsilon"),
                       "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
                       "config": cfg}), flush=True)
     start = time.perf_counter()
@@ -166,6 +170,17 @@ def greedy(row: dict) -> bool:
     return bool(row.get("eval_deterministic", True))
 
 
+def value_clip(row: dict) -> float | None:
+    """The row's PPO value clipping (None: the config's unclipped value loss)."""
+    return row.get("value_clip_epsilon")
+
+
+def own_terms(row: dict) -> bool:
+    """Whether the row ran its config as shipped: MinAtar's sticky actions, greedy evaluation,
+    the config's value loss. Any other row is a control."""
+    return sticky(row) == STICKY and greedy(row) and value_clip(row) is None
+
+
 def render(path: str) -> str:
     """The markdown table of the last row of each game in ``path``."""
     rows = {}
@@ -173,11 +188,11 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(algo(r), r["game"], sticky(r), greedy(r))] = r
+                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0)] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
-    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3])):
+    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3], k[4])):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
@@ -193,7 +208,8 @@ def render(path: str) -> str:
         else:
             verdict = "not judged: the config had no target when it ran"
         rules = (("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
-                 + ("" if key[3] else " (sampled actions in evaluation)"))
+                 + ("" if key[3] else " (sampled actions in evaluation)")
+                 + (f" (value clipping {key[4]:g})" if key[4] else ""))
         lines.append(
             f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
             f"{x.min():.1f} - {x.max():.1f} | {r['eval_standard_error']:.2f} | {verdict} | {pub if pub is not None else '-'} | "
@@ -219,6 +235,9 @@ def main() -> None:
     p.add_argument("--sampled-eval", action="store_true",
                    help="a control: evaluate with sampled actions instead of the config's greedy policy "
                         "(gymnax-blines' published evaluation samples from the policy)")
+    p.add_argument("--value-clip", type=float, default=None,
+                   help="a control (PPO): clip the value loss to this distance from the old values "
+                        "(agent.value_clip_epsilon; gymnax-blines clips at its clip_eps, 0.2)")
     p.add_argument("--game-timeout", type=float, default=0,
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")
@@ -235,6 +254,8 @@ def main() -> None:
         return
     if args.seeds < 1:
         p.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.value_clip is not None and (args.algo != "ppo" or not args.value_clip > 0):
+        p.error(f"--value-clip is PPO's and must be > 0, got {args.value_clip} with --algo {args.algo}")
     if args.sticky is not None and not 0.0 <= args.sticky < 1.0:
         p.error(f"--sticky is a probability in [0, 1), got {args.sticky}")
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

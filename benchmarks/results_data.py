@@ -268,10 +268,9 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
     lines). Its agents' keys are split from one seed. It is judged by run.py's rule (on raw
     returns, as that script judges: a random policy scores ~0 on MinAtar) only where every
     agent's periodic evaluations were recorded and the config states a target."""
-    from minatar_published import STICKY, algo, config_name, greedy, sticky, verdicts
+    from minatar_published import algo, config_name, own_terms, verdicts
 
-    last = {config_name(algo(r), r["game"]): r for r in rows
-            if "final_returns" in r and sticky(r) == STICKY and greedy(r)}
+    last = {config_name(algo(r), r["game"]): r for r in rows if "final_returns" in r and own_terms(r)}
     out = {}
     for name, r in last.items():
         target = r.get("target")

@@ -15,8 +15,9 @@
 #                   config too slow for the 2-core CPU (its data: $OUT/configs.jsonl, to be appended
 #                   to benchmarks/results/configs.jsonl)
 #   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions
-#   blines_<game>   PPO by the terms of gymnax-blines' published figure: no sticky actions and an
-#                   evaluation that samples from the policy (its batch_evaluate), 8 agents of seed 66001
+#   blines_<game>   PPO by the terms of gymnax-blines' published figure: no sticky actions, an
+#                   evaluation that samples from the policy (its batch_evaluate) and the value loss
+#                   clipped at 0.2 (its clip_eps), 8 agents of seed 66001
 #   minatar_paths   benchmarks/config_speed.py: ppo_minatar_asterix, 8 agents x 30 iterations, with the
 #                   backend's own paths (auto: narrow leaves sorted, the 400-column observation
 #                   gathered by rows) and with none (EVORL_FAST_PATHS=none: every gather XLA's)
@@ -69,7 +70,7 @@ if has minatar_freeway_sticky0; then
 fi
 for game in breakout asterix freeway space_invaders; do
   if has "blines_$game"; then
-    timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --sticky 0 --sampled-eval --seeds 8 \
+    timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --sticky 0 --sampled-eval --value-clip 0.2 --seeds 8 \
       --first-seed 66001 --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
   fi
 done

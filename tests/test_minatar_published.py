@@ -54,7 +54,7 @@ def test_another_algorithm_s_run_is_its_config_s_not_ppo_s(tmp_path):
     assert table[3].startswith("| Breakout-MinAtar (A2C) | 2 |") and "| - |" in table[3]  # no published A2C figure
 
 
-def test_a_control_evaluated_with_sampled_actions_is_its_own_row_and_not_the_config_s(tmp_path):
+def test_a_control_on_the_peer_s_terms_is_its_own_row_and_not_the_config_s(tmp_path):
     import results_data
     from minatar_published import render
 
@@ -63,7 +63,9 @@ def test_a_control_evaluated_with_sampled_actions_is_its_own_row_and_not_the_con
             "machine": "m", "wall_s": 10.0, "compile_s": 1.0, "seed": 7, "eval_episodes": 128}
     rows = [{**base, "final_returns": [50.0, 52.0], "repeat_action_probability": 0.1},
             {**base, "final_returns": [57.0, 59.0], "repeat_action_probability": 0.0, "eval_deterministic": False},
-            {**base, "final_returns": [40.0, 42.0], "repeat_action_probability": 0.1, "eval_deterministic": False}]
+            {**base, "final_returns": [40.0, 42.0], "repeat_action_probability": 0.1, "eval_deterministic": False},
+            {**base, "final_returns": [60.0, 62.0], "repeat_action_probability": 0.0, "eval_deterministic": False,
+             "value_clip_epsilon": 0.2}]
     # the config's measurement is its greedy run by MinAtar's rules, whichever row came last
     assert results_data.from_minatar(rows)["ppo_minatar_freeway"].final == [50.0, 52.0]
     path = tmp_path / "rows.jsonl"
@@ -73,3 +75,5 @@ def test_a_control_evaluated_with_sampled_actions_is_its_own_row_and_not_the_con
     assert table[3].startswith("| Freeway-MinAtar (sampled actions in evaluation) | 2 |") and "41.0" in table[3]
     assert table[4].startswith("| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) | 2 |")
     assert "58.0 [" in table[4]
+    assert table[5].startswith(
+        "| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) (value clipping 0.2) | 2 |")
