@@ -152,6 +152,8 @@ SUITES: dict[str, list[Benchmark]] = {
         checked("ppo_brax_reacher"),  # ~3 min per seed
         checked("ppo_brax_hopper"),  # mjx, 1M env steps: ~3-4 min per seed
         checked("ppo_brax_ant"),  # mjx, 1M env steps: ~3-4 min per seed
+        checked("ppo_brax_halfcheetah"),  # mjx, 1M env steps: ~17 min per seed on one core
+        checked("ppo_brax_walker2d"),  # mjx, 1M env steps: ~12 min per seed on one core
         checked("ppo_playground_cartpole_balance"),  # MJX: ~10 s of training per seed
         checked("ppo_playground_cartpole_swingup"),  # MJX: ~50 s of training per seed
         checked("ppo_craftax_classic"),  # ~15 min per seed on the 2-core CPU: a chip's part (tpu_session.sh)
