@@ -261,10 +261,19 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...], data: Path | None = 
     from evorl.engine.recording import ConsoleRecorder
     from evorl.workflows import resolve_workflow_cls
 
+    def say(text: str) -> None:  # a start that builds envs and compiles is minutes on a brax config
+        print(f"[{bench.name}] {text}", flush=True)
+
     cfg = load_config(bench.config, bench.overrides, bench.groups)
     workflow_cls = resolve_workflow_cls(cfg["workflow_cls"])
     first = FirstReached(bench.target)
-    random_score = random_return(cfg, workflow_cls, seeds) if bench.target is not None else None
+    random_score = None
+    if bench.target is not None:
+        say("the untrained policy's return (the normalised score's zero): building the env, compiling an evaluation ...")
+        started = time.perf_counter()
+        random_score = random_return(cfg, workflow_cls, seeds)
+        say(f"the untrained policy's return: {random_score:.4g} ({time.perf_counter() - started:.1f}s)")
+    say("building the env and the agent ...")
     workflow = workflow_cls.build_from_config(
         cfg, recorders=[ConsoleRecorder(prefix=f"[{bench.name}] "), first]
     )
@@ -279,8 +288,10 @@ def run_benchmark(bench: Benchmark, seeds: tuple[int, ...], data: Path | None = 
     }
     returns, bests, walls, reached, compile_s = [], [], [], [], None
     for seed in seeds:
+        say(f"seed {seed}: starting")
         state = workflow.init(jax.random.PRNGKey(seed))
         if compile_s is None:  # the training chunk, plus the evaluation's first (compiling) call
+            say("compiling the training step and the evaluation ...")
             start = time.perf_counter()
             workflow.compile(state)
             workflow.evaluate(state)
