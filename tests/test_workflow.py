@@ -57,6 +57,17 @@ def test_chunking_does_not_change_the_result(workflow):
     jax.tree.map(np.testing.assert_array_equal, a.agent_state.params, b.agent_state.params)
 
 
+def test_how_often_it_evaluates_does_not_change_what_it_learns():
+    # evaluation keys are folded from the state's key, never split from it
+    finals = []
+    for interval in (1, 6):
+        cfg = {**CFG, "training": {**CFG["training"], "eval_interval": interval}}
+        wf = PPOWorkflow.build_from_config(cfg, recorders=[])
+        finals.append(wf.learn(wf.init(jax.random.PRNGKey(4))))
+    jax.tree.map(np.testing.assert_array_equal, finals[0].agent_state.params, finals[1].agent_state.params)
+    np.testing.assert_array_equal(jax.random.key_data(finals[0].key), jax.random.key_data(finals[1].key))
+
+
 def test_learn_runs_to_num_iterations_and_logs(workflow):
     lines = []
 
