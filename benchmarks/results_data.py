@@ -273,10 +273,12 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
     last = {config_name(algo(r), r["game"]): r for r in rows if "final_returns" in r and own_terms(r)}
     out = {}
     for name, r in last.items():
-        target = r.get("target")
-        if target is None:
-            header = config_target(target_file(name))
-            target = None if header is None else header.value
+        header = config_target(target_file(name))
+        stated = None if header is None else header.value
+        # a row records the target its config stated when it ran; a target stated later (read
+        # from this very run's agents) is shown but never judges the run it was read from
+        ran_with = r["target"] if "target" in r else stated
+        target = stated if stated is not None else ran_with
         finals = [float(x) for x in r["final_returns"]]
         budget = r.get("budget_env_steps") or r["env_steps_per_agent"]
         m = Measurement(
@@ -285,15 +287,18 @@ def from_minatar(rows: list[dict]) -> dict[str, Measurement]:
             machine={"name": r.get("machine"), "jax_backend": r.get("backend")},
             final_stderr=[r.get("eval_standard_error")] * len(finals), eval_episodes=[r.get("eval_episodes")] * len(finals),
             seeds_label=f"{len(finals)} agents, keys split from seed {r['seed']}")
-        judged = target is not None and r["curve"] and "per_agent" in r["curve"][0]
+        per_agent = bool(r["curve"]) and "per_agent" in r["curve"][0]
+        judged = ran_with is not None and per_agent
         if judged:
-            v = verdicts({**r, "target": target, "budget_env_steps": budget})
+            v = verdicts({**r, "target": ran_with, "budget_env_steps": budget})
             m.best = [x["best"] for x in v]
             m.first_reach = [None if x["first_reach"] is None else round(x["first_reach"] * budget) for x in v]
             m.passed_reported = f"{sum(x['passed'] for x in v)}/{len(v)}"
         why = ("" if judged else "not judged: the config's header states no target; " if target is None else
                "not judged: its periodic evaluations were recorded as the mean, min and max over the agents, not per "
-               "agent, so neither first reach nor collapse can be read per agent; ")
+               "agent, so neither first reach nor collapse can be read per agent; " if not per_agent else
+               "not judged: its target was stated after this run, from these agents, so a run on fresh seeds "
+               "judges it; ")
         m.note = why + ("its s.e. is one figure for the run: the agents' mean standard deviation over the "
                         "square root of the episodes")
         out[name] = m

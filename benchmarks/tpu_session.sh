@@ -3,8 +3,10 @@
 # hold it, so the parts run one after another). Each part has its own time limit and writes as
 # it goes, so a cut-short call keeps what it measured. Parts:
 #   minatar_<game>  benchmarks/minatar_published.py: PPO, MinAtar's rules, 10M env steps, 8 agents
-#                   of seed 66001 in one program (game: breakout asterix freeway space_invaders
-#                   seaquest); a2c_minatar_<game>, impala_minatar_<game>: the same with A2C's, IMPALA's configs
+#                   of seed $FIRST_SEED (default 66001, the seed the MinAtar targets were read from;
+#                   a run that judges them takes another) in one program (game: breakout asterix
+#                   freeway space_invaders seaquest); a2c_minatar_<game>, impala_minatar_<game>: the
+#                   same with A2C's, IMPALA's configs
 #   check           benchmarks/device_check.sh --cases $CHECK_CASES (default: minatar-cnn ant; the
 #                   CartPole cases ran), $CHECK_TIMEOUT s per process (default 200)
 #   ant_phases      benchmarks/brax_phases.py: ppo_brax_ant's build, compile and step, phase by phase
@@ -54,7 +56,7 @@ for game in breakout asterix freeway space_invaders seaquest; do
     part="${algo}_minatar_$game"; [[ $algo == ppo ]] && part="minatar_$game"
     if has "$part"; then
       timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --algo "$algo" --games "$game" --seeds 8 \
-        --first-seed 66001 --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+        --first-seed "${FIRST_SEED:-66001}" --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
     fi
   done
 done

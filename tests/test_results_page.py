@@ -251,3 +251,19 @@ def test_minatar_runs_judged_only_with_every_agent_s_evaluations():
     untargeted = {**row, "game": "seaquest", "env": "Seaquest-MinAtar", "target": None}
     m = results_data.from_minatar([untargeted])["ppo_minatar_seaquest"]
     assert m.target is None and not m.judged and m.note.startswith("not judged: the config's header states no target; its s.e. is one figure")
+
+
+def test_a_minatar_target_stated_after_a_run_never_judges_that_run():
+    import results_data
+    from suites import config_target, target_file
+
+    stated = config_target(target_file("ppo_minatar_freeway")).value
+    assert stated is not None
+    row = {"game": "freeway", "env": "Freeway-MinAtar", "final_returns": [60.0, 60.0], "eval_episodes": 128,
+           "eval_standard_error": 0.3, "budget_env_steps": 1000, "target": None, "seed": 66001, "machine": "m",
+           "backend": "tpu", "curve": [{"env_steps": 500, "per_agent": [60.0, 60.0]}]}
+    m = results_data.from_minatar([row])["ppo_minatar_freeway"]
+    assert m.target == stated and not m.judged and "stated after this run" in m.note
+    # a run made with the target stated is judged by the target it ran with
+    m = results_data.from_minatar([{**row, "target": stated}])["ppo_minatar_freeway"]
+    assert m.judged and m.passed_text == "2/2"
