@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from minatar_published import verdicts  # noqa: E402
 
@@ -77,3 +79,20 @@ def test_a_control_on_the_peer_s_terms_is_its_own_row_and_not_the_config_s(tmp_p
     assert "58.0 [" in table[4]
     assert table[5].startswith(
         "| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) (value clipping 0.2) | 2 |")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_the_script_records_every_agent_s_evaluations_whatever_the_agent_count(tmp_path, seeds):
+    import json
+    import subprocess
+
+    out = tmp_path / "rows.jsonl"
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "minatar_published.py"
+    done = subprocess.run([sys.executable, str(script), "--games", "breakout", "--seeds", str(seeds), "--iterations", "2",
+                           "--eval-episodes", "2", "--out", str(out), "--machine", "test"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    row = json.loads(out.read_text().splitlines()[-1])
+    assert len(row["final_returns"]) == seeds and row["agents"] == seeds
+    assert row["curve"] and all(len(c["per_agent"]) == seeds for c in row["curve"])
