@@ -62,7 +62,8 @@ def run_game(game: str, args) -> dict:
            "--first-seed", str(args.first_seed), "--iterations", str(args.iterations),
            "--eval-episodes", str(args.eval_episodes)] + ([] if args.sticky is None else ["--sticky", str(args.sticky)])
            + (["--sampled-eval"] if args.sampled_eval else [])
-           + ([] if args.value_clip is None else ["--value-clip", str(args.value_clip)]))
+           + ([] if args.value_clip is None else ["--value-clip", str(args.value_clip)])
+           + ["--matmul-precision", args.matmul_precision])
     start = time.perf_counter()
     code, stdout, stderr = children.run(cmd, timeout=args.game_timeout or None, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -102,6 +103,8 @@ def child(game: str, args) -> None:
         cfg["training"]["eval_deterministic"] = False
     if args.value_clip is not None:
         cfg["agent"]["value_clip_epsilon"] = args.value_clip
+    if args.matmul_precision != "default":
+        jax.config.update("jax_default_matmul_precision", args.matmul_precision)
     start = time.perf_counter()
 
     def returns_per_agent(metrics: dict) -> list:
@@ -133,6 +136,7 @@ def child(game: str, args) -> None:
                       "repeat_action_probability": cfg["env"]["repeat_action_probability"],
                       "eval_deterministic": cfg["training"].get("eval_deterministic", True),
                       "value_clip_epsilon": cfg["agent"].get("value_clip_epsilon"),
+                      "matmul_precision": args.matmul_precision,
                       "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
                       "config": cfg}), flush=True)
     start = time.perf_counter()
@@ -181,10 +185,16 @@ def value_clip(row: dict) -> float | None:
     return row.get("value_clip_epsilon")
 
 
+def precision(row: dict) -> str:
+    """The row's float32 matmul precision (``default``: the backend's own; on a TPU, products of
+    bfloat16-rounded inputs summed in float32; rows that do not record it ran the default)."""
+    return row.get("matmul_precision", "default")
+
+
 def own_terms(row: dict) -> bool:
     """Whether the row ran its config as shipped: MinAtar's sticky actions, greedy evaluation,
-    the config's value loss. Any other row is a control."""
-    return sticky(row) == STICKY and greedy(row) and value_clip(row) is None
+    the config's value loss, the backend's default matmul precision. Any other row is a control."""
+    return sticky(row) == STICKY and greedy(row) and value_clip(row) is None and precision(row) == "default"
 
 
 #: The seed whose runs the MinAtar configs' targets were read from: a run that judges them takes another.
@@ -198,13 +208,13 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0)] = r
+                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0, precision(r))] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
     seeds = {r["seed"] for r in rows.values()}
     mixed = len(seeds) > 1
-    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3], k[4])):
+    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3], k[4], k[5] != "default")):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
@@ -221,7 +231,8 @@ def render(path: str) -> str:
             verdict = "not judged: the config had no target when it ran"
         rules = (("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
                  + ("" if key[3] else " (sampled actions in evaluation)")
-                 + (f" (value clipping {key[4]:g})" if key[4] else ""))
+                 + (f" (value clipping {key[4]:g})" if key[4] else "")
+                 + ("" if key[5] == "default" else f" ({key[5]} matmul precision)"))
         seed_cell = f", seed {r['seed']}" if mixed else ""
         lines.append(
             f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "
@@ -252,6 +263,9 @@ def main() -> None:
     p.add_argument("--value-clip", type=float, default=None,
                    help="a control (PPO): clip the value loss to this distance from the old values "
                         "(agent.value_clip_epsilon; gymnax-blines clips at its clip_eps, 0.2)")
+    p.add_argument("--matmul-precision", choices=["default", "highest"], default="default",
+                   help="a control: float32 matmuls at this precision (jax_default_matmul_precision; a TPU's "
+                        "default rounds their inputs to bfloat16, a CPU's is float32)")
     p.add_argument("--game-timeout", type=float, default=0,
                    help="stop a game's run after this many seconds, keeping its evaluations so far (0: none)")
     p.add_argument("--budget-s", type=float, default=0, help="start no game after this many seconds (0: no limit)")

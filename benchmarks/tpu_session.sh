@@ -17,6 +17,9 @@
 #                   config too slow for the 2-core CPU (its data: $OUT/configs.jsonl, to be appended
 #                   to benchmarks/results/configs.jsonl)
 #   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions
+#   minatar_<game>_f32  a control: as minatar_<game> with float32 matmuls (the chip's default
+#                   rounds their inputs to bfloat16; one agent on the CPU, float32, reached 58
+#                   on Freeway where the chip's 8 agents stopped at 51-53)
 #   blines_<game>   PPO by the terms of gymnax-blines' published figure: no sticky actions, an
 #                   evaluation that samples from the policy (its batch_evaluate) and the value loss
 #                   clipped at 0.2 (its clip_eps), 8 agents of seed 66001
@@ -70,6 +73,12 @@ if has minatar_freeway_sticky0; then
   timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds 8 --first-seed 66001 \
     --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
 fi
+for game in breakout asterix freeway space_invaders seaquest; do
+  if has "minatar_${game}_f32"; then
+    timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --matmul-precision highest --seeds 8 \
+      --first-seed 66001 --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+  fi
+done
 for game in breakout asterix freeway space_invaders; do
   if has "blines_$game"; then
     timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games "$game" --sticky 0 --sampled-eval --value-clip 0.2 --seeds 8 \

@@ -67,17 +67,19 @@ def test_a_control_on_the_peer_s_terms_is_its_own_row_and_not_the_config_s(tmp_p
             {**base, "final_returns": [57.0, 59.0], "repeat_action_probability": 0.0, "eval_deterministic": False},
             {**base, "final_returns": [40.0, 42.0], "repeat_action_probability": 0.1, "eval_deterministic": False},
             {**base, "final_returns": [60.0, 62.0], "repeat_action_probability": 0.0, "eval_deterministic": False,
-             "value_clip_epsilon": 0.2}]
+             "value_clip_epsilon": 0.2},
+            {**base, "final_returns": [58.0, 58.0], "repeat_action_probability": 0.1, "matmul_precision": "highest"}]
     # the config's measurement is its greedy run by MinAtar's rules, whichever row came last
     assert results_data.from_minatar(rows)["ppo_minatar_freeway"].final == [50.0, 52.0]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
     table = render(str(path)).splitlines()
     assert table[2].startswith("| Freeway-MinAtar | 2 |") and "51.0" in table[2]
-    assert table[3].startswith("| Freeway-MinAtar (sampled actions in evaluation) | 2 |") and "41.0" in table[3]
-    assert table[4].startswith("| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) | 2 |")
-    assert "58.0 [" in table[4]
-    assert table[5].startswith(
+    assert table[5].startswith("| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) | 2 |")
+    assert "58.0 [" in table[5]
+    assert table[3].startswith("| Freeway-MinAtar (highest matmul precision) | 2 |") and "58.0 [" in table[3]
+    assert table[4].startswith("| Freeway-MinAtar (sampled actions in evaluation) | 2 |") and "41.0" in table[4]
+    assert table[6].startswith(
         "| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) (value clipping 0.2) | 2 |")
 
 
