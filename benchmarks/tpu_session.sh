@@ -17,6 +17,8 @@
 #                   config too slow for the 2-core CPU (its data: $OUT/configs.jsonl, to be appended
 #                   to benchmarks/results/configs.jsonl)
 #   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions
+#   agreement       benchmarks/backend_agreement.py against the CPU's figures: the MinAtar games
+#                   bit for bit, and ppo_minatar_freeway's first iterations at both precisions
 #   minatar_<game>_f32  a control: as minatar_<game> with float32 matmuls (the chip's default
 #                   rounds their inputs to bfloat16; one agent on the CPU, float32, reached 58
 #                   on Freeway where the chip's 8 agents stopped at 51-53)
@@ -72,6 +74,10 @@ done
 if has minatar_freeway_sticky0; then
   timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds 8 --first-seed 66001 \
     --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
+fi
+if has agreement; then
+  timeout -k 5 "$(cap 240)" python3 benchmarks/backend_agreement.py --against benchmarks/results/tpu/agreement_cpu.json \
+    --out "$out/agreement_tpu.json"
 fi
 for game in breakout asterix freeway space_invaders seaquest; do
   if has "minatar_${game}_f32"; then
