@@ -109,7 +109,7 @@ def child(game: str, args) -> None:
 
     def returns_per_agent(metrics: dict) -> list:
         # one agent is not a population: its metrics are its own (no per-agent copy is kept)
-        if args.seeds == 1:
+        if not workflow.population:
             return [metrics["eval/episode_return"]]
         return workflow.last_metrics_per_agent["eval/episode_return"]
 
