@@ -97,8 +97,7 @@ def main() -> None:
     if len(sys.argv) > 3:
         cfg["training"]["num_iterations"] = int(sys.argv[3])
     start = time.perf_counter()
-    head = {"variant": variant, "seed": seed, "budget_env_steps": cfg["training"]["num_iterations"] * 64 * 128,
-            "backend": jax.default_backend()}
+    head = {"variant": variant, "seed": seed, "backend": jax.default_backend()}
 
     class Recorder:
         def init(self, config):
@@ -115,6 +114,7 @@ def main() -> None:
             pass
 
     workflow = resolve_workflow_cls(cfg["workflow_cls"]).build_from_config(cfg, recorders=[Recorder()])
+    head["budget_env_steps"] = cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration
     state = workflow.learn(workflow.init(jax.random.PRNGKey(seed)))
     final = workflow.evaluate(state)
     print(json.dumps({**head, "final": float(final["eval/episode_return"]), "wall_s": round(time.perf_counter() - start)}),
