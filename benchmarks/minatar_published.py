@@ -136,7 +136,7 @@ def child(game: str, args) -> None:
                       "repeat_action_probability": cfg["env"]["repeat_action_probability"],
                       "eval_deterministic": cfg["training"].get("eval_deterministic", True),
                       "value_clip_epsilon": cfg["agent"].get("value_clip_epsilon"),
-                      "matmul_precision": args.matmul_precision,
+                      "matmul_precision": args.matmul_precision, "observations": OBSERVATIONS,
                       "budget_env_steps": cfg["training"]["num_iterations"] * workflow.env_steps_per_iteration,
                       "config": cfg}), flush=True)
     start = time.perf_counter()
@@ -193,8 +193,23 @@ def precision(row: dict) -> str:
 
 def own_terms(row: dict) -> bool:
     """Whether the row ran its config as shipped: MinAtar's sticky actions, greedy evaluation,
-    the config's value loss, the backend's default matmul precision. Any other row is a control."""
-    return sticky(row) == STICKY and greedy(row) and value_clip(row) is None and precision(row) == "default"
+    the config's value loss, the backend's default matmul precision, on a game computed right
+    (not :func:`miscomputed`). Any other row is a control."""
+    return sticky(row) == STICKY and greedy(row) and value_clip(row) is None and precision(row) == "default" \
+        and not miscomputed(row)
+
+
+#: How the rows' MinAtar observations were built: evorl draws Breakout's, Freeway's and
+#: SpaceInvaders' planes without gymnax's boolean scatters (:mod:`evorl.envs.minatar_obs`).
+OBSERVATIONS = "scatter-free"
+
+
+def miscomputed(row: dict) -> bool:
+    """Whether the row's game was miscomputed: Freeway on a TPU with gymnax's boolean-scatter
+    observations (rows that do not record ``observations``), which a TPU computes wrongly at a
+    population's batch (``benchmarks/backend_agreement.py``: 8 x 128 envs lose set cells). Its
+    agents trained and were scored on a wrong game: shown as such, never judged."""
+    return row.get("backend") == "tpu" and row["game"] == "freeway" and row.get("observations") != OBSERVATIONS
 
 
 #: The seed whose runs the MinAtar configs' targets were read from: a run that judges them takes another.
@@ -208,19 +223,22 @@ def render(path: str) -> str:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0, precision(r))] = r
+                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0, precision(r), miscomputed(r))] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
     seeds = {r["seed"] for r in rows.values()}
     mixed = len(seeds) > 1
-    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), -k[2], not k[3], k[4], k[5] != "default")):
+    for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), k[6], -k[2], not k[3], k[4],
+                                           k[5] != "default")):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
         pub = PUBLISHED.get(game) if key[0] == "ppo" else None
         steps = r.get("env_steps_per_agent") or r["budget_env_steps"]
-        if r["curve"] and "per_agent" in r["curve"][0] and r.get("target") is not None:
+        if key[6]:
+            verdict = "not judged: the game was miscomputed"
+        elif r["curve"] and "per_agent" in r["curve"][0] and r.get("target") is not None:
             v = verdicts(r)
             reach = [x["first_reach"] for x in v if x["first_reach"] is not None]
             verdict = (f">= {r['target']:g}: {sum(x['passed'] for x in v)}/{len(v)}"
@@ -232,7 +250,8 @@ def render(path: str) -> str:
         rules = (("" if key[0] == "ppo" else f" ({key[0].upper()})") + ("" if key[2] == STICKY else f" (sticky actions {key[2]:g})")
                  + ("" if key[3] else " (sampled actions in evaluation)")
                  + (f" (value clipping {key[4]:g})" if key[4] else "")
-                 + ("" if key[5] == "default" else f" ({key[5]} matmul precision)"))
+                 + ("" if key[5] == "default" else f" ({key[5]} matmul precision)")
+                 + (" (observations miscomputed: gymnax's boolean scatters on the TPU)" if key[6] else ""))
         seed_cell = f", seed {r['seed']}" if mixed else ""
         lines.append(
             f"| {r['env']}{rules} | {r['agents']} | {steps / 1e6:.1f}M | {point:.1f} [{lo:.1f}, {hi:.1f}] | "

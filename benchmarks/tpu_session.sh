@@ -72,11 +72,12 @@ for part in $parts; do
   fi
 done
 if has minatar_freeway_sticky0; then
-  timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds 8 --first-seed 66001 \
+  timeout -k 5 "$(limit)" python3 benchmarks/minatar_published.py --games freeway --sticky 0 --seeds "${AGENTS:-8}" \
+    --first-seed "${FIRST_SEED:-66001}" \
     --game-timeout "$(limit 15)" --machine "tpu-v5e (1 chip)" --out "$out/minatar_published.jsonl"
 fi
 if has agreement; then
-  timeout -k 5 "$(cap 240)" python3 benchmarks/backend_agreement.py --against benchmarks/results/tpu/agreement_cpu.json \
+  timeout -k 5 "$(cap 480)" python3 benchmarks/backend_agreement.py --against benchmarks/results/tpu/agreement_cpu.json \
     --out "$out/agreement_tpu.json"
 fi
 for game in breakout asterix freeway space_invaders seaquest; do

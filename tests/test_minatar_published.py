@@ -83,6 +83,27 @@ def test_a_control_on_the_peer_s_terms_is_its_own_row_and_not_the_config_s(tmp_p
         "| Freeway-MinAtar (sticky actions 0) (sampled actions in evaluation) (value clipping 0.2) | 2 |")
 
 
+def test_freeway_on_a_tpu_with_gymnax_s_boolean_scatters_is_shown_miscomputed_and_never_judged(tmp_path):
+    import results_data
+    from minatar_published import OBSERVATIONS, render
+
+    base = {"game": "freeway", "env": "Freeway-MinAtar", "agents": 2, "budget_env_steps": 1000, "target": 45.0,
+            "curve": [{"env_steps": 500, "per_agent": [46.0, 47.0]}], "eval_standard_error": 0.5,
+            "machine": "m", "wall_s": 10.0, "compile_s": 1.0, "seed": 7, "eval_episodes": 128, "backend": "tpu"}
+    before = {**base, "final_returns": [50.0, 52.0]}  # no ``observations``: gymnax's scatters
+    assert "ppo_minatar_freeway" not in results_data.from_minatar([before])
+    assert "ppo_minatar_freeway" in results_data.from_minatar([{**before, "backend": "cpu"}])  # the CPU's are right
+    after = {**base, "final_returns": [58.0, 60.0], "observations": OBSERVATIONS}
+    assert results_data.from_minatar([before, after])["ppo_minatar_freeway"].final == [58.0, 60.0]
+    assert results_data.from_minatar([after, before])["ppo_minatar_freeway"].final == [58.0, 60.0]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in (before, after)))
+    table = render(str(path)).splitlines()
+    assert table[2].startswith("| Freeway-MinAtar | 2 |") and "59.0" in table[2] and ">= 45: 2/2" in table[2]
+    assert table[3].startswith("| Freeway-MinAtar (observations miscomputed: gymnax's boolean scatters on the TPU) |")
+    assert "not judged: the game was miscomputed" in table[3]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seeds", [1, 2])
 def test_the_script_records_every_agent_s_evaluations_whatever_the_agent_count(tmp_path, seeds):

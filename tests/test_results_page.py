@@ -255,15 +255,16 @@ def test_minatar_runs_judged_only_with_every_agent_s_evaluations():
 
 def test_a_minatar_target_stated_after_a_run_never_judges_that_run():
     import results_data
+    from minatar_published import OBSERVATIONS
     from suites import config_target, target_file
 
-    stated = config_target(target_file("ppo_minatar_freeway")).value
+    stated = config_target(target_file("ppo_minatar_asterix")).value
     assert stated is not None
-    row = {"game": "freeway", "env": "Freeway-MinAtar", "final_returns": [60.0, 60.0], "eval_episodes": 128,
+    row = {"game": "asterix", "env": "Asterix-MinAtar", "final_returns": [30.0, 30.0], "eval_episodes": 128,
            "eval_standard_error": 0.3, "budget_env_steps": 1000, "target": None, "seed": 66001, "machine": "m",
-           "backend": "tpu", "curve": [{"env_steps": 500, "per_agent": [60.0, 60.0]}]}
-    m = results_data.from_minatar([row])["ppo_minatar_freeway"]
+           "backend": "tpu", "observations": OBSERVATIONS, "curve": [{"env_steps": 500, "per_agent": [30.0, 30.0]}]}
+    m = results_data.from_minatar([row])["ppo_minatar_asterix"]
     assert m.target == stated and not m.judged and "stated after this run" in m.note
     # a run made with the target stated is judged by the target it ran with
-    m = results_data.from_minatar([{**row, "target": stated}])["ppo_minatar_freeway"]
+    m = results_data.from_minatar([{**row, "target": stated}])["ppo_minatar_asterix"]
     assert m.judged and m.passed_text == "2/2"

@@ -13,6 +13,7 @@ from evorl.config import ConfigError
 from evorl.config.errors import did_you_mean
 from evorl.config.env import sticky_probability
 from evorl.deferred_imports import import_gymnax
+from evorl.envs.minatar_obs import without_bool_scatters
 from evorl.envs.spaces import Box, Discrete
 from evorl.envs.vec_env import VectorEnv
 
@@ -82,7 +83,8 @@ class GymnaxEnv(VectorEnv):
         self.repeat_action_probability = sticky_probability(repeat_action_probability)
         name = resolve_gymnax_name(env_name)
         self.env_name = name
-        self._env, params = import_gymnax().make(name, **env_kwargs)
+        env, params = import_gymnax().make(name, **env_kwargs)
+        self._env = without_bool_scatters(env)  # a TPU miscomputes gymnax's (see minatar_obs)
         default_length = int(params.max_steps_in_episode)
         episode_length = default_length if episode_length is None else int(episode_length)
         super().__init__(num_envs, episode_length, reward_scale, action_repeat)
