@@ -27,14 +27,15 @@ def cells(shape: tuple[int, ...], *index: jax.Array) -> jax.Array:
     """A boolean array of ``shape``, True at each place ``(index[0][k], index[1][k], ...)``
     (each ``index[d]`` ``[K]``), as ``zeros(shape, bool).at[index].set(True)`` gives: a negative
     index counts from the end, one out of range sets nothing."""
-    hits = None
+    if not shape or len(index) != len(shape):
+        raise ValueError(f"cells: {len(index)} index arrays for a shape of {len(shape)} axes")
+    hits = jnp.asarray(True)
     for axis, (size, idx) in enumerate(zip(shape, index)):
         idx = jnp.asarray(idx, jnp.int32)
         idx = jnp.where(idx < 0, idx + size, idx)  # [K]
         one_hot = idx[:, None] == jnp.arange(size)  # [K, size]
-        one_hot = one_hot.reshape((idx.shape[0],) + (1,) * axis + (size,) + (1,) * (len(shape) - axis - 1))
-        hits = one_hot if hits is None else hits & one_hot  # [K, *shape] once every axis is in
-    return jnp.any(hits, axis=0)
+        hits = hits & one_hot.reshape((idx.shape[0],) + (1,) * axis + (size,) + (1,) * (len(shape) - axis - 1))
+    return jnp.any(hits, axis=0)  # hits: [K, *shape]
 
 
 def breakout_obs(state: Any) -> jax.Array:
