@@ -10,7 +10,9 @@ where the same agents, trained two to a program, reach 60.
 
 Here each plane is an OR of one-hot comparisons, which no backend gets wrong: the same values as
 gymnax's (``tests/test_minatar_obs.py`` checks bit for bit on the CPU, over states from play),
-with no scatter. Asterix (an int32 canvas) and Seaquest (a float32 one) keep gymnax's.
+with no scatter. Asterix (an int32 canvas) and Seaquest (a float32 one) keep gymnax's. On a
+2-core CPU a PPO Freeway iteration runs as fast either way (14.3k and 14.9k env steps/s with
+gymnax's, 14.3k and 14.7k with these, alternating runs).
 """
 
 from __future__ import annotations
