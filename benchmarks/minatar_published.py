@@ -217,20 +217,22 @@ TARGETS_SEED = 66001
 
 
 def render(path: str) -> str:
-    """The markdown table of the last row of each game in ``path``."""
+    """The markdown table of ``path``: per game, terms, backend and seed, its last finished row (a
+    run that set a target and the run on fresh seeds that judged it both show)."""
     rows = {}
     with open(path) as f:
         for line in f:
             r = json.loads(line)
             if "final_returns" in r:
-                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0, precision(r), miscomputed(r))] = r
+                rows[(algo(r), r["game"], sticky(r), greedy(r), value_clip(r) or 0.0, precision(r), miscomputed(r),
+                      r.get("backend", ""), r["seed"])] = r
     lines = ["| game | agents | env steps / agent | IQM final greedy return [95% CI] | min - max | eval s.e. | "
              "target: passed (first reach, % of budget) | published PPO | where, wall s (compile s) |",
              "|---|---:|---:|---|---|---:|---|---:|---|"]
     seeds = {r["seed"] for r in rows.values()}
     mixed = len(seeds) > 1
     for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), k[6], -k[2], not k[3], k[4],
-                                           k[5] != "default")):
+                                           k[5] != "default", k[7], k[8] != TARGETS_SEED, k[8])):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])

@@ -19,6 +19,8 @@
 #   minatar_freeway_sticky0  the Freeway control: as minatar_freeway without sticky actions
 #   agreement       benchmarks/backend_agreement.py against the CPU's figures: the MinAtar games
 #                   bit for bit, and ppo_minatar_freeway's first iterations at both precisions
+#   agreement_freeway  the same, Freeway only: its observations at [8, 128] as gymnax and as evorl draw
+#                   them (a minute, where agreement takes six)
 #   minatar_<game>_f32  a control: as minatar_<game> with float32 matmuls (the chip's default
 #                   rounds their inputs to bfloat16; one agent on the CPU, float32, reached 58
 #                   on Freeway where the chip's 8 agents stopped at 51-53)
@@ -79,6 +81,11 @@ fi
 if has agreement; then
   timeout -k 5 "$(cap 480)" python3 benchmarks/backend_agreement.py --against benchmarks/results/tpu/agreement_cpu.json \
     --out "$out/agreement_tpu.json"
+fi
+if has agreement_freeway; then
+  timeout -k 5 "$(cap 120)" python3 benchmarks/backend_agreement.py --against benchmarks/results/tpu/agreement_cpu.json \
+    --sections games_population_shape games_population_shape_evorl --games Freeway-MinAtar \
+    --out "$out/agreement_freeway_tpu.json"
 fi
 for game in breakout asterix freeway space_invaders seaquest; do
   if has "minatar_${game}_f32"; then
