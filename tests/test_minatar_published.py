@@ -37,6 +37,23 @@ def test_a_control_without_sticky_actions_is_its_own_row(tmp_path):
     assert "the config had no target" in table[2]
 
 
+def test_the_run_a_target_was_read_from_and_the_run_that_judges_it_both_show(tmp_path):
+    from minatar_published import TARGETS_SEED, render
+
+    base = {"game": "asterix", "env": "Asterix-MinAtar", "agents": 2, "budget_env_steps": 1000,
+            "curve": [{"env_steps": 500, "per_agent": [20.0, 20.0]}], "eval_standard_error": 0.5,
+            "machine": "m", "wall_s": 10.0, "compile_s": 1.0, "backend": "tpu"}
+    rows = [{**base, "seed": TARGETS_SEED + 1, "target": 18.0, "final_returns": [30.0, 31.0]},  # judging, written last
+            {**base, "seed": TARGETS_SEED, "target": None, "final_returns": [28.0, 29.0]},
+            {**base, "seed": TARGETS_SEED + 1, "target": 18.0, "final_returns": [32.0, 33.0]}]  # its rerun replaces it
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    table = render(str(path)).splitlines()
+    assert f"seed {TARGETS_SEED} |" in table[2] and "the config had no target" in table[2]
+    assert f"seed {TARGETS_SEED + 1} |" in table[3] and "32.5" in table[3] and ">= 18: 2/2" in table[3]
+    assert table[4] == ""  # two runs, two rows
+
+
 def test_another_algorithm_s_run_is_its_config_s_not_ppo_s(tmp_path):
     import results_data
     from minatar_published import render
