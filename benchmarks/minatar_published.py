@@ -232,7 +232,7 @@ def render(path: str) -> str:
     seeds = {r["seed"] for r in rows.values()}
     mixed = len(seeds) > 1
     for key in sorted(rows, key=lambda k: (ALGOS.index(k[0]), GAMES.index(k[1]), k[6], -k[2], not k[3], k[4],
-                                           k[5] != "default", k[7], k[8] != TARGETS_SEED, k[8])):
+                                           k[5] != "default", k[8] != TARGETS_SEED, k[8], k[7])):
         game, r = key[1], rows[key]
         x = np.asarray(r["final_returns"], dtype=float)
         point, lo, hi = iqm_interval([x])
