@@ -33,9 +33,9 @@
 #
 #   PARTS="minatar_asterix ant_phases" OUT=$OUT benchmarks/tpu_session.sh 560
 #
-# Wheels the chip's machine lacks: .whl-tpu/ (evorl's dependencies, evosax and dotmap for ES) and
-# .whl-brax/ (brax, MJX),
-# carried with the call and installed into /tmp/site (see docs/tpu.md).
+# Wheels the chip's machine lacks: .whl-tpu/ (evorl's dependencies, evosax and dotmap for ES;
+# benchmarks/tpu_wheels.sh downloads them) and, for the brax parts, .whl-brax/ (brax, MJX and
+# their dependencies), carried with the call and installed into /tmp/site (see docs/tpu.md).
 set -u
 cd "$(dirname "$0")/.."
 budget="${1:-560}"
